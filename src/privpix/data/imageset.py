@@ -1,0 +1,174 @@
+"""Containers for the data that flows through privpix."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from privpix.errors import DataError, ParameterError
+
+
+@dataclass
+class ImageSet:
+    """A set of same-sized images with their metadata.
+
+    Attributes:
+        images: ``(n, h, w, c)`` array; uint8 (0–255) as loaded, or float32 in [0, 1] for computation.
+        labels: ``(n,)`` int class per image, or ``None``.
+        subjects: ``(n,)`` identity of the person per image (faces), or ``None``.
+        attributes: name → ``(n,)`` array (e.g. CelebA ``Male`` as 0/1).
+        names: ``(n,)`` source file (or ``dataset/index``) per image.
+        source: dataset name or folder the set came from.
+        class_names: optional names of the label values.
+    """
+
+    images: np.ndarray
+    labels: np.ndarray | None = None
+    subjects: np.ndarray | None = None
+    attributes: dict[str, np.ndarray] = field(default_factory=dict)
+    names: np.ndarray | None = None
+    source: str = ""
+    class_names: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        imgs = np.asarray(self.images)
+        if imgs.ndim == 3:
+            imgs = imgs[..., None]
+        if imgs.ndim != 4:
+            raise ParameterError(f"images must have shape (n, h, w, c), got {imgs.shape}")
+        if imgs.dtype != np.uint8:
+            imgs = imgs.astype(np.float32, copy=False)
+            if imgs.size and not np.all(np.isfinite(imgs)):
+                raise ParameterError("images contain NaN or infinite values")
+        self.images = imgs
+        n = imgs.shape[0]
+        for key in ("labels", "subjects", "names"):
+            val = getattr(self, key)
+            if val is not None:
+                val = np.asarray(val)
+                if val.shape != (n,):
+                    raise ParameterError(f"{key} must have shape ({n},), got {val.shape}")
+                setattr(self, key, val)
+        if self.names is None:
+            self.names = np.array([f"{self.source or 'image'}/{i:06d}" for i in range(n)])
+        for k, v in self.attributes.items():
+            if np.asarray(v).shape != (n,):
+                raise ParameterError(f"attribute {k!r} must have shape ({n},)")
+
+    def __len__(self) -> int:
+        return int(self.images.shape[0])
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(h, w, c) of one image."""
+        return tuple(self.images.shape[1:])  # type: ignore[return-value]
+
+    def as_float(self) -> np.ndarray:
+        """Images as float32 in [0, 1], shape (n, h, w, c)."""
+        if self.images.dtype == np.uint8:
+            return self.images.astype(np.float32) / 255.0
+        return self.images
+
+    def as_uint8(self) -> np.ndarray:
+        """Images as uint8 0–255 (rounded, clipped)."""
+        if self.images.dtype == np.uint8:
+            return self.images
+        return np.clip(np.rint(self.images * 255.0), 0, 255).astype(np.uint8)
+
+    def flat(self) -> np.ndarray:
+        """(n, h·w·c) float32 in [0, 1]."""
+        return self.as_float().reshape(len(self), -1)
+
+    def subset(self, idx: np.ndarray | Sequence[int] | slice) -> ImageSet:
+        """The images at ``idx`` with their metadata."""
+        if isinstance(idx, slice):
+            idx = np.arange(len(self))[idx]
+        idx = np.asarray(idx)
+        return ImageSet(
+            images=self.images[idx],
+            labels=None if self.labels is None else self.labels[idx],
+            subjects=None if self.subjects is None else self.subjects[idx],
+            attributes={k: np.asarray(v)[idx] for k, v in self.attributes.items()},
+            names=self.names[idx],
+            source=self.source,
+            class_names=self.class_names,
+        )
+
+    def with_images(self, images: np.ndarray) -> ImageSet:
+        """The same metadata over new images (e.g. a release)."""
+        if len(images) != len(self):
+            raise ParameterError(f"with_images: expected {len(self)} images, got {len(images)}")
+        return replace(self, images=images, attributes=dict(self.attributes))
+
+    def batches(self, size: int) -> Iterator[ImageSet]:
+        if size < 1:
+            raise ParameterError(f"batch size must be >= 1, got {size}")
+        for start in range(0, len(self), size):
+            yield self.subset(slice(start, start + size))
+
+    def grayscale(self) -> ImageSet:
+        """Luma (ITU-R 601) single-channel copy; returns self when already one channel."""
+        if self.shape[2] == 1:
+            return self
+        x = self.as_float()
+        y = x[..., :3] @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
+        return self.with_images(y[..., None].astype(np.float32))
+
+    def resized(self, height: int, width: int) -> ImageSet:
+        """Resized copy (anti-aliased), float32 in [0, 1]."""
+        from skimage.transform import resize
+
+        if (height, width) == self.shape[:2]:
+            return self
+        x = self.as_float()
+        out = np.stack([resize(im, (height, width), anti_aliasing=True, preserve_range=True) for im in x])
+        return self.with_images(out.astype(np.float32))
+
+    def group_key(self) -> np.ndarray:
+        """What a per-group split groups by: subjects if known, else labels."""
+        if self.subjects is not None:
+            return self.subjects
+        if self.labels is not None:
+            return self.labels
+        raise DataError(f"{self.source}: a per-subject split needs subjects or labels")
+
+    def split_halves(self) -> tuple[ImageSet, ImageSet]:
+        """Paper 001's protocol: per subject (or class), the first half of its images (in dataset order,
+        rounded up) train, the rest test."""
+        key = self.group_key()
+        train, test = [], []
+        for g in pd.unique(key):
+            idx = np.flatnonzero(key == g)
+            k = (len(idx) + 1) // 2
+            train.extend(idx[:k])
+            test.extend(idx[k:])
+        return self.subset(np.sort(train)), self.subset(np.sort(test))
+
+
+@dataclass
+class RecordSet:
+    """Tabular records (UCI Adult): a DataFrame with the label and private attribute as named columns."""
+
+    frame: pd.DataFrame
+    label_column: str
+    source: str = ""
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    @property
+    def labels(self) -> np.ndarray:
+        col = self.frame[self.label_column]
+        return (col == sorted(col.unique())[-1]).to_numpy(dtype=np.int64)
+
+    def one_hot(self, drop: Sequence[str] = ()) -> tuple[np.ndarray, list[str]]:
+        """Features one-hot encoded (categoricals) with numerics as float; ``drop`` removes columns first.
+
+        Returns ``(X, column_names)``. Missing categorical values become their own ``nan`` category.
+        """
+        df = self.frame.drop(columns=[self.label_column, *drop])
+        enc = pd.get_dummies(df, dummy_na=False, dtype=np.float32)
+        return enc.to_numpy(dtype=np.float32), list(enc.columns)

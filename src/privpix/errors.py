@@ -1,0 +1,44 @@
+"""Exceptions raised by privpix. Every message names the parameter or file at fault."""
+
+from __future__ import annotations
+
+
+class PrivpixError(Exception):
+    """Base class: an error the user can fix (bad parameter, missing file, exhausted budget)."""
+
+
+class ParameterError(PrivpixError, ValueError):
+    """A parameter is out of its domain; the message names it and what was expected."""
+
+
+class DataError(PrivpixError):
+    """A data file is missing, unreadable or not in the expected format; the message names the file."""
+
+
+class BudgetExceededError(PrivpixError):
+    """A release would spend more privacy budget than the ledger allows."""
+
+
+def check_positive(name: str, value: float, *, allow_zero: bool = False) -> float:
+    """Return ``value`` as float if it is a finite number > 0 (or >= 0), else raise ParameterError."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be a number, got {value!r}") from None
+    if v != v or v in (float("inf"), float("-inf")):
+        raise ParameterError(f"{name} must be finite, got {value!r}")
+    if v < 0 or (v == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ParameterError(f"{name} must be {bound}, got {value!r}")
+    return v
+
+
+def check_delta(value: float) -> float:
+    """δ must lie in [0, 1)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"delta must be a number in [0, 1), got {value!r}") from None
+    if not (0.0 <= v < 1.0):
+        raise ParameterError(f"delta must be in [0, 1), got {value!r}")
+    return v

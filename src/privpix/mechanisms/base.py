@@ -1,0 +1,201 @@
+"""The mechanism protocol: every privatization method plugs in here, and nothing downstream special-cases one."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from privpix.data.imageset import ImageSet
+from privpix.errors import ParameterError, check_delta, check_positive
+from privpix.guarantees import Guarantee
+from privpix.noise import RNG, make_rng
+
+
+@dataclass(frozen=True)
+class Param:
+    """A mechanism parameter: name, type, default, what it means, and its allowed values."""
+
+    name: str
+    kind: type
+    default: Any
+    help: str
+    choices: tuple[Any, ...] | None = None
+    minimum: float | None = None  # inclusive lower bound for numbers
+
+    def validate(self, value: Any) -> Any:
+        if isinstance(value, str) and self.kind is not str:
+            value = self.parse(value)
+        if self.kind is bool:
+            if not isinstance(value, bool | np.bool_):
+                raise ParameterError(f"{self.name} must be true or false, got {value!r}")
+            value = bool(value)
+        elif self.kind in (int, float):
+            try:
+                num = self.kind(value)
+            except (TypeError, ValueError):
+                raise ParameterError(f"{self.name} must be {self.kind.__name__}, got {value!r}") from None
+            if self.kind is int and num != value:
+                raise ParameterError(f"{self.name} must be an integer, got {value!r}")
+            if not np.isfinite(num):
+                raise ParameterError(f"{self.name} must be finite, got {value!r}")
+            if self.minimum is not None and num < self.minimum:
+                raise ParameterError(f"{self.name} must be >= {self.minimum:g}, got {value!r}")
+            value = num
+        if self.choices is not None and value not in self.choices:
+            raise ParameterError(f"{self.name} must be one of {', '.join(map(str, self.choices))}; got {value!r}")
+        return value
+
+    def parse(self, text: str) -> Any:
+        t = text.strip()
+        if self.kind is bool:
+            low = t.lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise ParameterError(f"{self.name} must be true or false, got {text!r}")
+        if self.kind is int:
+            try:
+                return int(t)
+            except ValueError:
+                raise ParameterError(f"{self.name} must be an integer, got {text!r}") from None
+        if self.kind is float:
+            try:
+                return float(t)
+            except ValueError:
+                raise ParameterError(f"{self.name} must be a number, got {text!r}") from None
+        return t
+
+
+@dataclass
+class Release:
+    """What a mechanism publishes.
+
+    Attributes:
+        images: the released images (float32 in [0, 1], same metadata as the input).
+        guarantee: the privacy statement that holds for this release.
+        mechanism: registered name.
+        parameters: every parameter in force, defaults included (with ``epsilon`` and ``delta``).
+        seconds: wall time of the release.
+    """
+
+    images: ImageSet
+    guarantee: Guarantee
+    mechanism: str
+    parameters: dict[str, Any]
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Mechanism:
+    """Base class. Subclasses set the class attributes and implement :meth:`guarantee` and :meth:`_privatize`.
+
+    Parameters are keyword arguments validated against ``params`` at construction (sklearn style: stored as
+    given, all checks in one place). ``epsilon`` is required when ``uses_epsilon`` and refused otherwise.
+    """
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    paper: ClassVar[str] = ""
+    model: ClassVar[str] = "none"
+    uses_epsilon: ClassVar[bool] = True
+    uses_delta: ClassVar[bool] = False
+    params: ClassVar[tuple[Param, ...]] = ()
+
+    def __init__(self, epsilon: float | None = None, delta: float | None = None, **params: Any) -> None:
+        if self.uses_epsilon:
+            if epsilon is None:
+                raise ParameterError(f"{self.name}: epsilon is required")
+            self.epsilon: float | None = check_positive("epsilon", epsilon)
+        else:
+            if epsilon is not None:
+                raise ParameterError(
+                    f"{self.name}: takes no epsilon (guarantee '{self.model}'); set its strength with --param"
+                )
+            self.epsilon = None
+        if delta is not None and not self.uses_delta and float(delta) != 0.0:
+            raise ParameterError(f"{self.name}: takes no delta")
+        self.delta = check_delta(delta if delta is not None else 0.0)
+        known = {p.name: p for p in self.params}
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            raise ParameterError(
+                f"{self.name}: unknown parameter(s) {', '.join(unknown)}; known: {', '.join(known) or 'none'}"
+            )
+        self.values: dict[str, Any] = {}
+        for p in self.params:
+            self.values[p.name] = p.validate(params[p.name]) if p.name in params else p.default
+        self._check()
+
+    def _check(self) -> None:
+        """Cross-parameter validation; override when parameters constrain each other."""
+
+    def __getattr__(self, item: str) -> Any:
+        values = self.__dict__.get("values")
+        if values is not None and item in values:
+            return values[item]
+        raise AttributeError(item)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.parameters().items())
+        return f"{type(self).__name__}({args})"
+
+    def parameters(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.uses_epsilon:
+            out["epsilon"] = self.epsilon
+        if self.uses_delta:
+            out["delta"] = self.delta
+        out.update(self.values)
+        return out
+
+    def fit(self, data: ImageSet | None = None) -> Mechanism:
+        """Learn what the mechanism needs. Per-image mechanisms need nothing; returns self."""
+        return self
+
+    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+        """The guarantee a release of images of ``shape`` = (h, w, c) carries."""
+        raise NotImplementedError
+
+    def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
+        """(n, h, w, c) float in [0, 1] → released array of the same shape (float)."""
+        raise NotImplementedError
+
+    def release(self, images: ImageSet, rng: RNG | int | None = None) -> Release:
+        """Privatize ``images``; ``rng`` is a Generator, SecureRandom, or an integer seed."""
+        if not isinstance(images, ImageSet):
+            raise ParameterError(f"{self.name}: release expects an ImageSet, got {type(images).__name__}")
+        if rng is None or isinstance(rng, int | np.integer):
+            rng = make_rng(None if rng is None else int(rng))
+        t0 = time.perf_counter()
+        out = self._privatize(images.as_float().astype(np.float64), rng)
+        out = np.asarray(out, dtype=np.float32)
+        released = images.with_images(out)
+        return Release(
+            images=released,
+            guarantee=self.guarantee(images.shape),
+            mechanism=self.name,
+            parameters=self.parameters(),
+            seconds=time.perf_counter() - t0,
+        )
+
+
+MECHANISMS: dict[str, type[Mechanism]] = {}
+
+
+def register(cls: type[Mechanism]) -> type[Mechanism]:
+    if cls.name in MECHANISMS:
+        raise ValueError(f"mechanism {cls.name!r} registered twice")
+    MECHANISMS[cls.name] = cls
+    return cls
+
+
+def get_mechanism(name: str, epsilon: float | None = None, delta: float | None = None, **params) -> Mechanism:
+    """Instantiate a registered mechanism by name."""
+    key = name.strip().lower()
+    if key not in MECHANISMS:
+        raise ParameterError(f"method: unknown mechanism {name!r}; known: {', '.join(sorted(MECHANISMS))}")
+    return MECHANISMS[key](epsilon=epsilon, delta=delta, **params)

@@ -1,0 +1,213 @@
+"""Pixel-space mechanisms: paper 001's LAP, DP-Pix (Fan 2018), and paper 004's conventional baselines."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import ndimage
+
+from privpix.errors import ParameterError
+from privpix.guarantees import Guarantee
+from privpix.mechanisms.base import Mechanism, Param, register
+from privpix.noise import RNG, add_gaussian, add_laplace
+
+_CLIP = Param("clip", bool, True, "clip released values to the pixel range [0, 1] (post-processing)")
+_RANGE = Param("pixel_range", float, 1.0, "declared range of one pixel value (images are in [0, 1])", minimum=1e-12)
+
+
+def _unit_size(unit: str, m: int, h: int, w: int) -> tuple[int, str]:
+    """Number of pixel positions in a neighbouring unit, and its description."""
+    if unit == "pixel":
+        return 1, "one pixel of one image"
+    if unit == "pixels":
+        return min(m, h * w), ("one pixel of one image" if m == 1 else f"up to {m} pixels of one image")
+    if unit == "column":
+        return h, "one pixel column of one image (paper 001, definition 1)"
+    return h * w, "one whole image"
+
+
+@register
+class PixelLaplace(Mechanism):
+    """Laplace noise on every pixel value (paper 001's LAP, eq. 5).
+
+    ``sensitivity="data"`` is the paper: Δ = the image's own largest column L1 norm, computed per image. The
+    noise scale then depends on the private image (an all-black image is published without noise), so the
+    release is **not** ε-DP; the guarantee says so. ``sensitivity="bound"`` calibrates Δ from the declared
+    pixel range and the neighbouring ``unit``: Δ = pixel_range · channels · (pixels in the unit), which is
+    sound. Either way ``per_image_epsilon`` states what a whole image costs.
+    """
+
+    name = "pixel-laplace"
+    summary = "Laplace noise on every pixel (paper 001's LAP); data-derived or bound-based sensitivity"
+    paper = "001 (LAP)"
+    model = "central-dp"
+    params = (
+        Param("sensitivity", str, "data", "'data': the paper's per-image largest column L1 norm (unsound); "
+              "'bound': from pixel_range and unit (sound)", choices=("data", "bound")),
+        Param("unit", str, "column", "neighbouring unit: pixel, pixels (m of them), column, image",
+              choices=("pixel", "pixels", "column", "image")),
+        Param("m", int, 1, "pixels in the unit when unit=pixels", minimum=1),
+        _RANGE,
+        _CLIP,
+    )
+
+    def _check(self) -> None:
+        if self.sensitivity == "data" and self.unit != "column":
+            raise ParameterError("sensitivity='data' is the paper's column rule: use unit=column, or "
+                                 "sensitivity='bound' for another unit")
+
+    def bound_sensitivity(self, shape: tuple[int, int, int]) -> float:
+        h, w, c = shape
+        size, _ = _unit_size(self.unit, self.m, h, w)
+        return self.pixel_range * c * size
+
+    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+        h, w, c = shape
+        _, unit_text = _unit_size(self.unit, self.m, h, w)
+        if self.sensitivity == "data":
+            return Guarantee(
+                model="central-dp", epsilon=self.epsilon, unit=unit_text, per_image_epsilon=None, sound=False,
+                caveats=(
+                    "sensitivity computed from the data: Δ is each image's own largest column L1 norm, so the "
+                    "noise scale reveals the image and an all-black image is released without noise",
+                    "not ε-DP as paper 001 claims; the ε is a noise knob. Use sensitivity=bound for a proof",
+                ),
+            )
+        per_image = self.epsilon * (self.pixel_range * h * w * c) / self.bound_sensitivity(shape)
+        caveats = [f"assumes every pixel value lies in a range of width {self.pixel_range:g} (images in [0, 1])"]
+        if self.unit != "image":
+            caveats.append(f"protects {unit_text} at ε={self.epsilon:g}; a whole image only at ε={per_image:.4g}")
+        return Guarantee(model="central-dp", epsilon=self.epsilon, unit=unit_text, per_image_epsilon=per_image,
+                         sound=True, caveats=tuple(caveats))
+
+    def data_sensitivity(self, x: np.ndarray) -> np.ndarray:
+        """Paper 001's Δ₁A per image: max over columns j of Σ_i |a_ij| (channels summed). Shape (n,)."""
+        return np.abs(x).sum(axis=(1, 3)).max(axis=1)
+
+    def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
+        if self.sensitivity == "data":
+            scale = (self.data_sensitivity(x) / self.epsilon)[:, None, None, None]
+        else:
+            scale = self.bound_sensitivity(x.shape[1:]) / self.epsilon
+        out = add_laplace(x, scale, rng)
+        return np.clip(out, 0.0, 1.0) if self.clip else out
+
+
+@register
+class DPPix(Mechanism):
+    """DP-Pix (Fan 2018): average b×b cells, add Laplace, upsample back to the image size.
+
+    Neighbouring images differ in at most ``m`` pixels. One changed pixel moves one cell mean by at most
+    pixel_range / (cell size), so Δ = channels · m · pixel_range / k_min, with k_min the smallest cell (b² when
+    b divides the image; border cells are smaller otherwise, and the bound uses them). Sound ε-DP.
+    """
+
+    name = "dp-pix"
+    summary = "DP-Pix (Fan 2018): b×b cell means + Laplace(Δ = m·range/b²); sound for m-pixel neighbours"
+    paper = "baseline (Fan 2018)"
+    model = "central-dp"
+    params = (
+        Param("b", int, 4, "cell side in pixels", minimum=1),
+        Param("m", int, 1, "neighbouring images differ in at most m pixels", minimum=1),
+        _RANGE,
+        _CLIP,
+    )
+
+    def _cells(self, h: int, w: int) -> tuple[int, int, int]:
+        gh, gw = math.ceil(h / self.b), math.ceil(w / self.b)
+        kmin = min(self.b, h - (gh - 1) * self.b) * min(self.b, w - (gw - 1) * self.b)
+        return gh, gw, kmin
+
+    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+        h, w, c = shape
+        gh, gw, kmin = self._cells(h, w)
+        m = min(self.m, h * w)
+        delta_unit = c * m * self.pixel_range / kmin
+        delta_image = c * gh * gw * self.pixel_range  # every cell mean may move by the full range
+        return Guarantee(
+            model="central-dp", epsilon=self.epsilon,
+            unit="one pixel of one image" if m == 1 else f"up to {m} pixels of one image",
+            per_image_epsilon=self.epsilon * delta_image / delta_unit, sound=True,
+            caveats=(f"cells of {self.b}x{self.b} pixels; Δ = {delta_unit:.4g} in [0, 1] pixel units",
+                     f"assumes every pixel value lies in a range of width {self.pixel_range:g}"),
+        )
+
+    def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
+        n, h, w, c = x.shape
+        gh, gw, kmin = self._cells(h, w)
+        pad_h, pad_w = gh * self.b - h, gw * self.b - w
+        # Sum over each cell, counting only real pixels (padding contributes zeros and is not counted).
+        xp = np.pad(x, ((0, 0), (0, pad_h), (0, pad_w), (0, 0)))
+        sums = xp.reshape(n, gh, self.b, gw, self.b, c).sum(axis=(2, 4))
+        ones = np.pad(np.ones((h, w)), ((0, pad_h), (0, pad_w)))
+        counts = ones.reshape(gh, self.b, gw, self.b).sum(axis=(1, 3))[None, :, :, None]
+        means = sums / counts
+        m = min(self.m, h * w)
+        scale = c * m * self.pixel_range / kmin / self.epsilon
+        noisy = add_laplace(means, scale, rng)
+        up = np.repeat(np.repeat(noisy, self.b, axis=1), self.b, axis=2)[:, :h, :w, :]
+        return np.clip(up, 0.0, 1.0) if self.clip else up
+
+
+class _NoGuarantee(Mechanism):
+    model = "none"
+    uses_epsilon = False
+    paper = "004 (conventional baseline)"
+    caveat = ""
+
+    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+        return Guarantee.none(self.caveat)
+
+
+@register
+class PixelGaussian(_NoGuarantee):
+    """Additive Gaussian pixel noise with a fixed standard deviation (no calibration, no privacy claim)."""
+
+    name = "pixel-gaussian"
+    summary = "Gaussian noise of std sigma on every pixel value; no privacy claim"
+    caveat = "fixed-scale Gaussian noise, not calibrated to any sensitivity: no DP guarantee"
+    params = (Param("sigma", float, 0.1, "noise standard deviation in [0, 1] pixel units", minimum=0.0), _CLIP)
+
+    def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
+        out = add_gaussian(x, self.sigma, rng)
+        return np.clip(out, 0.0, 1.0) if self.clip else out
+
+
+@register
+class GaussianBlur(_NoGuarantee):
+    """Gaussian blur (deterministic): faces stay recognisable to machines; no privacy claim."""
+
+    name = "gaussian-blur"
+    summary = "Gaussian blur of std sigma pixels; deterministic, no privacy claim"
+    caveat = "deterministic blur: no randomness, no DP guarantee; blurred faces are often re-identifiable"
+    params = (Param("sigma", float, 2.0, "blur standard deviation in pixels", minimum=0.0),)
+
+    def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
+        return ndimage.gaussian_filter(x, sigma=(0, self.sigma, self.sigma, 0), mode="reflect")
+
+
+@register
+class MedianFilter(_NoGuarantee):
+    """Median filter over a size×size window (deterministic; no privacy claim)."""
+
+    name = "median-filter"
+    summary = "median filter over size×size windows; deterministic, no privacy claim"
+    caveat = "deterministic filter: no randomness, no DP guarantee"
+    params = (Param("size", int, 5, "window side in pixels", minimum=1),)
+
+    def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
+        return ndimage.median_filter(x, size=(1, self.size, self.size, 1), mode="reflect")
+
+
+@register
+class UniformFilter(_NoGuarantee):
+    """Mean (box) filter over a size×size window (deterministic; no privacy claim)."""
+
+    name = "uniform-filter"
+    summary = "box (mean) filter over size×size windows; deterministic, no privacy claim"
+    caveat = "deterministic filter: no randomness, no DP guarantee"
+    params = (Param("size", int, 5, "window side in pixels", minimum=1),)
+
+    def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
+        return ndimage.uniform_filter(x, size=(1, self.size, self.size, 1), mode="reflect")

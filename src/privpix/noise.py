@@ -1,0 +1,363 @@
+"""Every random draw in privpix goes through this module.
+
+Two modes, chosen with :func:`make_rng`:
+
+* **reproducible** (default): a seeded :class:`numpy.random.Generator`. Same seed, same release. For research
+  runs, tests and benchmarks. Floating-point samplers are NumPy's.
+* **secure**: :class:`SecureRandom`, fed by the operating system's CSPRNG (``os.urandom``); cannot be seeded.
+  The discrete samplers (discrete Laplace, generalised randomized response, exponential mechanism) are *exact*:
+  they use only uniform integers and rational Bernoulli trials (Canonne, Kamath & Steinke 2020), so no
+  floating-point artefact can leak the input. Continuous Laplace noise is produced as discrete Laplace noise on
+  a fine grid, and :func:`add_laplace` snaps the data to that grid first, which keeps the guarantee exact.
+  The continuous Gaussian in secure mode is a floating-point Box–Muller transform of CSPRNG bits: use it for
+  knob-style noise, not where an exact (ε, δ) proof is needed.
+
+All samplers take ``rng`` first. Scales are in the units of the data they are added to.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from fractions import Fraction
+
+import numpy as np
+
+from privpix.errors import ParameterError, check_positive
+
+__all__ = [
+    "RNG",
+    "SecureRandom",
+    "add_gaussian",
+    "add_laplace",
+    "discrete_laplace",
+    "exponential_mechanism",
+    "gaussian",
+    "is_secure",
+    "laplace",
+    "make_rng",
+    "randomized_response",
+]
+
+# Rational approximations use this denominator (2**20): rounding is always in the conservative direction.
+_DEN = 1 << 20
+_U64 = np.uint64
+
+
+class SecureRandom:
+    """Random source backed by the OS CSPRNG with exact uniform integers (rejection sampling on raw bits)."""
+
+    secure = True
+
+    def __init__(self) -> None:
+        self._buf = np.empty(0, dtype=_U64)
+
+    def bits64(self, n: int) -> np.ndarray:
+        """``n`` independent uniform 64-bit words."""
+        return np.frombuffer(os.urandom(8 * int(n)), dtype=_U64).copy()
+
+    def integers(self, high: np.ndarray | int, size: int | None = None) -> np.ndarray:
+        """Exactly uniform integers in ``[0, high)`` (``high`` >= 1, < 2**63), elementwise if ``high`` is an array."""
+        h = np.asarray(high, dtype=_U64)
+        if size is not None:
+            h = np.broadcast_to(h, (int(size),))
+        h = h.ravel().copy()
+        if h.size and int(h.min()) < 1:
+            raise ParameterError("integers: high must be >= 1")
+        # Smear the top bit of high-1 down to get the smallest all-ones mask covering [0, high).
+        m = h - _U64(1)
+        for s in (1, 2, 4, 8, 16, 32):
+            m |= m >> _U64(s)
+        out = np.empty_like(h)
+        todo = np.arange(h.size)
+        while todo.size:
+            cand = self.bits64(todo.size) & m[todo]
+            ok = cand < h[todo]
+            out[todo[ok]] = cand[ok]
+            todo = todo[~ok]
+        return out.astype(np.int64)
+
+    def random(self, size: int | tuple[int, ...]) -> np.ndarray:
+        """Uniform floats in [0, 1) with 53 random bits each."""
+        n = int(np.prod(size))
+        return ((self.bits64(n) >> _U64(11)).astype(np.float64) * 2.0**-53).reshape(size)
+
+
+RNG = np.random.Generator | SecureRandom
+
+
+def make_rng(seed: int | None = None, *, secure: bool = False) -> RNG:
+    """Return the random source for a release.
+
+    Args:
+        seed: integer seed for reproducible mode. ``None`` draws fresh OS entropy.
+        secure: use :class:`SecureRandom` (OS CSPRNG, exact discrete samplers). It cannot be seeded.
+    """
+    if secure:
+        if seed is not None:
+            raise ParameterError("seed: secure mode draws from the OS CSPRNG and cannot be seeded")
+        return SecureRandom()
+    if seed is not None and (not isinstance(seed, int | np.integer) or seed < 0):
+        raise ParameterError(f"seed must be a non-negative integer, got {seed!r}")
+    return np.random.default_rng(seed)
+
+
+def is_secure(rng: RNG) -> bool:
+    return isinstance(rng, SecureRandom)
+
+
+def _check_rng(rng: object) -> None:
+    if not isinstance(rng, np.random.Generator | SecureRandom):
+        raise ParameterError(
+            f"rng must be a numpy.random.Generator or privpix.noise.SecureRandom (see make_rng), got {type(rng)}"
+        )
+
+
+def _size(size: int | tuple[int, ...] | None) -> tuple[int, ...]:
+    if size is None:
+        return ()
+    if isinstance(size, int | np.integer):
+        return (int(size),)
+    return tuple(int(s) for s in size)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Exact building blocks (secure mode). Rationals are arrays of int64 numerators and denominators.
+
+
+def _bernoulli_rational(rng: SecureRandom, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """Exact Bernoulli(num / den), 0 <= num <= den, elementwise."""
+    return rng.integers(den) < num
+
+
+def _bernoulli_exp_neg_unit(rng: SecureRandom, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """Exact Bernoulli(exp(-num/den)) for num/den in [0, 1] (CKS 2020, Algorithm 1, first part)."""
+    n = num.size
+    k = np.ones(n, dtype=np.int64)
+    active = np.arange(n)
+    while active.size:
+        a = _bernoulli_rational(rng, num[active], den[active] * k[active])
+        k[active[a]] += 1
+        active = active[a]
+    return (k % 2) == 1
+
+
+def _bernoulli_exp_neg(rng: SecureRandom, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """Exact Bernoulli(exp(-num/den)) for any rational num/den >= 0."""
+    num = np.asarray(num, dtype=np.int64).ravel()
+    den = np.asarray(den, dtype=np.int64).ravel()
+    whole = num // den
+    out = np.ones(num.size, dtype=bool)
+    # exp(-γ) = exp(-1)^floor(γ) · exp(-(γ - floor γ)); stop an element at its first failure.
+    for step in range(int(whole.max()) if whole.size else 0):
+        idx = np.flatnonzero(out & (whole > step))
+        if not idx.size:
+            break
+        ones = np.ones(idx.size, dtype=np.int64)
+        out[idx] = _bernoulli_exp_neg_unit(rng, ones, ones)
+    idx = np.flatnonzero(out)
+    if idx.size:
+        out[idx] = _bernoulli_exp_neg_unit(rng, num[idx] - whole[idx] * den[idx], den[idx])
+    return out
+
+
+def _rational_at_least(x: float, max_den: int = _DEN) -> tuple[int, int]:
+    """(p, q) with p/q >= x and p/q - x <= 1/q: a conservative rational for a noise scale."""
+    fr = Fraction(x)
+    p = math.ceil(fr * max_den)
+    g = math.gcd(p, max_den)
+    return p // g, max_den // g
+
+
+def _rational_at_most(x: float, max_den: int = _DEN) -> tuple[int, int]:
+    """(p, q) with p/q <= x, within 1/q: a conservative rational for an ε."""
+    fr = Fraction(x)
+    p = math.floor(fr * max_den)
+    g = math.gcd(p, max_den) if p else max_den
+    return p // g, max_den // g
+
+
+def _exact_discrete_laplace(rng: SecureRandom, scale_num: int, scale_den: int, n: int) -> np.ndarray:
+    """CKS 2020 Algorithm 2: P[z] ∝ exp(-|z| · den/num), i.e. scale num/den, exactly."""
+    t, s = int(scale_num), int(scale_den)
+    if t >= 1 << 40 or s >= 1 << 40:
+        raise ParameterError("discrete_laplace: scale is too large or too finely specified for exact sampling")
+    out = np.empty(n, dtype=np.int64)
+    todo = np.arange(n)
+    t_arr = np.full(n, t, dtype=np.int64)
+    while todo.size:
+        m = todo.size
+        u = rng.integers(t_arr[:m])
+        d = _bernoulli_exp_neg(rng, u, t_arr[:m])
+        idx, u = todo[d], u[d]
+        # V ~ Geometric: count successes of Bernoulli(exp(-1)) before the first failure.
+        v = np.zeros(idx.size, dtype=np.int64)
+        live = np.arange(idx.size)
+        while live.size:
+            ones = np.ones(live.size, dtype=np.int64)
+            a = _bernoulli_exp_neg_unit(rng, ones, ones)
+            v[live[a]] += 1
+            live = live[a]
+        y = (u + t * v) // s
+        b = rng.integers(2, size=idx.size).astype(bool)
+        ok = ~(b & (y == 0))
+        out[idx[ok]] = np.where(b[ok], -y[ok], y[ok])
+        done = np.zeros(n, dtype=bool)
+        done[idx[ok]] = True
+        todo = todo[~done[todo]]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Public samplers.
+
+
+def laplace(rng: RNG, scale: float, size: int | tuple[int, ...] | None = None, *, grid: float = 2.0**-16):
+    """Laplace(0, scale) noise, density exp(-|x|/scale) / (2·scale).
+
+    In secure mode the noise is ``grid · DiscreteLaplace(scale/grid)`` with the discrete scale rounded up, an
+    exact sample on the lattice ``grid·Z``; it is private only for data snapped to the same lattice, which
+    :func:`add_laplace` does for you.
+    """
+    _check_rng(rng)
+    scale = check_positive("scale", scale, allow_zero=True)
+    shape = _size(size)
+    if scale == 0:
+        return np.zeros(shape)
+    if isinstance(rng, SecureRandom):
+        return grid * discrete_laplace(rng, scale / grid, shape).astype(np.float64)
+    return rng.laplace(0.0, scale, shape)
+
+
+def gaussian(rng: RNG, sigma: float, size: int | tuple[int, ...] | None = None) -> np.ndarray:
+    """Gaussian N(0, sigma²) noise (secure mode: Box–Muller on CSPRNG floats, not an exact sampler)."""
+    _check_rng(rng)
+    sigma = check_positive("sigma", sigma, allow_zero=True)
+    shape = _size(size)
+    if sigma == 0:
+        return np.zeros(shape)
+    if isinstance(rng, SecureRandom):
+        n = int(np.prod(shape)) if shape else 1
+        u1 = 1.0 - rng.random(n)  # (0, 1]: log is finite
+        u2 = rng.random(n)
+        z = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
+        return sigma * z.reshape(shape)
+    return rng.normal(0.0, sigma, shape)
+
+
+def discrete_laplace(rng: RNG, scale: float, size: int | tuple[int, ...] | None = None) -> np.ndarray:
+    """Two-sided geometric noise on the integers: P[z] ∝ exp(-|z| / scale).
+
+    Secure mode samples exactly (CKS 2020) at a rational scale >= ``scale`` (rounded up by < 2**-20 relative
+    to one unit), so the privacy guarantee computed from ``scale`` holds.
+    """
+    _check_rng(rng)
+    scale = check_positive("scale", scale)
+    shape = _size(size)
+    n = int(np.prod(shape)) if shape else 1
+    if isinstance(rng, SecureRandom):
+        p, q = _rational_at_least(scale)
+        return _exact_discrete_laplace(rng, p, q, n).reshape(shape)
+    prob = -math.expm1(-1.0 / scale)  # 1 - exp(-1/scale), accurate for large scales
+    return (rng.geometric(prob, n) - rng.geometric(prob, n)).reshape(shape).astype(np.int64)
+
+
+def add_laplace(values: np.ndarray, scale: float | np.ndarray, rng: RNG, *, grid: float = 1 / (255 * 64)):
+    """``values + Laplace(scale)``; ``scale`` may be an array broadcast against ``values``.
+
+    Secure mode first snaps ``values`` to the lattice ``grid·Z`` (the default grid holds every 8-bit pixel
+    level exactly) and adds exact lattice noise, so the guarantee computed for ``scale`` holds exactly.
+    """
+    _check_rng(rng)
+    values = np.asarray(values, dtype=np.float64)
+    sc = np.broadcast_to(np.asarray(scale, dtype=np.float64), values.shape)
+    if not np.all(np.isfinite(sc)) or np.any(sc < 0):
+        raise ParameterError("scale must be finite and >= 0")
+    if not isinstance(rng, SecureRandom):
+        return values + rng.laplace(0.0, 1.0, values.shape) * sc
+    out = np.round(values / grid) * grid
+    flat_sc = sc.ravel()
+    flat_out = out.ravel()
+    for s in np.unique(flat_sc):
+        if s == 0:
+            continue
+        idx = np.flatnonzero(flat_sc == s)
+        flat_out[idx] += grid * discrete_laplace(rng, s / grid, idx.size)
+    return flat_out.reshape(values.shape)
+
+
+def add_gaussian(values: np.ndarray, sigma: float, rng: RNG) -> np.ndarray:
+    """``values + N(0, sigma²)`` elementwise."""
+    values = np.asarray(values, dtype=np.float64)
+    return values + gaussian(rng, sigma, values.shape)
+
+
+def randomized_response(rng: RNG, values: np.ndarray, d: int, epsilon: float) -> np.ndarray:
+    """Generalised randomized response over ``[d] = {0, …, d-1}`` with ε per value (ε-LDP per value).
+
+    Each value is kept with probability e^ε / (e^ε + d - 1) and otherwise replaced by one of the other d - 1
+    values uniformly. For d = 2 this is binary randomized response. Secure mode samples exactly (rejection
+    from a uniform proposal with exact Bernoulli(e^-ε') acceptance), with ε' <= ε the largest multiple of
+    2**-20 not above ε, so the stated ε holds.
+    """
+    _check_rng(rng)
+    epsilon = check_positive("epsilon", epsilon)
+    if not isinstance(d, int | np.integer) or d < 2:
+        raise ParameterError(f"d must be an integer >= 2, got {d!r}")
+    v = np.asarray(values)
+    if v.size and (not np.issubdtype(v.dtype, np.integer) or v.min() < 0 or v.max() >= d):
+        raise ParameterError(f"values must be integers in [0, {d}), got range [{v.min()}, {v.max()}]")
+    v = v.astype(np.int64)
+    if isinstance(rng, SecureRandom):
+        p, q = _rational_at_most(epsilon)
+        flat = v.ravel()
+        out = np.empty_like(flat)
+        todo = np.arange(flat.size)
+        while todo.size:
+            cand = rng.integers(np.full(todo.size, d, dtype=np.int64))
+            same = cand == flat[todo]
+            acc = same.copy()
+            other = np.flatnonzero(~same)
+            if other.size and p > 0:
+                acc[other] = _bernoulli_exp_neg(rng, np.full(other.size, p), np.full(other.size, q))
+            elif other.size:
+                acc[other] = True
+            out[todo[acc]] = cand[acc]
+            todo = todo[~acc]
+        return out.reshape(v.shape)
+    keep_p = 1.0 / (1.0 + (d - 1) * math.exp(-epsilon))
+    keep = rng.random(v.shape) < keep_p
+    other = (v + 1 + rng.integers(0, d - 1, v.shape)) % d
+    return np.where(keep, v, other)
+
+
+def exponential_mechanism(
+    rng: RNG, scores: np.ndarray, epsilon: float, sensitivity: float, size: int | None = None
+) -> np.ndarray | int:
+    """Index i drawn with probability ∝ exp(ε · scores[i] / (2 · sensitivity)) (McSherry–Talwar): ε-DP when
+    ``sensitivity`` bounds the change of any score between neighbours.
+
+    Secure mode samples exactly by rejection from a uniform proposal, with each exponent rounded to a
+    multiple of 2**-20; this changes the privacy loss by at most 4·2**-20.
+    """
+    _check_rng(rng)
+    epsilon = check_positive("epsilon", epsilon)
+    sensitivity = check_positive("sensitivity", sensitivity)
+    u = np.asarray(scores, dtype=np.float64).ravel()
+    if u.size == 0 or not np.all(np.isfinite(u)):
+        raise ParameterError("scores must be a non-empty array of finite numbers")
+    gamma = epsilon * (u.max() - u) / (2.0 * sensitivity)  # >= 0, 0 at the best candidate
+    n_draws = 1 if size is None else int(size)
+    if isinstance(rng, SecureRandom):
+        g_num = np.round(gamma * _DEN).astype(np.int64)
+        out = np.empty(n_draws, dtype=np.int64)
+        todo = np.arange(n_draws)
+        while todo.size:
+            cand = rng.integers(np.full(todo.size, u.size, dtype=np.int64))
+            acc = _bernoulli_exp_neg(rng, g_num[cand], np.full(todo.size, _DEN, dtype=np.int64))
+            out[todo[acc]] = cand[acc]
+            todo = todo[~acc]
+    else:
+        w = np.exp(-gamma)
+        out = rng.choice(u.size, size=n_draws, p=w / w.sum())
+    return int(out[0]) if size is None else out
