@@ -98,6 +98,16 @@ class Guarantee:
         img = _fmt(self.per_image_epsilon)
         return f"{self.model} ε={eps}{dl} per {self.unit}; per image ε={img}"
 
+    def compact(self) -> str:
+        """A few words for narrow tables."""
+        if self.model == "none":
+            return "none"
+        if self.model == "empirical":
+            return "empirical"
+        if not self.sound:
+            return "NOT DP (ε is a knob)"
+        return f"DP, ε/image={_fmt(self.per_image_epsilon)}"
+
     def text(self) -> str:
         """Multi-line statement for a person."""
         lines = [f"Guarantee: {self.short()}"]

@@ -45,7 +45,10 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
         if not p.is_dir():
             raise DataError(f"{p}: data directory does not exist (from ${ENV_VAR})")
         return p
-    candidates = [Path.cwd().parent / "shared" / "datasets", Path(__file__).resolve().parents[4] / "shared" / "datasets"]
+    candidates = [
+        Path.cwd().parent / "shared" / "datasets",
+        Path(__file__).resolve().parents[4] / "shared" / "datasets",
+    ]
     for c in candidates:
         if c.is_dir():
             return c

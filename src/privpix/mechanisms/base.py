@@ -193,9 +193,28 @@ def register(cls: type[Mechanism]) -> type[Mechanism]:
     return cls
 
 
+def parse_method_spec(spec: str) -> tuple[str, dict[str, str]]:
+    """``"pixel-laplace[sensitivity=bound,unit=pixel]"`` → ``("pixel-laplace", {...})``: a method label that
+    carries its own parameters, so one run can compare variants of a mechanism."""
+    text = spec.strip()
+    if "[" not in text:
+        return text.lower(), {}
+    if not text.endswith("]"):
+        raise ParameterError(f"method: {spec!r} must look like name[key=value,...]")
+    name, _, inner = text[:-1].partition("[")
+    params: dict[str, str] = {}
+    for item in filter(None, (s.strip() for s in inner.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ParameterError(f"method: parameter {item!r} in {spec!r} must be key=value")
+        params[key.strip()] = value.strip()
+    return name.strip().lower(), params
+
+
 def get_mechanism(name: str, epsilon: float | None = None, delta: float | None = None, **params) -> Mechanism:
     """Instantiate a registered mechanism by name."""
-    key = name.strip().lower()
+    key, inline = parse_method_spec(name)
+    params = {**inline, **params}
     if key not in MECHANISMS:
         raise ParameterError(f"method: unknown mechanism {name!r}; known: {', '.join(sorted(MECHANISMS))}")
     return MECHANISMS[key](epsilon=epsilon, delta=delta, **params)

@@ -1,0 +1,122 @@
+import hashlib
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+from privpix.cli import main
+
+
+@pytest.fixture
+def run():
+    runner = CliRunner()
+
+    def call(*args):
+        return runner.invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+    return call
+
+
+def test_mechanisms_and_datasets_listings(run, data_dir):
+    r = run("mechanisms", "--json")
+    assert r.exit_code == 0
+    names = {m["name"] for m in json.loads(r.output)}
+    assert {"pixel-laplace", "dp-pix", "gaussian-blur"} <= names
+    r = run("datasets", "--data-dir", data_dir)
+    assert r.exit_code == 0 and "orl" in r.output and "builtin-mnist" in r.output
+
+
+@pytest.mark.parametrize("sensitivity,sound", [("data", False), ("bound", True)])
+def test_release_orl_writes_400_pngs_and_true_manifest(run, data_dir, tmp_path, sensitivity, sound):
+    out = tmp_path / "out"
+    r = run("release", "--dataset", "orl", "--method", "pixel-laplace", "--epsilon", 1, "--param",
+            f"sensitivity={sensitivity}", "--seed", 1, "--output", out, "--data-dir", data_dir, "--quiet")
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert {"mechanism", "parameters", "guarantee", "files"} <= set(manifest)
+    g = manifest["guarantee"]
+    assert {"model", "epsilon", "delta", "unit", "per_image_epsilon", "sound", "caveats"} <= set(g)
+    assert g["sound"] is sound
+    assert len(manifest["files"]) == 400 and len(list(out.glob("*.png"))) == 400
+    for f in manifest["files"][:50]:
+        assert hashlib.sha256((out / f["name"]).read_bytes()).hexdigest() == f["sha256"]
+    f0 = manifest["files"][0]
+    assert f0["source"] == "s1/1.pgm"
+    im = Image.open(out / f0["name"])
+    assert im.size == (92, 112) and im.mode == "L" and not im.info.get("exif")
+
+
+def test_release_refuses_to_overwrite_and_keeps_old(run, data_dir, tmp_path):
+    out = tmp_path / "o"
+    args = ["release", "--dataset", "orl:test", "--method", "dp-pix", "--epsilon", 1, "--output", out,
+            "--data-dir", data_dir, "-q", "--seed", 0]
+    assert run(*args).exit_code == 0
+    before = (out / "manifest.json").read_text()
+    r = run(*args)
+    assert r.exit_code == 2 and "--force" in r.output
+    assert (out / "manifest.json").read_text() == before
+    assert run(*args, "--force").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--dataset", "orl", "--method", "pixel-laplace", "--epsilon", "-1"], "epsilon must be > 0"),
+        (["--dataset", "orl", "--method", "nope", "--epsilon", "1"], "unknown mechanism"),
+        (["--dataset", "nope", "--method", "dp-pix", "--epsilon", "1"], "unknown name"),
+        (["--method", "dp-pix", "--epsilon", "1"], "exactly one of"),
+        (["--dataset", "orl", "--method", "dp-pix", "--epsilon", "1", "--param", "b"], "key=value"),
+        (["--dataset", "orl", "--method", "gaussian-blur", "--epsilon", "1"], "takes no epsilon"),
+    ],
+)
+def test_bad_arguments_one_line_no_traceback(run, tmp_path, args, needle):
+    r = run("release", *args, "--output", tmp_path / "x")
+    assert r.exit_code == 2
+    assert needle in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "x" / "manifest.json").exists()
+
+
+def test_release_folder_and_ledger(run, tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(5):
+        Image.fromarray(np.full((8, 8, 3), 40 * i, np.uint8)).save(src / f"img{i}.jpg")
+    (src / "readme.txt").write_text("not an image")
+    ledger = tmp_path / "ledger.json"
+    base = ["release", "--input", src, "--method", "pixel-laplace", "--param", "sensitivity=bound",
+            "--param", "unit=image", "--epsilon", 1.5, "--ledger", ledger, "-q"]
+    r = run(*base, "--budget", 2, "--output", tmp_path / "a")
+    assert r.exit_code == 0, r.output
+    assert "skipped" in r.output and "readme.txt" in r.output
+    assert len(json.loads((tmp_path / "a" / "manifest.json").read_text())["files"]) == 5
+    assert json.loads(ledger.read_text())["spent_epsilon"] == pytest.approx(1.5)
+    r = run(*base, "--output", tmp_path / "b")
+    assert r.exit_code == 2 and "remains" in r.output
+    assert not (tmp_path / "b" / "manifest.json").exists()
+
+
+def test_evaluate_json(run, data_dir, tmp_path):
+    out = tmp_path / "rows.json"
+    rep = tmp_path / "r.html"
+    r = run("evaluate", "--dataset", "orl", "--method", "pixel-laplace,dp-pix", "--epsilon", "0.1,10",
+            "--json", out, "--report", rep, "--data-dir", data_dir, "-q")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(out.read_text())
+    assert len(rows) == 4
+    assert {"dataset", "method", "epsilon", "repeat", "accuracy", "recall", "f1", "psnr", "ssim", "entropy",
+            "guarantee"} <= set(rows[0])
+    dp = [r for r in rows if r["method"] == "dp-pix"]
+    assert dp[0]["accuracy"] < dp[1]["accuracy"]
+    html = rep.read_text()
+    assert "Guarantees" in html and "data:image/png;base64" in html and "AT&amp;T" in html
+
+
+def test_demo_runs_offline(run, tmp_path, monkeypatch):
+    monkeypatch.setenv("PRIVPIX_DATA", str(tmp_path / "nothing-here"))
+    r = run("demo", "--output", tmp_path / "d", "--epsilon", "1", "-q")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "d" / "report.html").stat().st_size > 10_000
+    rows = json.loads((tmp_path / "d" / "results.json").read_text())
+    assert {r["method"] for r in rows} >= {"pixel-laplace", "dp-pix[b=4,m=1]"}

@@ -1,0 +1,160 @@
+import gzip
+import shutil
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from privpix.data import ImageSet, iter_folder, list_image_files, load_dataset, load_folder, resolve_data_dir
+from privpix.data.files import read_idx
+from privpix.errors import DataError, ParameterError
+
+
+def test_mnist_and_fashion(data_dir):
+    te = load_dataset("mnist:test", data_dir)
+    assert te.images.shape == (10000, 28, 28, 1) and te.images.dtype == np.uint8
+    assert np.bincount(te.labels).tolist()[:2] == [980, 1135]
+    fm = load_dataset("fashion-mnist:test", data_dir)
+    assert len(fm) == 10000 and fm.class_names[0] == "T-shirt/top"
+
+
+def test_orl_whole_and_halves(data_dir):
+    full = load_dataset("orl", data_dir)
+    assert full.images.shape == (400, 112, 92, 1)
+    assert len(np.unique(full.subjects)) == 40
+    tr, te = load_dataset("orl:train", data_dir), load_dataset("orl:test", data_dir)
+    assert len(tr) == len(te) == 200
+    assert set(tr.names) & set(te.names) == set()
+    assert "s1/1.pgm" in tr.names and "s1/10.pgm" in te.names  # first half trains
+
+
+def test_yale(data_dir):
+    y = load_dataset("yale", data_dir)
+    assert y.images.shape == (165, 243, 320, 1)
+    tr = load_dataset("yale:train", data_dir)
+    assert len(tr) == 15 * 6
+
+
+def test_celeba_split_by_identity(data_dir):
+    tr = load_dataset("celeba:train", data_dir, size=(32, 32))
+    te = load_dataset("celeba:test", data_dir, size=(32, 32))
+    assert len(tr) + len(te) == 4559
+    assert tr.images.shape[1:] == (32, 32, 3)
+    assert set(tr.subjects) & set(te.subjects) == set()
+    assert set(tr.attributes) >= {"Male", "Smiling", "Mouth_Slightly_Open", "High_Cheekbones"}
+    assert 0.4 < tr.attributes["Male"].mean() < 0.5
+
+
+def test_lfw_gender_split_by_person(data_dir):
+    te = load_dataset("lfw-gender:test", data_dir, size=(40, 40))
+    tr_names = load_dataset("lfw-gender:train", data_dir, size=(8, 8)).names
+    assert len(te) + len(tr_names) == 2000
+    assert te.images.shape[1:] == (40, 40, 3)
+    people_te = {n.split("/")[-1].rsplit("_", 1)[0] for n in te.names}
+    people_tr = {n.split("/")[-1].rsplit("_", 1)[0] for n in tr_names}
+    assert people_te.isdisjoint(people_tr)
+
+
+def test_adult_records(data_dir):
+    tr = load_dataset("adult:train", data_dir)
+    te = load_dataset("adult:test", data_dir)
+    assert len(tr) == 32561 and len(te) == 16281
+    assert set(te.frame["income"].unique()) == {"<=50K", ">50K"}
+    assert tr.labels.sum() == 7841
+    x, cols = tr.one_hot(drop=["sex"])
+    assert x.shape[0] == 32561 and "age" in cols
+
+
+@pytest.mark.parametrize("name,shape,n", [("builtin-mnist", (28, 28, 1), 5000), ("digits", (8, 8, 1), 1797),
+                                          ("lfw-subset", (25, 25, 1), 200)])
+def test_builtin_sets_need_no_data_dir(name, shape, n, monkeypatch):
+    monkeypatch.setenv("PRIVPIX_DATA", "/nonexistent")
+    d = load_dataset(name)
+    assert d.shape == shape and len(d) == n
+
+
+def test_bad_spec_and_missing_dir(tmp_path, monkeypatch):
+    with pytest.raises(ParameterError, match="unknown name"):
+        load_dataset("cifar10")
+    with pytest.raises(ParameterError, match="splits"):
+        load_dataset("orl:validation")
+    monkeypatch.setenv("PRIVPIX_DATA", str(tmp_path / "none"))
+    with pytest.raises(DataError, match="PRIVPIX_DATA"):
+        resolve_data_dir()
+    monkeypatch.setenv("PRIVPIX_DATA", str(tmp_path))
+    with pytest.raises(DataError, match="orl_faces"):
+        load_dataset("orl")
+
+
+def test_corrupt_files_are_named(tmp_path, data_dir):
+    # A truncated IDX file.
+    bad = tmp_path / "mnist"
+    bad.mkdir()
+    raw = gzip.open(data_dir / "mnist" / "t10k-images-idx3-ubyte.gz").read()
+    with gzip.open(bad / "t10k-images-idx3-ubyte.gz", "wb") as fh:
+        fh.write(raw[:1000])
+    with pytest.raises(DataError, match=r"t10k-images-idx3-ubyte\.gz.*header promises"):
+        read_idx(bad / "t10k-images-idx3-ubyte.gz", 3)
+    (bad / "t10k-labels-idx1-ubyte.gz").write_bytes(b"not gzip")
+    with pytest.raises(DataError, match="t10k-labels"):
+        read_idx(bad / "t10k-labels-idx1-ubyte.gz", 1)
+    # An ORL tree with one broken PGM.
+    orl = tmp_path / "orl_faces"
+    shutil.copytree(data_dir / "orl_faces", orl)
+    (orl / "s3" / "7.pgm").write_bytes(b"P5\n92 112\n255\nshort")
+    with pytest.raises(DataError, match=r"s3/7\.pgm"):
+        load_dataset("orl", tmp_path)
+    (orl / "s3" / "7.pgm").unlink()
+    with pytest.raises(DataError, match=r"s3/7\.pgm: missing"):
+        load_dataset("orl", tmp_path)
+
+
+def _write_png(path, value, size=(6, 5), mode="L"):
+    arr = np.full((size[1], size[0]) + (() if mode == "L" else (3,)), value, np.uint8)
+    Image.fromarray(arr).save(path)
+
+
+def test_folder_with_class_subfolders_and_skipped_files(tmp_path):
+    for cls in ("cats", "dogs"):
+        (tmp_path / cls).mkdir()
+        for i in range(3):
+            _write_png(tmp_path / cls / f"{i}.png", 10 * i)
+    (tmp_path / "cats" / "notes.txt").write_text("hello")
+    files, skipped = list_image_files(tmp_path)
+    assert len(files) == 6 and [p.name for p in skipped] == ["notes.txt"]
+    s = load_folder(tmp_path)
+    assert s.images.shape == (6, 5, 6, 1)
+    assert s.labels.tolist() == [0, 0, 0, 1, 1, 1] and s.class_names == ("cats", "dogs")
+    batches = list(iter_folder(tmp_path, batch_size=4))
+    assert [len(b) for b in batches] == [4, 2]
+
+
+def test_folder_size_mismatch_names_the_file(tmp_path):
+    _write_png(tmp_path / "a.png", 0)
+    _write_png(tmp_path / "b.png", 0, size=(7, 7))
+    with pytest.raises(DataError, match=r"b\.png.*7x7"):
+        load_folder(tmp_path)
+    assert load_folder(tmp_path, size=(4, 4)).images.shape == (2, 4, 4, 1)
+
+
+def test_folder_errors(tmp_path):
+    with pytest.raises(DataError, match="does not exist"):
+        load_folder(tmp_path / "missing")
+    (tmp_path / "x.txt").write_text("x")
+    with pytest.raises(DataError, match="no image files"):
+        load_folder(tmp_path)
+    (tmp_path / "broken.png").write_bytes(b"\x89PNG garbage")
+    with pytest.raises(DataError, match=r"broken\.png"):
+        load_folder(tmp_path)
+
+
+def test_imageset_validation_and_helpers():
+    with pytest.raises(ParameterError, match="shape"):
+        ImageSet(np.zeros((3, 4)))
+    with pytest.raises(ParameterError, match="NaN"):
+        ImageSet(np.full((1, 2, 2, 1), np.nan, np.float32))
+    with pytest.raises(ParameterError, match="labels"):
+        ImageSet(np.zeros((3, 2, 2, 1), np.uint8), labels=np.zeros(2))
+    s = ImageSet(np.arange(2 * 2 * 2 * 3, dtype=np.uint8).reshape(2, 2, 2, 3), labels=np.array([0, 1]))
+    assert s.grayscale().shape == (2, 2, 1)
+    assert s.as_float().max() <= 1.0 and s.with_images(s.as_float()).as_uint8().dtype == np.uint8

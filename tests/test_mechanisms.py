@@ -1,0 +1,135 @@
+import numpy as np
+import pytest
+from scipy import stats
+
+from privpix.data import ImageSet
+from privpix.errors import ParameterError
+from privpix.mechanisms import MECHANISMS, get_mechanism, parse_method_spec
+
+
+def _images(n=4, h=12, w=10, c=1, seed=0):
+    rng = np.random.default_rng(seed)
+    return ImageSet(rng.integers(0, 256, (n, h, w, c), dtype=np.uint8), labels=np.arange(n) % 2)
+
+
+def test_registry_lists_every_foundation_mechanism():
+    assert {"pixel-laplace", "dp-pix", "pixel-gaussian", "gaussian-blur", "median-filter", "uniform-filter"} <= set(
+        MECHANISMS
+    )
+    for cls in MECHANISMS.values():
+        assert cls.summary and cls.model in ("central-dp", "local-dp", "empirical", "none")
+
+
+def test_lap_data_sensitivity_is_the_papers_column_norm_and_scale_is_right():
+    big = ImageSet(np.full((1, 40, 30, 1), 128, np.uint8))
+    mech = get_mechanism("pixel-laplace", epsilon=2.0, clip=False)
+    x = big.as_float()[0]
+    delta = np.abs(x).sum(axis=0).max()  # largest column L1 norm
+    assert mech.data_sensitivity(big.as_float().astype(float))[0] == pytest.approx(delta)
+    residual = (mech.release(big, 1).images.images[0] - x).ravel()
+    assert stats.kstest(residual, stats.laplace(scale=delta / 2.0).cdf).pvalue > 1e-3
+
+
+def test_lap_data_sensitivity_releases_black_image_unchanged_and_says_unsound():
+    black = ImageSet(np.zeros((1, 8, 8, 1), np.uint8))
+    rel = get_mechanism("pixel-laplace", epsilon=0.01).release(black, 0)
+    assert np.array_equal(rel.images.images, black.as_float())  # the flaw the caveat names
+    g = rel.guarantee
+    assert not g.sound and g.per_image_epsilon is None
+    assert any("all-black image" in c for c in g.caveats)
+
+
+@pytest.mark.parametrize(
+    "unit,m,per_image", [("column", 1, 0.5 * 10), ("pixel", 1, 0.5 * 120), ("pixels", 4, 0.5 * 30), ("image", 1, 0.5)]
+)
+def test_lap_bound_guarantee_per_unit(unit, m, per_image):
+    mech = get_mechanism("pixel-laplace", epsilon=0.5, sensitivity="bound", unit=unit, m=m)
+    g = mech.guarantee((12, 10, 1))
+    assert g.sound and g.epsilon == 0.5
+    assert g.per_image_epsilon == pytest.approx(per_image)
+
+
+def test_lap_bound_noise_scale_matches_sensitivity():
+    imgs = ImageSet(np.full((50, 12, 10, 1), 100, np.uint8))
+    mech = get_mechanism("pixel-laplace", epsilon=4.0, sensitivity="bound", unit="pixel", clip=False)
+    res = (mech.release(imgs, 3).images.images - imgs.as_float()).ravel()
+    assert stats.kstest(res, stats.laplace(scale=1 / 4.0).cdf).pvalue > 1e-3
+
+
+def test_lap_data_needs_column_unit():
+    with pytest.raises(ParameterError, match="unit=column"):
+        get_mechanism("pixel-laplace", epsilon=1.0, unit="pixel")
+
+
+def test_dp_pix_cells_and_noise():
+    imgs = _images(n=200, h=8, w=8)
+    mech = get_mechanism("dp-pix", epsilon=1.0, b=4, m=2, clip=False)
+    out = mech.release(imgs, 5).images.images
+    # Each 4x4 cell is constant in the release.
+    cells = out.reshape(200, 2, 4, 2, 4, 1)
+    assert np.allclose(cells, cells[:, :, :1, :, :1, :])
+    means = imgs.as_float().reshape(200, 2, 4, 2, 4, 1).mean(axis=(2, 4))
+    res = (cells[:, :, 0, :, 0, :] - means).ravel()
+    assert stats.kstest(res, stats.laplace(scale=2 / 16).cdf).pvalue > 1e-3
+    g = mech.guarantee((8, 8, 1))
+    assert g.sound and g.per_image_epsilon == pytest.approx(1.0 * 4 / (2 / 16))
+
+
+def test_dp_pix_border_cells_use_the_smallest_cell():
+    mech = get_mechanism("dp-pix", epsilon=1.0, b=4)
+    assert mech._cells(10, 10) == (3, 3, 4)  # border cell is 2x2
+    out = mech.release(_images(h=10, w=10), 0).images.images
+    assert out.shape == (4, 10, 10, 1)
+
+
+@pytest.mark.parametrize("name", ["gaussian-blur", "median-filter", "uniform-filter"])
+def test_filters_are_deterministic_and_claim_nothing(name):
+    imgs = _images(c=3)
+    a = get_mechanism(name).release(imgs, 0)
+    b = get_mechanism(name).release(imgs, 99)
+    assert np.array_equal(a.images.images, b.images.images)
+    assert a.guarantee.model == "none" and not a.guarantee.sound
+    assert a.images.images.shape == imgs.images.shape
+
+
+def test_pixel_gaussian_std():
+    imgs = ImageSet(np.full((20, 16, 16, 1), 128, np.uint8))
+    out = get_mechanism("pixel-gaussian", sigma=0.05, clip=False).release(imgs, 0).images.images
+    res = (out - imgs.as_float()).ravel()
+    assert stats.kstest(res, stats.norm(scale=0.05).cdf).pvalue > 1e-3
+
+
+def test_same_seed_same_release_and_secure_mode_works():
+    imgs = _images()
+    m = get_mechanism("pixel-laplace", epsilon=1.0, sensitivity="bound")
+    assert np.array_equal(m.release(imgs, 11).images.images, m.release(imgs, 11).images.images)
+    from privpix.noise import make_rng
+
+    out = m.release(imgs, make_rng(secure=True)).images.images
+    assert out.shape == imgs.images.shape and np.all((out >= 0) & (out <= 1))
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(name="pixel-laplace"), "epsilon is required"),
+        (dict(name="pixel-laplace", epsilon=-1), "epsilon must be > 0"),
+        (dict(name="pixel-laplace", epsilon=1, sensitivity="global"), "sensitivity must be one of"),
+        (dict(name="dp-pix", epsilon=1, b=0), "b must be >= 1"),
+        (dict(name="dp-pix", epsilon=1, bogus=3), "unknown parameter"),
+        (dict(name="gaussian-blur", epsilon=1), "takes no epsilon"),
+        (dict(name="nope"), "unknown mechanism"),
+    ],
+)
+def test_parameter_errors_name_the_parameter(kwargs, match):
+    name = kwargs.pop("name")
+    with pytest.raises(ParameterError, match=match):
+        get_mechanism(name, **kwargs)
+
+
+def test_method_spec_with_inline_parameters():
+    assert parse_method_spec("dp-pix[b=2, m=3]") == ("dp-pix", {"b": "2", "m": "3"})
+    m = get_mechanism("pixel-laplace[sensitivity=bound,unit=image]", epsilon=1.0)
+    assert m.sensitivity == "bound" and m.unit == "image"
+    with pytest.raises(ParameterError):
+        parse_method_spec("dp-pix[b2]")

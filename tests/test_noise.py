@@ -1,0 +1,131 @@
+"""Statistical tests of every sampler, in reproducible (fixed seeds) and secure (OS CSPRNG) modes.
+
+Secure-mode tests cannot be seeded; they use a significance level of 1e-4, so a false alarm is rarer than
+one run in ten thousand.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from privpix import noise
+from privpix.errors import ParameterError
+
+N = 40_000
+ALPHA_SEEDED = 1e-3
+ALPHA_SECURE = 1e-4
+
+
+def _rngs():
+    return [("seeded", noise.make_rng(12345), ALPHA_SEEDED), ("secure", noise.make_rng(secure=True), ALPHA_SECURE)]
+
+
+@pytest.mark.parametrize("mode,rng,alpha", _rngs())
+@pytest.mark.parametrize("scale", [0.3, 2.0])
+def test_laplace_matches_distribution(mode, rng, alpha, scale):
+    x = noise.laplace(rng, scale, N)
+    assert stats.kstest(x, stats.laplace(scale=scale).cdf).pvalue > alpha
+
+
+@pytest.mark.parametrize("mode,rng,alpha", _rngs())
+def test_gaussian_matches_distribution(mode, rng, alpha):
+    x = noise.gaussian(rng, 1.7, N)
+    assert stats.kstest(x, stats.norm(scale=1.7).cdf).pvalue > alpha
+
+
+def _chi2_discrete_laplace(x, scale):
+    support = np.arange(-12, 13)
+    p = np.exp(-np.abs(support) / scale)
+    p /= np.exp(-np.abs(np.arange(-2000, 2001)) / scale).sum()
+    obs = np.array([(x == k).sum() for k in support] + [(np.abs(x) > 12).sum()])
+    exp = np.r_[p, 1 - p.sum()] * len(x)
+    return stats.chisquare(obs, exp).pvalue
+
+
+@pytest.mark.parametrize("mode,rng,alpha", _rngs())
+@pytest.mark.parametrize("scale", [0.7, 3.0, 2.5])
+def test_discrete_laplace_pmf(mode, rng, alpha, scale):
+    x = noise.discrete_laplace(rng, scale, N)
+    assert x.dtype == np.int64
+    assert _chi2_discrete_laplace(x, scale) > alpha
+
+
+@pytest.mark.parametrize("mode,rng,alpha", _rngs())
+@pytest.mark.parametrize("d,eps", [(2, 0.5), (16, 1.0), (5, 3.0)])
+def test_randomized_response_frequencies(mode, rng, alpha, d, eps):
+    true = np.full(N, 1)
+    out = noise.randomized_response(rng, true, d, eps)
+    keep = math.exp(eps) / (math.exp(eps) + d - 1)
+    expected = np.full(d, (1 - keep) / (d - 1) * N)
+    expected[1] = keep * N
+    assert stats.chisquare(np.bincount(out, minlength=d), expected).pvalue > alpha
+
+
+@pytest.mark.parametrize("mode,rng,alpha", _rngs())
+def test_exponential_mechanism_frequencies(mode, rng, alpha):
+    scores = np.array([0.0, 1.0, 3.0, 2.5, -1.0])
+    eps, sens = 1.2, 1.0
+    p = np.exp(eps * scores / (2 * sens))
+    p /= p.sum()
+    out = noise.exponential_mechanism(rng, scores, eps, sens, size=N)
+    assert stats.chisquare(np.bincount(out, minlength=5), p * N).pvalue > alpha
+    assert isinstance(noise.exponential_mechanism(rng, scores, eps, sens), int)
+
+
+def test_same_seed_same_noise():
+    a = noise.laplace(noise.make_rng(7), 1.0, 100)
+    b = noise.laplace(noise.make_rng(7), 1.0, 100)
+    c = noise.laplace(noise.make_rng(8), 1.0, 100)
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+
+
+def test_secure_mode_refuses_seed():
+    with pytest.raises(ParameterError, match="seed"):
+        noise.make_rng(3, secure=True)
+
+
+def test_secure_uniform_integers_are_uniform():
+    rng = noise.SecureRandom()
+    x = rng.integers(np.full(N, 7))
+    assert x.min() == 0 and x.max() == 6
+    assert stats.chisquare(np.bincount(x, minlength=7)).pvalue > ALPHA_SECURE
+
+
+def test_secure_add_laplace_lands_on_grid():
+    rng = noise.SecureRandom()
+    grid = 1 / (255 * 64)
+    x = np.arange(256) / 255.0
+    y = noise.add_laplace(x, 0.5, rng, grid=grid)
+    k = y / grid
+    assert np.allclose(k, np.round(k), atol=1e-6)
+
+
+def test_add_laplace_array_scale_is_elementwise():
+    rng = noise.make_rng(0)
+    x = np.zeros((2, N))
+    y = noise.add_laplace(x, np.array([[0.0], [2.0]]), rng)
+    assert np.all(y[0] == 0)
+    assert stats.kstest(y[1], stats.laplace(scale=2.0).cdf).pvalue > ALPHA_SEEDED
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda r: noise.laplace(r, -1.0, 3), "scale"),
+        (lambda r: noise.discrete_laplace(r, 0.0, 3), "scale"),
+        (lambda r: noise.randomized_response(r, np.array([0, 3]), 3, 1.0), "values"),
+        (lambda r: noise.randomized_response(r, np.array([0]), 1, 1.0), "d must"),
+        (lambda r: noise.randomized_response(r, np.array([0]), 2, float("nan")), "epsilon"),
+        (lambda r: noise.exponential_mechanism(r, np.array([]), 1.0, 1.0), "scores"),
+    ],
+)
+def test_bad_arguments_name_the_parameter(call, match):
+    with pytest.raises(ParameterError, match=match):
+        call(noise.make_rng(0))
+
+
+def test_rng_type_is_checked():
+    with pytest.raises(ParameterError, match="rng"):
+        noise.laplace(42, 1.0, 3)
