@@ -31,8 +31,24 @@ def test_mechanisms_and_datasets_listings(run, data_dir):
 @pytest.mark.parametrize("sensitivity,sound", [("data", False), ("bound", True)])
 def test_release_orl_writes_400_pngs_and_true_manifest(run, data_dir, tmp_path, sensitivity, sound):
     out = tmp_path / "out"
-    r = run("release", "--dataset", "orl", "--method", "pixel-laplace", "--epsilon", 1, "--param",
-            f"sensitivity={sensitivity}", "--seed", 1, "--output", out, "--data-dir", data_dir, "--quiet")
+    r = run(
+        "release",
+        "--dataset",
+        "orl",
+        "--method",
+        "pixel-laplace",
+        "--epsilon",
+        1,
+        "--param",
+        f"sensitivity={sensitivity}",
+        "--seed",
+        1,
+        "--output",
+        out,
+        "--data-dir",
+        data_dir,
+        "--quiet",
+    )
     assert r.exit_code == 0, r.output
     manifest = json.loads((out / "manifest.json").read_text())
     assert {"mechanism", "parameters", "guarantee", "files"} <= set(manifest)
@@ -50,8 +66,22 @@ def test_release_orl_writes_400_pngs_and_true_manifest(run, data_dir, tmp_path, 
 
 def test_release_refuses_to_overwrite_and_keeps_old(run, data_dir, tmp_path):
     out = tmp_path / "o"
-    args = ["release", "--dataset", "orl:test", "--method", "dp-pix", "--epsilon", 1, "--output", out,
-            "--data-dir", data_dir, "-q", "--seed", 0]
+    args = [
+        "release",
+        "--dataset",
+        "orl:test",
+        "--method",
+        "dp-pix",
+        "--epsilon",
+        1,
+        "--output",
+        out,
+        "--data-dir",
+        data_dir,
+        "-q",
+        "--seed",
+        0,
+    ]
     assert run(*args).exit_code == 0
     before = (out / "manifest.json").read_text()
     r = run(*args)
@@ -85,8 +115,22 @@ def test_release_folder_and_ledger(run, tmp_path):
         Image.fromarray(np.full((8, 8, 3), 40 * i, np.uint8)).save(src / f"img{i}.jpg")
     (src / "readme.txt").write_text("not an image")
     ledger = tmp_path / "ledger.json"
-    base = ["release", "--input", src, "--method", "pixel-laplace", "--param", "sensitivity=bound",
-            "--param", "unit=image", "--epsilon", 1.5, "--ledger", ledger, "-q"]
+    base = [
+        "release",
+        "--input",
+        src,
+        "--method",
+        "pixel-laplace",
+        "--param",
+        "sensitivity=bound",
+        "--param",
+        "unit=image",
+        "--epsilon",
+        1.5,
+        "--ledger",
+        ledger,
+        "-q",
+    ]
     r = run(*base, "--budget", 2, "--output", tmp_path / "a")
     assert r.exit_code == 0, r.output
     assert "skipped" in r.output and "readme.txt" in r.output
@@ -100,13 +144,38 @@ def test_release_folder_and_ledger(run, tmp_path):
 def test_evaluate_json(run, data_dir, tmp_path):
     out = tmp_path / "rows.json"
     rep = tmp_path / "r.html"
-    r = run("evaluate", "--dataset", "orl", "--method", "pixel-laplace,dp-pix", "--epsilon", "0.1,10",
-            "--json", out, "--report", rep, "--data-dir", data_dir, "-q")
+    r = run(
+        "evaluate",
+        "--dataset",
+        "orl",
+        "--method",
+        "pixel-laplace,dp-pix",
+        "--epsilon",
+        "0.1,10",
+        "--json",
+        out,
+        "--report",
+        rep,
+        "--data-dir",
+        data_dir,
+        "-q",
+    )
     assert r.exit_code == 0, r.output
     rows = json.loads(out.read_text())
     assert len(rows) == 4
-    assert {"dataset", "method", "epsilon", "repeat", "accuracy", "recall", "f1", "psnr", "ssim", "entropy",
-            "guarantee"} <= set(rows[0])
+    assert {
+        "dataset",
+        "method",
+        "epsilon",
+        "repeat",
+        "accuracy",
+        "recall",
+        "f1",
+        "psnr",
+        "ssim",
+        "entropy",
+        "guarantee",
+    } <= set(rows[0])
     dp = [r for r in rows if r["method"] == "dp-pix"]
     assert dp[0]["accuracy"] < dp[1]["accuracy"]
     html = rep.read_text()

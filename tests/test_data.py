@@ -65,8 +65,10 @@ def test_adult_records(data_dir):
     assert x.shape[0] == 32561 and "age" in cols
 
 
-@pytest.mark.parametrize("name,shape,n", [("builtin-mnist", (28, 28, 1), 5000), ("digits", (8, 8, 1), 1797),
-                                          ("lfw-subset", (25, 25, 1), 200)])
+@pytest.mark.parametrize(
+    "name,shape,n",
+    [("builtin-mnist", (28, 28, 1), 5000), ("digits", (8, 8, 1), 1797), ("lfw-subset", (25, 25, 1), 200)],
+)
 def test_builtin_sets_need_no_data_dir(name, shape, n, monkeypatch):
     monkeypatch.setenv("PRIVPIX_DATA", "/nonexistent")
     d = load_dataset(name)

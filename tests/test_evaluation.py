@@ -32,8 +32,19 @@ def test_evaluate_rows_and_monotone_utility():
     tr, te = load_dataset("digits:train"), load_dataset("digits:test")
     rows = evaluate(tr, te, ["pixel-laplace[sensitivity=bound,unit=pixel]", "gaussian-blur"], [0.05, 50.0])
     assert len(rows) == 3
-    keys = {"dataset", "method", "epsilon", "repeat", "accuracy", "recall", "f1", "psnr", "ssim", "entropy",
-            "guarantee"}
+    keys = {
+        "dataset",
+        "method",
+        "epsilon",
+        "repeat",
+        "accuracy",
+        "recall",
+        "f1",
+        "psnr",
+        "ssim",
+        "entropy",
+        "guarantee",
+    }
     assert all(keys <= set(r) for r in rows)
     lo, hi, blur = rows
     assert lo["accuracy"] < hi["accuracy"] and hi["accuracy"] > 0.85

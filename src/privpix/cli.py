@@ -85,8 +85,12 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-              help="Where the datasets live (default: $PRIVPIX_DATA or ../shared/datasets).")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where the datasets live (default: $PRIVPIX_DATA or ../shared/datasets).",
+)
 def datasets(data_dir: str | None) -> None:
     """List the datasets privpix knows, where they were found, and their sizes."""
     from privpix.data.loaders import DATASETS, resolve_data_dir
@@ -123,12 +127,25 @@ def mechanisms(as_json: bool) -> None:
     items = []
     for name in sorted(MECHANISMS):
         cls = MECHANISMS[name]
-        items.append({
-            "name": name, "model": cls.model, "uses_epsilon": cls.uses_epsilon, "paper": cls.paper,
-            "summary": cls.summary,
-            "parameters": [{"name": p.name, "type": p.kind.__name__, "default": p.default, "help": p.help,
-                            **({"choices": list(p.choices)} if p.choices else {})} for p in cls.params],
-        })
+        items.append(
+            {
+                "name": name,
+                "model": cls.model,
+                "uses_epsilon": cls.uses_epsilon,
+                "paper": cls.paper,
+                "summary": cls.summary,
+                "parameters": [
+                    {
+                        "name": p.name,
+                        "type": p.kind.__name__,
+                        "default": p.default,
+                        "help": p.help,
+                        **({"choices": list(p.choices)} if p.choices else {}),
+                    }
+                    for p in cls.params
+                ],
+            }
+        )
     if as_json:
         click.echo(json.dumps(items, indent=2))
         return
@@ -137,15 +154,21 @@ def mechanisms(as_json: bool) -> None:
         table.add_column(col)
     for it in items:
         params = "\n".join(f"{p['name']}={p['default']}" for p in it["parameters"])
-        table.add_row(it["name"], it["model"], "yes" if it["uses_epsilon"] else "no", it["paper"], params,
-                      it["summary"])
+        table.add_row(
+            it["name"], it["model"], "yes" if it["uses_epsilon"] else "no", it["paper"], params, it["summary"]
+        )
     console.print(table)
 
 
 @main.command()
 @click.option("--dataset", "dataset", default=None, help="NAME[:SPLIT], e.g. orl or mnist:test.")
-@click.option("--input", "input_dir", type=click.Path(), default=None,
-              help="A folder of images (flat, or one sub-folder per class).")
+@click.option(
+    "--input",
+    "input_dir",
+    type=click.Path(),
+    default=None,
+    help="A folder of images (flat, or one sub-folder per class).",
+)
 @click.option("--method", required=True, help="Mechanism name (see `privpix mechanisms`).")
 @click.option("--epsilon", type=float, default=None, help="Privacy parameter ε (for DP mechanisms).")
 @click.option("--delta", type=float, default=None, help="δ for (ε, δ) mechanisms.")
@@ -156,13 +179,33 @@ def mechanisms(as_json: bool) -> None:
 @click.option("--size", default=None, help="Resize every image to HEIGHTxWIDTH first.")
 @click.option("--batch-size", type=int, default=256, show_default=True, help="Images in memory at once.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Dataset directory.")
-@click.option("--ledger", type=click.Path(dir_okay=False), default=None,
-              help="Privacy ledger file: the release is charged to it and refused when over budget.")
+@click.option(
+    "--ledger",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Privacy ledger file: the release is charged to it and refused when over budget.",
+)
 @click.option("--budget", type=float, default=None, help="Per-image ε budget for a new --ledger file.")
 @click.option("--force", is_flag=True, help="Replace an earlier release in --output.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
-def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, output, size, batch_size,
-            data_dir, ledger, budget, force, quiet) -> None:
+def release(
+    dataset,
+    input_dir,
+    method,
+    epsilon,
+    delta,
+    params,
+    seed,
+    secure,
+    output,
+    size,
+    batch_size,
+    data_dir,
+    ledger,
+    budget,
+    force,
+    quiet,
+) -> None:
     """Privatize a dataset or a folder of images and write PNGs plus manifest.json."""
     from tqdm import tqdm
 
@@ -214,7 +257,11 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
     bar = tqdm(total=total, unit="img", disable=quiet, desc=f"{mech.name}")
     t0 = time.perf_counter()
     manifest = release_to_dir(
-        mech, batches, output, rng, force=force,
+        mech,
+        batches,
+        output,
+        rng,
+        force=force,
         metadata={"source": source, "seed": seed, "secure_rng": secure},
         on_batch=bar.update,
     )
@@ -226,8 +273,9 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
         book.spend(g, label=f"{mech.name} on {source} → {output}")
         book.save(ledger)
     if not quiet:
-        console.print(f"wrote {len(manifest['files'])} images and {output}/manifest.json "
-                      f"in {time.perf_counter() - t0:.1f} s")
+        console.print(
+            f"wrote {len(manifest['files'])} images and {output}/manifest.json in {time.perf_counter() - t0:.1f} s"
+        )
         console.print(g.text(), highlight=False)
         if book is not None:
             console.print(f"ledger {ledger}: spent ε={book.spent_epsilon:.4g} of {book.epsilon_budget:.4g}")
@@ -240,8 +288,13 @@ def _chain(first, rest):
 
 @main.command()
 @click.option("--dataset", required=True, help="Dataset NAME with train/test splits (e.g. orl, mnist).")
-@click.option("--method", "methods", required=True, multiple=True,
-              help="Mechanism(s): comma-separated and/or repeated; name[key=value,...] pins parameters.")
+@click.option(
+    "--method",
+    "methods",
+    required=True,
+    multiple=True,
+    help="Mechanism(s): comma-separated and/or repeated; name[key=value,...] pins parameters.",
+)
 @click.option("--epsilon", "epsilons", default="0.1,1,10", show_default=True, help="Comma-separated ε values.")
 @click.option("--repeats", type=int, default=1, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -253,8 +306,9 @@ def _chain(first, rest):
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Write HTML report.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None)
 @click.option("--quiet", "-q", is_flag=True)
-def evaluate(dataset, methods, epsilons, repeats, seed, params, limit, size, grayscale, json_path, report_path,
-             data_dir, quiet) -> None:
+def evaluate(
+    dataset, methods, epsilons, repeats, seed, params, limit, size, grayscale, json_path, report_path, data_dir, quiet
+) -> None:
     """Utility (PCA + SVM) and quality of each (method, ε, repeat) on a dataset's train/test split."""
     from privpix.errors import ParameterError
 
@@ -263,8 +317,9 @@ def evaluate(dataset, methods, epsilons, repeats, seed, params, limit, size, gra
     method_list = [m for spec in methods for m in _split_methods(spec)]
     name = dataset.split(":")[0]
     train, test = _load_pair(name, data_dir, limit, seed, _size(size), grayscale)
-    rows = _run_evaluation(train, test, method_list, _floats(epsilons, "epsilon"), repeats, seed,
-                           _params(params), name, quiet)
+    rows = _run_evaluation(
+        train, test, method_list, _floats(epsilons, "epsilon"), repeats, seed, _params(params), name, quiet
+    )
     _print_summary(rows, quiet)
     if json_path:
         from privpix.accounting import write_text_atomic
@@ -273,8 +328,7 @@ def evaluate(dataset, methods, epsilons, repeats, seed, params, limit, size, gra
         if not quiet:
             console.print(f"wrote {json_path}")
     if report_path:
-        _write_report(report_path, rows, test, method_list, _floats(epsilons, "epsilon"), seed, name,
-                      _params(params))
+        _write_report(report_path, rows, test, method_list, _floats(epsilons, "epsilon"), seed, name, _params(params))
         if not quiet:
             console.print(f"wrote {report_path}")
 
@@ -340,8 +394,9 @@ def _run_evaluation(train, test, methods, epsilons, repeats, seed, common, datas
         bar.set_postfix_str(msg[-40:])
         bar.update(1)
 
-    rows = run(train, test, methods, epsilons, repeats=repeats, seed=seed, params=per_method,
-               dataset=dataset, progress=step)
+    rows = run(
+        train, test, methods, epsilons, repeats=repeats, seed=seed, params=per_method, dataset=dataset, progress=step
+    )
     bar.close()
     return rows
 
@@ -355,9 +410,17 @@ def _print_summary(rows, quiet):
     for col in ("method", "ε", "accuracy", "F1", "acc. release-all", "PSNR", "SSIM", "entropy", "guarantee"):
         table.add_column(col)
     for s in summary_rows(rows):
-        table.add_row(s["method"], "—" if s["epsilon"] is None else f"{s['epsilon']:g}", f"{s['accuracy']:.3f}",
-                      f"{s['f1']:.3f}", f"{s['accuracy_release_all']:.3f}", f"{s['psnr']:.1f}",
-                      f"{s['ssim']:.3f}", f"{s['entropy']:.2f}", s["guarantee_compact"])
+        table.add_row(
+            s["method"],
+            "—" if s["epsilon"] is None else f"{s['epsilon']:g}",
+            f"{s['accuracy']:.3f}",
+            f"{s['f1']:.3f}",
+            f"{s['accuracy_release_all']:.3f}",
+            f"{s['psnr']:.1f}",
+            f"{s['ssim']:.3f}",
+            f"{s['entropy']:.2f}",
+            s["guarantee_compact"],
+        )
     console.print(table)
 
 
@@ -378,12 +441,18 @@ def _write_report(path, rows, test, methods, epsilons, seed, dataset, common, no
             key, _ = parse_method_spec(m)
             cls = MECHANISMS[key]
             known = {p.name for p in cls.params}
-            mech = get_mechanism(m, epsilon=eps if cls.uses_epsilon else None,
-                                 **{a: b for a, b in common.items() if a in known})
+            mech = get_mechanism(
+                m, epsilon=eps if cls.uses_epsilon else None, **{a: b for a, b in common.items() if a in known}
+            )
             released[m] = mech.release(sample, make_rng(seed)).images.as_float()
         png = sample_grid_png(sample.as_float(), released)
-        grids.append((f"Test images of {dataset} and their releases at ε={eps} (methods without ε: their "
-                      "fixed setting)." + _credit(dataset), png))
+        grids.append(
+            (
+                f"Test images of {dataset} and their releases at ε={eps} (methods without ε: their "
+                "fixed setting)." + _credit(dataset),
+                png,
+            )
+        )
     write_report(path, rows, f"privpix evaluation: {dataset}", dataset, grids, notes)
 
 
@@ -411,8 +480,12 @@ DEMO_METHODS = (
 
 @main.command()
 @click.option("--output", type=click.Path(file_okay=False), default="demo-output", show_default=True)
-@click.option("--dataset", default="builtin-mnist", show_default=True,
-              help="A built-in dataset (no download, no data directory needed).")
+@click.option(
+    "--dataset",
+    default="builtin-mnist",
+    show_default=True,
+    help="A built-in dataset (no download, no data directory needed).",
+)
 @click.option("--epsilon", "epsilons", default="0.5,2,8,32", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--quiet", "-q", is_flag=True)
@@ -426,14 +499,18 @@ def demo(output, dataset, epsilons, seed, quiet) -> None:
     eps = _floats(epsilons, "epsilon")
     train, test = _load_pair(dataset, None, None, seed, None, False)
     if not quiet:
-        console.print(f"privpix demo: {dataset} ({len(train)} train / {len(test)} test images), "
-                      f"{len(DEMO_METHODS)} mechanisms, ε ∈ {eps}")
+        console.print(
+            f"privpix demo: {dataset} ({len(train)} train / {len(test)} test images), "
+            f"{len(DEMO_METHODS)} mechanisms, ε ∈ {eps}"
+        )
     rows = _run_evaluation(train, test, list(DEMO_METHODS), eps, 1, seed, {}, dataset, quiet)
     _print_summary(rows, quiet)
     write_text_atomic(out / "results.json", json.dumps(rows, indent=2, default=float))
-    notes = ["pixel-laplace with the paper's data-derived sensitivity is not differentially private: its ε is a "
-             "noise knob. The bound-based variant and dp-pix are sound, for the neighbouring unit stated; read "
-             "the per-image ε before publishing."]
+    notes = [
+        "pixel-laplace with the paper's data-derived sensitivity is not differentially private: its ε is a "
+        "noise knob. The bound-based variant and dp-pix are sound, for the neighbouring unit stated; read "
+        "the per-image ε before publishing."
+    ]
     _write_report(out / "report.html", rows, test, list(DEMO_METHODS), eps, seed, dataset, {}, notes)
     if not quiet:
         console.print(f"wrote {out / 'report.html'} and {out / 'results.json'} in {time.perf_counter() - t0:.0f} s")

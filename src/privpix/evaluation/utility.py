@@ -25,8 +25,12 @@ class UtilityScores:
 
 
 def pca_svm_scores(
-    train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, test_y: np.ndarray,
-    n_components: int = 50, seed: int = 0,
+    train_x: np.ndarray,
+    train_y: np.ndarray,
+    test_x: np.ndarray,
+    test_y: np.ndarray,
+    n_components: int = 50,
+    seed: int = 0,
 ) -> UtilityScores:
     """Fit PCA (``n_components`` capped by the data) + RBF SVM on the training arrays (n, features); score
     accuracy, macro recall and macro F1 on the test arrays.
@@ -52,8 +56,13 @@ def pca_svm_scores(
 
 
 def utility(
-    train_original: ImageSet, train_released: ImageSet, test_original: ImageSet, test_released: ImageSet | None,
-    protocol: str = "train-released-test-original", n_components: int = 50, seed: int = 0,
+    train_original: ImageSet,
+    train_released: ImageSet,
+    test_original: ImageSet,
+    test_released: ImageSet | None,
+    protocol: str = "train-released-test-original",
+    n_components: int = 50,
+    seed: int = 0,
 ) -> UtilityScores:
     """PCA + SVM utility under one of two protocols:
 
@@ -67,5 +76,6 @@ def utility(
     test = test_original if protocol == PROTOCOLS[0] else test_released
     if test is None:
         raise ParameterError("protocol release-all needs the released test images")
-    return pca_svm_scores(train_released.flat(), train_released.labels, test.flat(), test.labels,
-                          n_components=n_components, seed=seed)
+    return pca_svm_scores(
+        train_released.flat(), train_released.labels, test.flat(), test.labels, n_components=n_components, seed=seed
+    )

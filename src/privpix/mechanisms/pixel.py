@@ -43,10 +43,21 @@ class PixelLaplace(Mechanism):
     paper = "001 (LAP)"
     model = "central-dp"
     params = (
-        Param("sensitivity", str, "data", "'data': the paper's per-image largest column L1 norm (unsound); "
-              "'bound': from pixel_range and unit (sound)", choices=("data", "bound")),
-        Param("unit", str, "column", "neighbouring unit: pixel, pixels (m of them), column, image",
-              choices=("pixel", "pixels", "column", "image")),
+        Param(
+            "sensitivity",
+            str,
+            "data",
+            "'data': the paper's per-image largest column L1 norm (unsound); "
+            "'bound': from pixel_range and unit (sound)",
+            choices=("data", "bound"),
+        ),
+        Param(
+            "unit",
+            str,
+            "column",
+            "neighbouring unit: pixel, pixels (m of them), column, image",
+            choices=("pixel", "pixels", "column", "image"),
+        ),
         Param("m", int, 1, "pixels in the unit when unit=pixels", minimum=1),
         _RANGE,
         _CLIP,
@@ -54,8 +65,10 @@ class PixelLaplace(Mechanism):
 
     def _check(self) -> None:
         if self.sensitivity == "data" and self.unit != "column":
-            raise ParameterError("sensitivity='data' is the paper's column rule: use unit=column, or "
-                                 "sensitivity='bound' for another unit")
+            raise ParameterError(
+                "sensitivity='data' is the paper's column rule: use unit=column, or "
+                "sensitivity='bound' for another unit"
+            )
 
     def bound_sensitivity(self, shape: tuple[int, int, int]) -> float:
         h, w, c = shape
@@ -67,7 +80,11 @@ class PixelLaplace(Mechanism):
         _, unit_text = _unit_size(self.unit, self.m, h, w)
         if self.sensitivity == "data":
             return Guarantee(
-                model="central-dp", epsilon=self.epsilon, unit=unit_text, per_image_epsilon=None, sound=False,
+                model="central-dp",
+                epsilon=self.epsilon,
+                unit=unit_text,
+                per_image_epsilon=None,
+                sound=False,
                 caveats=(
                     "sensitivity computed from the data: Δ is each image's own largest column L1 norm, so the "
                     "noise scale reveals the image and an all-black image is released without noise",
@@ -78,8 +95,14 @@ class PixelLaplace(Mechanism):
         caveats = [f"assumes every pixel value lies in a range of width {self.pixel_range:g} (images in [0, 1])"]
         if self.unit != "image":
             caveats.append(f"protects {unit_text} at ε={self.epsilon:g}; a whole image only at ε={per_image:.4g}")
-        return Guarantee(model="central-dp", epsilon=self.epsilon, unit=unit_text, per_image_epsilon=per_image,
-                         sound=True, caveats=tuple(caveats))
+        return Guarantee(
+            model="central-dp",
+            epsilon=self.epsilon,
+            unit=unit_text,
+            per_image_epsilon=per_image,
+            sound=True,
+            caveats=tuple(caveats),
+        )
 
     def data_sensitivity(self, x: np.ndarray) -> np.ndarray:
         """Paper 001's Δ₁A per image: max over columns j of Σ_i |a_ij| (channels summed). Shape (n,)."""
@@ -126,11 +149,15 @@ class DPPix(Mechanism):
         delta_unit = c * m * self.pixel_range / kmin
         delta_image = c * gh * gw * self.pixel_range  # every cell mean may move by the full range
         return Guarantee(
-            model="central-dp", epsilon=self.epsilon,
+            model="central-dp",
+            epsilon=self.epsilon,
             unit="one pixel of one image" if m == 1 else f"up to {m} pixels of one image",
-            per_image_epsilon=self.epsilon * delta_image / delta_unit, sound=True,
-            caveats=(f"cells of {self.b}x{self.b} pixels; Δ = {delta_unit:.4g} in [0, 1] pixel units",
-                     f"assumes every pixel value lies in a range of width {self.pixel_range:g}"),
+            per_image_epsilon=self.epsilon * delta_image / delta_unit,
+            sound=True,
+            caveats=(
+                f"cells of {self.b}x{self.b} pixels; Δ = {delta_unit:.4g} in [0, 1] pixel units",
+                f"assumes every pixel value lies in a range of width {self.pixel_range:g}",
+            ),
         )
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:

@@ -102,13 +102,19 @@ def summary_rows(rows: Sequence[dict]) -> list[dict[str, Any]]:
         groups[(r["method"], r["epsilon"])].append(r)
     out = []
     for (method, eps), rs in groups.items():
-        out.append({
-            "method": method, "epsilon": eps, "repeats": len(rs),
-            **{k: float(np.mean([x[k] for x in rs])) for k in
-               ("accuracy", "f1", "accuracy_release_all", "psnr", "ssim", "entropy")},
-            "guarantee": Guarantee.from_dict(rs[0]["guarantee"]).short(),
-            "guarantee_compact": Guarantee.from_dict(rs[0]["guarantee"]).compact(),
-        })
+        out.append(
+            {
+                "method": method,
+                "epsilon": eps,
+                "repeats": len(rs),
+                **{
+                    k: float(np.mean([x[k] for x in rs]))
+                    for k in ("accuracy", "f1", "accuracy_release_all", "psnr", "ssim", "entropy")
+                },
+                "guarantee": Guarantee.from_dict(rs[0]["guarantee"]).short(),
+                "guarantee_compact": Guarantee.from_dict(rs[0]["guarantee"]).compact(),
+            }
+        )
     return out
 
 
@@ -121,7 +127,10 @@ th{background:#f2f2f2}.bad{color:#b00020;font-weight:600}.good{color:#1b5e20;fon
 
 
 def render_report(
-    rows: Sequence[dict], title: str, dataset: str, grids: Sequence[tuple[str, str]] = (),
+    rows: Sequence[dict],
+    title: str,
+    dataset: str,
+    grids: Sequence[tuple[str, str]] = (),
     notes: Sequence[str] = (),
 ) -> str:
     """The report as one HTML string. ``grids`` are (caption, base64 PNG) sample grids."""
@@ -136,13 +145,35 @@ def render_report(
         per_image = "—" if g.model in ("none", "empirical") else _fmt(g.per_image_epsilon)
         if g.model in ("central-dp", "local-dp") and not g.sound:
             per_image = '<span class="bad">no finite bound</span>'
-        g_rows.append([_fmt(method), _fmt(g.model), sound, _fmt(g.unit), per_image,
-                       "<br>".join(html.escape(c) for c in g.caveats)])
-    s_rows = [[_fmt(s["method"]), _fmt(s["epsilon"]), s["repeats"], _fmt(s["accuracy"]), _fmt(s["f1"]),
-               _fmt(s["accuracy_release_all"]), _fmt(s["psnr"]), _fmt(s["ssim"]), _fmt(s["entropy"]),
-               _fmt(s["guarantee"])] for s in summary_rows(rows)]
-    plots = [tradeoff_plot(rows, "accuracy", "accuracy (train on released, test on original)"),
-             tradeoff_plot(rows, "ssim", "SSIM of released vs original test images")]
+        g_rows.append(
+            [
+                _fmt(method),
+                _fmt(g.model),
+                sound,
+                _fmt(g.unit),
+                per_image,
+                "<br>".join(html.escape(c) for c in g.caveats),
+            ]
+        )
+    s_rows = [
+        [
+            _fmt(s["method"]),
+            _fmt(s["epsilon"]),
+            s["repeats"],
+            _fmt(s["accuracy"]),
+            _fmt(s["f1"]),
+            _fmt(s["accuracy_release_all"]),
+            _fmt(s["psnr"]),
+            _fmt(s["ssim"]),
+            _fmt(s["entropy"]),
+            _fmt(s["guarantee"]),
+        ]
+        for s in summary_rows(rows)
+    ]
+    plots = [
+        tradeoff_plot(rows, "accuracy", "accuracy (train on released, test on original)"),
+        tradeoff_plot(rows, "ssim", "SSIM of released vs original test images"),
+    ]
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
         f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>",
@@ -150,26 +181,48 @@ def render_report(
         *(f"<p class='note'>{html.escape(n)}</p>" for n in notes),
         "<h2>Guarantees</h2><p>What each release truly promises. <b>sound: NO</b> means the ε is a noise knob "
         "from the paper, not a differential-privacy guarantee.</p>",
-        _table(["method", "model", "sound", "neighbouring unit", "ε per whole image (at the ε below)", "caveats"],
-               g_rows),
+        _table(
+            ["method", "model", "sound", "neighbouring unit", "ε per whole image (at the ε below)", "caveats"], g_rows
+        ),
         "<h2>Utility and quality</h2><p>accuracy / F1: PCA + SVM trained on released training images, tested on "
         "original test images. release-all: trained and tested on released images. PSNR / SSIM / entropy: "
         "released test images against their sources.</p>",
-        _table(["method", "ε", "repeats", "accuracy", "macro F1", "accuracy (release-all)", "PSNR dB", "SSIM",
-                "entropy bits", "guarantee"], s_rows),
+        _table(
+            [
+                "method",
+                "ε",
+                "repeats",
+                "accuracy",
+                "macro F1",
+                "accuracy (release-all)",
+                "PSNR dB",
+                "SSIM",
+                "entropy bits",
+                "guarantee",
+            ],
+            s_rows,
+        ),
         "<div class='figs'>" + "".join(f"<img src='data:image/png;base64,{p}'>" for p in plots) + "</div>",
     ]
     if grids:
         parts.append("<h2>Samples</h2>")
         for caption, png in grids:
-            parts.append(f"<figure><img src='data:image/png;base64,{png}' style='max-width:100%'>"
-                         f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+            parts.append(
+                f"<figure><img src='data:image/png;base64,{png}' style='max-width:100%'>"
+                f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+            )
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
-def write_report(path: str | Path, rows: Sequence[dict], title: str, dataset: str,
-                 grids: Sequence[tuple[str, str]] = (), notes: Sequence[str] = ()) -> Path:
+def write_report(
+    path: str | Path,
+    rows: Sequence[dict],
+    title: str,
+    dataset: str,
+    grids: Sequence[tuple[str, str]] = (),
+    notes: Sequence[str] = (),
+) -> Path:
     p = Path(path)
     write_text_atomic(p, render_report(rows, title, dataset, grids, notes))
     return p
