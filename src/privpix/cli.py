@@ -131,6 +131,7 @@ def mechanisms(as_json: bool) -> None:
             {
                 "name": name,
                 "model": cls.model,
+                "soundness": cls.soundness,
                 "uses_epsilon": cls.uses_epsilon,
                 "paper": cls.paper,
                 "summary": cls.summary,
@@ -150,12 +151,12 @@ def mechanisms(as_json: bool) -> None:
         click.echo(json.dumps(items, indent=2))
         return
     table = Table(title="mechanisms")
-    for col in ("name", "guarantee model", "ε", "paper", "parameters (default)", "summary"):
+    for col in ("name", "guarantee model", "what holds", "ε", "paper", "parameters (default)", "summary"):
         table.add_column(col)
     for it in items:
         params = "\n".join(f"{p['name']}={p['default']}" for p in it["parameters"])
         table.add_row(
-            it["name"], it["model"], "yes" if it["uses_epsilon"] else "no", it["paper"], params, it["summary"]
+            it["name"], it["model"], it["soundness"], "yes" if it["uses_epsilon"] else "no", it["paper"], params, it["summary"]
         )
     console.print(table)
 
@@ -214,7 +215,7 @@ def release(
     from privpix.errors import ParameterError
     from privpix.mechanisms import get_mechanism
     from privpix.noise import make_rng
-    from privpix.publish import release_to_dir
+    from privpix.publish import check_output, release_to_dir
 
     if (dataset is None) == (input_dir is None):
         raise ParameterError("give exactly one of --dataset NAME[:SPLIT] or --input DIR")
@@ -222,6 +223,7 @@ def release(
         raise ParameterError(f"--batch-size must be >= 1, got {batch_size}")
     mech = get_mechanism(method, epsilon=epsilon, delta=delta, **_params(params))
     rng = make_rng(seed, secure=secure)
+    check_output(Path(output), force)
     hw = _size(size)
     book = None
     if ledger is not None:

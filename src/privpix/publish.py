@@ -44,8 +44,8 @@ def _out_name(source_name: str, used: set[str]) -> str:
     return name
 
 
-def prepare_output(output: Path, force: bool) -> None:
-    """Refuse to overwrite an earlier release unless ``force``; never delete anything the user did not ask."""
+def check_output(output: Path, force: bool) -> None:
+    """Refuse to overwrite an earlier release unless ``force``; never touch a folder that is not a release."""
     if output.exists() and not output.is_dir():
         raise ParameterError(f"--output {output}: exists and is not a directory")
     if output.is_dir() and any(output.iterdir()):
@@ -53,6 +53,10 @@ def prepare_output(output: Path, force: bool) -> None:
             raise ParameterError(f"--output {output}: not empty; pass --force to replace an earlier release")
         if not (output / MANIFEST).exists():
             raise ParameterError(f"--output {output}: not empty and holds no privpix manifest; refusing to touch it")
+
+
+def prepare_output(output: Path, force: bool) -> None:
+    check_output(output, force)
     output.mkdir(parents=True, exist_ok=True)
 
 

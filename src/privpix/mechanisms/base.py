@@ -101,6 +101,7 @@ class Mechanism:
     summary: ClassVar[str]
     paper: ClassVar[str] = ""
     model: ClassVar[str] = "none"
+    soundness: ClassVar[str] = "no privacy claim"  # one line for listings: what holds, and how to get a proof
     uses_epsilon: ClassVar[bool] = True
     uses_delta: ClassVar[bool] = False
     params: ClassVar[tuple[Param, ...]] = ()

@@ -42,6 +42,7 @@ class PixelLaplace(Mechanism):
     summary = "Laplace noise on every pixel (paper 001's LAP); data-derived or bound-based sensitivity"
     paper = "001 (LAP)"
     model = "central-dp"
+    soundness = "default (paper) NOT DP: data-derived Δ; sensitivity=bound is sound"
     params = (
         Param(
             "sensitivity",
@@ -130,6 +131,7 @@ class DPPix(Mechanism):
     summary = "DP-Pix (Fan 2018): b×b cell means + Laplace(Δ = m·range/b²); sound for m-pixel neighbours"
     paper = "baseline (Fan 2018)"
     model = "central-dp"
+    soundness = "sound ε-DP for neighbours differing in m pixels"
     params = (
         Param("b", int, 4, "cell side in pixels", minimum=1),
         Param("m", int, 1, "neighbouring images differ in at most m pixels", minimum=1),
