@@ -189,3 +189,26 @@ def test_demo_runs_offline(run, tmp_path, monkeypatch):
     assert (tmp_path / "d" / "report.html").stat().st_size > 10_000
     rows = json.loads((tmp_path / "d" / "results.json").read_text())
     assert {r["method"] for r in rows} >= {"pixel-laplace", "dp-pix[b=4,m=1]"}
+
+
+def test_usage_errors_are_one_line(run):
+    r = run("release", "--dataset", "orl")
+    assert r.exit_code == 2 and "Missing option '--method'" in r.output
+    assert len(r.output.strip().splitlines()) == 1
+    r = run("evaluate", "--dataset", "orl", "--method", "dp-pix", "--repeats", "x")
+    assert r.exit_code == 2 and "--repeats" in r.output
+
+
+def test_core_imports_without_torch():
+    import subprocess
+    import sys
+
+    # Nothing in the core may import torch (it is only for the neural mechanisms).
+    code = (
+        "import sys\n"
+        "import privpix, privpix.noise, privpix.data, privpix.mechanisms, privpix.evaluation, privpix.cli\n"
+        "import privpix.report, privpix.publish\n"
+        "privpix.mechanisms.get_mechanism('pixel-laplace', epsilon=1.0)\n"
+        "assert 'torch' not in sys.modules\n"
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0

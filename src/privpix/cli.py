@@ -18,21 +18,36 @@ from privpix.errors import PrivpixError
 
 # A wide console even when piped, so tables stay one row per line in logs.
 console = Console(width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 class _Group(click.Group):
-    """Turns privpix errors into a one-line message and exit code 2."""
+    """Turns privpix errors and usage errors into a one-line message and exit code 2."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except click.exceptions.UsageError as exc:
+            ctx = exc.ctx
+            hint = ""
+            if ctx is not None:
+                hint = " (see `privpix --help`)" if ctx.parent is None else f" (see `privpix {ctx.info_name} --help`)"
+            err_console.print(f"[red]error:[/red] {exc.format_message()}{hint}", highlight=False)
+            sys.exit(2)
+        except click.exceptions.Abort:
+            err_console.print("[red]aborted[/red]")
+            sys.exit(1)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except PrivpixError as exc:
-            err_console.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
-            ctx.exit(2)
+            err_console.print(f"[red]error:[/red] {exc}", highlight=False, markup=False)
+            sys.exit(2)
         except KeyboardInterrupt:
-            err_console.print("[red]interrupted[/red]: nothing partial was published")
-            ctx.exit(130)
+            err_console.print("interrupted: nothing partial was published")
+            sys.exit(130)
 
 
 def _floats(text: str | None, name: str) -> list[float]:
@@ -156,7 +171,13 @@ def mechanisms(as_json: bool) -> None:
     for it in items:
         params = "\n".join(f"{p['name']}={p['default']}" for p in it["parameters"])
         table.add_row(
-            it["name"], it["model"], it["soundness"], "yes" if it["uses_epsilon"] else "no", it["paper"], params, it["summary"]
+            it["name"],
+            it["model"],
+            it["soundness"],
+            "yes" if it["uses_epsilon"] else "no",
+            it["paper"],
+            params,
+            it["summary"],
         )
     console.print(table)
 
