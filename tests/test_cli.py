@@ -7,6 +7,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from privpix.cli import main
+from privpix.evaluation.runner import ROW_KEYS
 
 
 @pytest.fixture
@@ -163,19 +164,7 @@ def test_evaluate_json(run, data_dir, tmp_path):
     assert r.exit_code == 0, r.output
     rows = json.loads(out.read_text())
     assert len(rows) == 4
-    assert {
-        "dataset",
-        "method",
-        "epsilon",
-        "repeat",
-        "accuracy",
-        "recall",
-        "f1",
-        "psnr",
-        "ssim",
-        "entropy",
-        "guarantee",
-    } <= set(rows[0])
+    assert ROW_KEYS <= set(rows[0])
     dp = [r for r in rows if r["method"] == "dp-pix"]
     assert dp[0]["accuracy"] < dp[1]["accuracy"]
     html = rep.read_text()

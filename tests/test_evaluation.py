@@ -4,6 +4,7 @@ import pytest
 from privpix.data import load_dataset
 from privpix.errors import ParameterError
 from privpix.evaluation import entropy, evaluate, pca_svm_scores, psnr, ssim
+from privpix.evaluation.runner import ROW_KEYS
 
 
 def test_quality_metrics_on_known_inputs():
@@ -32,20 +33,7 @@ def test_evaluate_rows_and_monotone_utility():
     tr, te = load_dataset("digits:train"), load_dataset("digits:test")
     rows = evaluate(tr, te, ["pixel-laplace[sensitivity=bound,unit=pixel]", "gaussian-blur"], [0.05, 50.0])
     assert len(rows) == 3
-    keys = {
-        "dataset",
-        "method",
-        "epsilon",
-        "repeat",
-        "accuracy",
-        "recall",
-        "f1",
-        "psnr",
-        "ssim",
-        "entropy",
-        "guarantee",
-    }
-    assert all(keys <= set(r) for r in rows)
+    assert all(ROW_KEYS <= set(r) for r in rows)
     lo, hi, blur = rows
     assert lo["accuracy"] < hi["accuracy"] and hi["accuracy"] > 0.85
     assert blur["epsilon"] is None and blur["guarantee"]["model"] == "none"

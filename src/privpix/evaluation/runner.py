@@ -14,6 +14,11 @@ from privpix.evaluation.utility import PROTOCOLS, utility
 from privpix.mechanisms.base import MECHANISMS, get_mechanism, parse_method_spec
 from privpix.noise import make_rng
 
+# Every row of :func:`evaluate` has at least these keys (the JSON contract of `privpix evaluate`).
+ROW_KEYS = frozenset(
+    {"dataset", "method", "epsilon", "repeat", "accuracy", "recall", "f1", "psnr", "ssim", "entropy", "guarantee"}
+)
+
 
 def evaluate(
     train: ImageSet,

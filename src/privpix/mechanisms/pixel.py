@@ -216,27 +216,30 @@ class GaussianBlur(_NoGuarantee):
         return ndimage.gaussian_filter(x, sigma=(0, self.sigma, self.sigma, 0), mode="reflect")
 
 
+class _WindowFilter(_NoGuarantee):
+    """A deterministic filter over size×size windows of each channel."""
+
+    caveat = "deterministic filter: no randomness, no DP guarantee"
+    params = (Param("size", int, 5, "window side in pixels", minimum=1),)
+    window_filter = staticmethod(ndimage.uniform_filter)
+
+    def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
+        return self.window_filter(x, size=(1, self.size, self.size, 1), mode="reflect")
+
+
 @register
-class MedianFilter(_NoGuarantee):
+class MedianFilter(_WindowFilter):
     """Median filter over a size×size window (deterministic; no privacy claim)."""
 
     name = "median-filter"
     summary = "median filter over size×size windows; deterministic, no privacy claim"
-    caveat = "deterministic filter: no randomness, no DP guarantee"
-    params = (Param("size", int, 5, "window side in pixels", minimum=1),)
-
-    def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
-        return ndimage.median_filter(x, size=(1, self.size, self.size, 1), mode="reflect")
+    window_filter = staticmethod(ndimage.median_filter)
 
 
 @register
-class UniformFilter(_NoGuarantee):
+class UniformFilter(_WindowFilter):
     """Mean (box) filter over a size×size window (deterministic; no privacy claim)."""
 
     name = "uniform-filter"
     summary = "box (mean) filter over size×size windows; deterministic, no privacy claim"
-    caveat = "deterministic filter: no randomness, no DP guarantee"
-    params = (Param("size", int, 5, "window side in pixels", minimum=1),)
-
-    def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
-        return ndimage.uniform_filter(x, size=(1, self.size, self.size, 1), mode="reflect")
+    window_filter = staticmethod(ndimage.uniform_filter)
