@@ -1,4 +1,4 @@
-"""Foundation acceptance run: utility of pixel-laplace and dp-pix on ORL at ε = 0.1, 1, 10.
+"""Utility of the pixel and singular-value mechanisms on ORL at ε = 0.1, 1, 10 (paper 001 protocol).
 
 Equivalent CLI: ``privpix evaluate --dataset orl --method <each method below> --epsilon 0.1,1,10 --repeats 3``.
 Run: ``.venv/bin/python benchmarks/orl_evaluate.py`` → ``benchmarks/results/orl_evaluate.{json,md}``.
@@ -19,6 +19,8 @@ METHODS = [
     "pixel-laplace[sensitivity=bound,unit=column]",
     "pixel-laplace[sensitivity=bound,unit=pixel]",
     "dp-pix[b=4,m=1]",
+    "sra",  # paper 001, r = 100 capped at rank (not DP: singular vectors in clear)
+    "esra",  # paper 001, ε split half/half (not DP)
 ]
 EPSILONS = [0.1, 1.0, 10.0]
 REPEATS = 3
