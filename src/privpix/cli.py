@@ -338,11 +338,11 @@ def evaluate(
     if repeats < 1:
         raise ParameterError(f"--repeats must be >= 1, got {repeats}")
     method_list = [m for spec in methods for m in _split_methods(spec)]
+    eps_list = _floats(epsilons, "epsilon")
+    common = _params(params)
     name = dataset.split(":")[0]
     train, test = _load_pair(name, data_dir, limit, seed, _size(size), grayscale)
-    rows = _run_evaluation(
-        train, test, method_list, _floats(epsilons, "epsilon"), repeats, seed, _params(params), name, quiet
-    )
+    rows = _run_evaluation(train, test, method_list, eps_list, repeats, seed, common, name, quiet)
     _print_summary(rows, quiet)
     if json_path:
         from privpix.accounting import write_text_atomic
@@ -351,7 +351,7 @@ def evaluate(
         if not quiet:
             console.print(f"wrote {json_path}")
     if report_path:
-        _write_report(report_path, rows, test, method_list, _floats(epsilons, "epsilon"), seed, name, _params(params))
+        _write_report(report_path, rows, test, method_list, eps_list, seed, name, common)
         if not quiet:
             console.print(f"wrote {report_path}")
 
@@ -397,20 +397,22 @@ def _load_pair(name, data_dir, limit, seed, hw, grayscale):
     return train, test
 
 
+def _method_params(method: str, common: dict[str, str]) -> dict[str, str]:
+    """The ``--param`` values that ``method`` has a parameter for (others belong to other methods)."""
+    from privpix.mechanisms import mechanism_class
+
+    known = {p.name for p in mechanism_class(method).params}
+    return {k: v for k, v in common.items() if k in known}
+
+
 def _run_evaluation(train, test, methods, epsilons, repeats, seed, common, dataset, quiet):
     from tqdm import tqdm
 
     from privpix.evaluation import evaluate as run
-    from privpix.mechanisms import MECHANISMS, parse_method_spec
+    from privpix.mechanisms import mechanism_class
 
-    per_method: dict[str, dict[str, str]] = {}
-    cells = 0
-    for m in methods:
-        key, _ = parse_method_spec(m)
-        if key in MECHANISMS:
-            known = {p.name for p in MECHANISMS[key].params}
-            per_method[m] = {k: v for k, v in common.items() if k in known}
-            cells += repeats * (len(epsilons) if MECHANISMS[key].uses_epsilon else 1)
+    per_method = {m: _method_params(m, common) for m in methods}
+    cells = sum(repeats * (len(epsilons) if mechanism_class(m).uses_epsilon else 1) for m in methods)
     bar = tqdm(total=cells, disable=quiet, desc="evaluate", unit="cell")
 
     def step(msg: str) -> None:
@@ -450,7 +452,7 @@ def _print_summary(rows, quiet):
 def _write_report(path, rows, test, methods, epsilons, seed, dataset, common, notes=()):
     import numpy as np
 
-    from privpix.mechanisms import MECHANISMS, get_mechanism, parse_method_spec
+    from privpix.mechanisms import get_mechanism, mechanism_class
     from privpix.noise import make_rng
     from privpix.report import sample_grid_png, write_report
 
@@ -461,12 +463,8 @@ def _write_report(path, rows, test, methods, epsilons, seed, dataset, common, no
     for eps in sorted(set(epsilons)) or [None]:
         released = {}
         for m in methods:
-            key, _ = parse_method_spec(m)
-            cls = MECHANISMS[key]
-            known = {p.name for p in cls.params}
-            mech = get_mechanism(
-                m, epsilon=eps if cls.uses_epsilon else None, **{a: b for a, b in common.items() if a in known}
-            )
+            uses_eps = mechanism_class(m).uses_epsilon
+            mech = get_mechanism(m, epsilon=eps if uses_eps else None, **_method_params(m, common))
             released[m] = mech.release(sample, make_rng(seed)).images.as_float()
         png = sample_grid_png(sample.as_float(), released)
         grids.append(

@@ -11,7 +11,7 @@ import numpy as np
 from privpix.data.imageset import ImageSet
 from privpix.evaluation.quality import entropy, psnr, ssim
 from privpix.evaluation.utility import PROTOCOLS, utility
-from privpix.mechanisms.base import MECHANISMS, get_mechanism, parse_method_spec
+from privpix.mechanisms.base import get_mechanism, mechanism_class
 from privpix.noise import make_rng
 
 # Every row of :func:`evaluate` has at least these keys (the JSON contract of `privpix evaluate`).
@@ -42,7 +42,7 @@ def evaluate(
     rows: list[dict[str, Any]] = []
     src_entropy = float(np.mean(entropy(test.as_float())))
     for method in methods:
-        cls = MECHANISMS[get_mechanism_name(method)]
+        cls = mechanism_class(method)
         eps_list: list[float | None] = list(epsilons) if cls.uses_epsilon else [None]
         for eps in eps_list:
             mech = get_mechanism(method, epsilon=eps, **params.get(method, {}))
@@ -79,13 +79,6 @@ def evaluate(
                 if progress is not None:
                     progress(f"{method} ε={eps} rep {rep}: accuracy {u.accuracy:.3f}")
     return rows
-
-
-def get_mechanism_name(method: str) -> str:
-    key, _ = parse_method_spec(method)
-    if key not in MECHANISMS:
-        get_mechanism(key)  # raises the standard unknown-mechanism error
-    return key
 
 
 def _cell_seed(seed: int, method: str, eps: float | None, rep: int) -> int:

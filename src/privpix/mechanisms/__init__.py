@@ -1,6 +1,24 @@
 """Registered mechanisms. Importing this package registers every built-in mechanism."""
 
 from privpix.mechanisms import matrix, pixel  # noqa: F401  (registers)
-from privpix.mechanisms.base import MECHANISMS, Mechanism, Param, Release, get_mechanism, parse_method_spec, register
+from privpix.mechanisms.base import (
+    MECHANISMS,
+    Mechanism,
+    Param,
+    Release,
+    get_mechanism,
+    mechanism_class,
+    parse_method_spec,
+    register,
+)
 
-__all__ = ["MECHANISMS", "Mechanism", "Param", "Release", "get_mechanism", "parse_method_spec", "register"]
+__all__ = [
+    "MECHANISMS",
+    "Mechanism",
+    "Param",
+    "Release",
+    "get_mechanism",
+    "mechanism_class",
+    "parse_method_spec",
+    "register",
+]

@@ -212,10 +212,16 @@ def parse_method_spec(spec: str) -> tuple[str, dict[str, str]]:
     return name.strip().lower(), params
 
 
-def get_mechanism(name: str, epsilon: float | None = None, delta: float | None = None, **params) -> Mechanism:
-    """Instantiate a registered mechanism by name."""
-    key, inline = parse_method_spec(name)
-    params = {**inline, **params}
+def mechanism_class(spec: str) -> type[Mechanism]:
+    """The registered class a method name or ``name[key=value,...]`` label refers to."""
+    key, _ = parse_method_spec(spec)
     if key not in MECHANISMS:
-        raise ParameterError(f"method: unknown mechanism {name!r}; known: {', '.join(sorted(MECHANISMS))}")
-    return MECHANISMS[key](epsilon=epsilon, delta=delta, **params)
+        raise ParameterError(f"method: unknown mechanism {spec!r}; known: {', '.join(sorted(MECHANISMS))}")
+    return MECHANISMS[key]
+
+
+def get_mechanism(name: str, epsilon: float | None = None, delta: float | None = None, **params) -> Mechanism:
+    """Instantiate a registered mechanism by name (inline ``[key=value]`` parameters are merged in)."""
+    cls = mechanism_class(name)
+    _, inline = parse_method_spec(name)
+    return cls(epsilon=epsilon, delta=delta, **{**inline, **params})

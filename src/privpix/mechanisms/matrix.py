@@ -35,12 +35,16 @@ def monotone_singular_values(values: np.ndarray) -> np.ndarray:
     return np.stack([iso.fit_transform(idx, row) for row in v])
 
 
-def _svd(x: np.ndarray, full: bool = False):
-    """Per-matrix SVD of (n, h, w, c) images → matrices (n·c, h, w) and their factors."""
+def _svd(x: np.ndarray, full: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-matrix SVD of (n, h, w, c) images as (n·c, h, w) matrices in 0–255 units: (Q, singular values, Pᵀ)."""
     n, h, w, c = x.shape
     mats = np.moveaxis(x, 3, 1).reshape(n * c, h, w) * VALUE_SCALE
-    q, s, pt = np.linalg.svd(mats, full_matrices=full)
-    return mats, q, s, pt
+    return np.linalg.svd(mats, full_matrices=full)
+
+
+def _rank(s: np.ndarray) -> np.ndarray:
+    """Numerical rank per row of singular values (at least 1, so an all-black image keeps one value)."""
+    return np.maximum((s > s[:, :1] * 1e-10).sum(axis=1), 1)
 
 
 def _rebuild(q: np.ndarray, s: np.ndarray, pt: np.ndarray, r: np.ndarray, shape) -> np.ndarray:
@@ -70,7 +74,6 @@ class _SingularValueMechanism(Mechanism):
     def _perturb(self, s: np.ndarray, r: np.ndarray, eps: float, rng: RNG) -> np.ndarray:
         """Laplace(λ₁/eps) on each of the first r singular values (Δ₁ of D^{r×r} = its largest column L1 norm
         = λ₁), then the optional monotone post-processing of those r values."""
-        noisy = s.copy()
         k = s.shape[1]
         mask = np.arange(k)[None, :] < r[:, None]
         noise = laplace(rng, 1.0, s.shape) * (s[:, :1] / eps)
@@ -94,9 +97,8 @@ class SRA(_SingularValueMechanism):
     )
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
-        _, q, s, pt = _svd(x)
-        rank = (s > s[:, :1] * 1e-10).sum(axis=1)
-        r = np.minimum(self.r, np.maximum(rank, 1))
+        q, s, pt = _svd(x)
+        r = np.minimum(self.r, _rank(s))
         out = _rebuild(q, self._perturb(s, r, self.epsilon, rng), pt, r, x.shape)
         return np.clip(out, 0.0, 1.0) if self.clip else out
 
@@ -133,13 +135,13 @@ class ESRA(_SingularValueMechanism):
         return np.sqrt(m - r)[None, :] + tail + np.sqrt(n - r)[None, :] + np.sqrt(2.0) * head / eps2
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
-        _, q, s, pt = _svd(x, full=True)
+        q, s, pt = _svd(x, full=True)
         h, w = x.shape[1:3]
         eps1 = self.split * self.epsilon
         eps2 = self.epsilon - eps1
         u = self.scores(s, h, w, eps2)
         delta_u = np.abs(q).sum(axis=1).max(axis=1) + 2 * s[:, 0] + np.abs(pt).sum(axis=1).max(axis=1)
-        rank = np.maximum((s > s[:, :1] * 1e-10).sum(axis=1), 1)
+        rank = _rank(s)
         r = np.empty(len(s), dtype=np.int64)
         for i in range(len(s)):
             k = int(rank[i])
