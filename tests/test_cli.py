@@ -201,3 +201,10 @@ def test_core_imports_without_torch():
         "assert 'torch' not in sys.modules\n"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+def test_error_text_with_brackets_is_printed_verbatim(run):
+    r = run("evaluate", "--dataset", "orl", "--method", "dp-pix[b2]", "--epsilon", "1", "-q")
+    assert r.exit_code == 2
+    assert "error: method: parameter 'b2' in 'dp-pix[b2]' must be key=value" in r.output
+    assert "[red]" not in r.output

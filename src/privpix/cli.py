@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from privpix import __version__
@@ -33,7 +34,7 @@ class _Group(click.Group):
             hint = ""
             if ctx is not None:
                 hint = " (see `privpix --help`)" if ctx.parent is None else f" (see `privpix {ctx.info_name} --help`)"
-            err_console.print(f"[red]error:[/red] {exc.format_message()}{hint}", highlight=False)
+            err_console.print(f"[red]error:[/red] {escape(exc.format_message() + hint)}", highlight=False)
             sys.exit(2)
         except click.exceptions.Abort:
             err_console.print("[red]aborted[/red]")
@@ -43,7 +44,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except PrivpixError as exc:
-            err_console.print(f"[red]error:[/red] {exc}", highlight=False, markup=False)
+            err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
             sys.exit(2)
         except KeyboardInterrupt:
             err_console.print("interrupted: nothing partial was published")
