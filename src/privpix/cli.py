@@ -538,5 +538,7 @@ def demo(output, dataset, epsilons, seed, quiet) -> None:
         console.print(f"wrote {out / 'report.html'} and {out / 'results.json'} in {time.perf_counter() - t0:.0f} s")
 
 
+from privpix import cli_ldp  # noqa: E402,F401  (registers `privpix ldp`)
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -1,0 +1,242 @@
+"""``privpix ldp``: paper 000's two-party workflow on the command line.
+
+The data user fits an encoder (``fit-encoder``) and hands the file to the owners; each owner encodes and
+perturbs their images (``perturb``); the data user trains and evaluates a classifier on the reports
+(``train``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import click
+
+from privpix.cli import _params, _size, console, err_console, main
+
+
+def _images(dataset, input_dir, data_dir, size, limit, seed, what="images"):
+    """(ImageSet, source description) from --dataset or --input, resized and limited as asked."""
+    import numpy as np
+
+    from privpix.data import ImageSet, load_dataset, load_folder
+    from privpix.errors import ParameterError
+
+    if (dataset is None) == (input_dir is None):
+        raise ParameterError(f"give exactly one of --dataset NAME[:SPLIT] or --input DIR for the {what}")
+    if input_dir is not None:
+        data, source = load_folder(input_dir), str(input_dir)
+    else:
+        data, source = load_dataset(dataset, data_dir), dataset
+        if not isinstance(data, ImageSet):
+            raise ParameterError(f"--dataset {dataset}: holds records, not images")
+    if limit is not None:
+        if limit < 1:
+            raise ParameterError(f"--limit must be >= 1, got {limit}")
+        if len(data) > limit:
+            data = data.subset(np.sort(np.random.default_rng(seed).choice(len(data), limit, replace=False)))
+            source = f"{source} (seeded subset of {limit})"
+    if size is not None:
+        data = data.resized(*size)
+    return data.grayscale(), source
+
+
+def _fit_to_encoder(data, encoder, quiet):
+    if tuple(data.shape[:2]) != tuple(encoder.image_shape):
+        h, w = encoder.image_shape
+        if not quiet:
+            err_console.print(
+                f"[yellow]note:[/yellow] resizing {data.shape[0]}x{data.shape[1]} images to the encoder's {h}x{w}"
+            )
+        data = data.resized(h, w)
+    return data
+
+
+@main.group()
+def ldp() -> None:
+    """Local-DP image classification (paper 000): fit-encoder → perturb (owners) → train (data user)."""
+
+
+@ldp.command("fit-encoder")
+@click.option("--encoder", "name", required=True, help="pixel, hog-bovw, dcaconv or bnn.")
+@click.option("--levels", type=int, default=None, help="Domain size d for the pixel encoder.")
+@click.option("--param", "params", multiple=True, help="Encoder parameter key=value (repeatable).")
+@click.option("--dataset", default=None, help="NAME[:SPLIT] of public or consented images to fit on.")
+@click.option("--input", "input_dir", type=click.Path(), default=None, help="Folder of images (sub-folder = class).")
+@click.option("--shape", default=None, help="HEIGHTxWIDTH: make a fixed pixel encoder without any images.")
+@click.option("--size", default=None, help="Resize images to HEIGHTxWIDTH first.")
+@click.option("--limit", type=int, default=None, help="Fit on a seeded random subset of this many images.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None)
+@click.option("--output", required=True, type=click.Path(dir_okay=False), help="Encoder file to write (.npz).")
+@click.option("--force", is_flag=True, help="Replace an existing encoder file.")
+@click.option("--quiet", "-q", is_flag=True)
+def fit_encoder(name, levels, params, dataset, input_dir, shape, size, limit, seed, data_dir, output, force, quiet):
+    """Fit an encoder and write the file the data owners will use."""
+    from privpix.errors import ParameterError
+    from privpix.mechanisms.ldp import make_encoder
+
+    out = Path(output)
+    if out.exists() and not force:
+        raise ParameterError(f"--output {out}: exists; pass --force to replace it")
+    kw = _params(params)
+    if levels is not None:
+        if name != "pixel":
+            raise ParameterError(f"--levels is for the pixel encoder; {name} sets d itself (see --param)")
+        kw["levels"] = str(levels)
+    enc = make_encoder(name, **kw)
+    t0 = time.perf_counter()
+    if shape is not None:
+        if name != "pixel" or dataset or input_dir:
+            raise ParameterError("--shape makes a pixel encoder without data; do not combine it with --dataset/--input")
+        enc.fit_unsupervised_shape(*_size(shape))
+    else:
+        data, source = _images(dataset, input_dir, data_dir, _size(size), limit, seed, "fitting images")
+        enc.fit(data, source=source, seed=seed, progress=not quiet)
+    enc.save(out)
+    if not quiet:
+        console.print(
+            f"wrote {out}: encoder {enc.name}, d = {enc.d}, m = {enc.n_features} features per "
+            f"{enc.image_shape[0]}x{enc.image_shape[1]} image, fitted on {enc.fitted_on} in "
+            f"{time.perf_counter() - t0:.1f} s",
+            highlight=False,
+        )
+
+
+@ldp.command()
+@click.option("--encoder", "encoder_file", required=True, type=click.Path(dir_okay=False), help="Encoder file.")
+@click.option("--epsilon", type=float, required=True, help="ε per feature (the paper's axis); inf = no noise.")
+@click.option("--dataset", default=None, help="NAME[:SPLIT] of the owners' images.")
+@click.option("--input", "input_dir", type=click.Path(), default=None, help="Folder of the owners' images.")
+@click.option("--limit", type=int, default=None, help="Use a seeded random subset of this many images.")
+@click.option("--seed", type=int, default=None, help="Seed for reproducible research runs.")
+@click.option("--secure", is_flag=True, help="OS CSPRNG with the exact GRR sampler (for real releases).")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None)
+@click.option("--output", required=True, type=click.Path(), help="Folder for reports.npz and manifest.json.")
+@click.option("--force", is_flag=True, help="Replace earlier reports in --output.")
+@click.option("--quiet", "-q", is_flag=True)
+def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data_dir, output, force, quiet):
+    """Encode the owners' images and perturb every feature with ε-LDP randomized response."""
+    from tqdm import tqdm
+
+    from privpix.errors import ParameterError
+    from privpix.mechanisms.ldp import load_encoder
+    from privpix.mechanisms.ldp.reports import perturb as run
+    from privpix.mechanisms.ldp.reports import write_reports
+    from privpix.mechanisms.ldp.rr import check_epsilon
+    from privpix.noise import make_rng
+
+    check_epsilon(epsilon)
+    if secure and seed is not None:
+        raise ParameterError("--secure draws from the OS CSPRNG and takes no --seed")
+    enc = load_encoder(encoder_file)
+    data, source = _images(dataset, input_dir, data_dir, None, limit, seed or 0, "owners' images")
+    data = _fit_to_encoder(data, enc, quiet)
+    rng = make_rng(seed, secure=secure)
+    out = Path(output)
+    # Refuse a bad --output before any work is done.
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ParameterError(f"--output {out}: not empty; pass --force to replace earlier reports")
+    bar = tqdm(total=len(data), unit="img", disable=quiet, desc=f"perturb ε={epsilon:g}")
+    reports = run(enc, data, epsilon, rng, source=source, on_batch=bar.update)
+    bar.close()
+    manifest = write_reports(
+        reports, out, force=force, extra={"seed": seed, "encoder_file": str(Path(encoder_file).resolve())}
+    )
+    if not quiet:
+        console.print(
+            f"wrote {manifest['n']} reports of m = {manifest['m']} features (d = {manifest['d']}) to {out} in "
+            f"{reports.meta['seconds']:.1f} s",
+            highlight=False,
+        )
+        console.print(reports.guarantee.text(), highlight=False)
+
+
+@ldp.command()
+@click.option("--reports", "reports_dir", required=True, type=click.Path(file_okay=False), help="Report folder.")
+@click.option("--classifier", required=True, type=click.Choice(["nb", "ncc", "knn"]), help="Learner.")
+@click.option("--param", "params", multiple=True, help="Classifier parameter, e.g. n_neighbors=100, alpha=1.")
+@click.option(
+    "--encoder",
+    "encoder_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Encoder for the test images (default: the one named in the reports' manifest).",
+)
+@click.option("--test-dataset", default=None, help="NAME:SPLIT of clean test images to score on.")
+@click.option("--test-input", type=click.Path(), default=None, help="Folder of clean test images.")
+@click.option("--limit", type=int, default=None, help="Score on a seeded subset of this many test images.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the result here.")
+@click.option("--quiet", "-q", is_flag=True)
+def train(
+    reports_dir, classifier, params, encoder_file, test_dataset, test_input, limit, seed, data_dir, json_path, quiet
+):
+    """Fit a classifier on perturbed reports and (optionally) score it on clean test images."""
+    import numpy as np
+
+    from privpix.accounting import write_text_atomic
+    from privpix.errors import ParameterError
+    from privpix.learners import CLASSIFIERS, make_classifier
+    from privpix.mechanisms.base import Param
+    from privpix.mechanisms.ldp import load_encoder
+    from privpix.mechanisms.ldp.reports import MANIFEST, read_reports
+
+    reports = read_reports(reports_dir)
+    if reports.labels is None:
+        raise ParameterError(f"--reports {reports_dir}: the reports carry no labels, so no classifier can be fitted")
+    kinds = {"n_neighbors": int, "alpha": float, "p": float}
+    kw = {}
+    for k, v in _params(params).items():
+        if k not in kinds or k not in CLASSIFIERS[classifier]().get_params():
+            raise ParameterError(f"--param {k}: not a parameter of classifier {classifier}")
+        kw[k] = Param(k, kinds[k], None, "").parse(v)
+    t0 = time.perf_counter()
+    clf = make_classifier(classifier, reports.d, reports.epsilon, **kw).fit(reports.values, reports.labels)
+    result = {
+        "classifier": classifier,
+        "params": clf.get_params(),
+        "reports": str(reports_dir),
+        "n_train": len(reports),
+        "m": reports.n_features,
+        "d": reports.d,
+        "epsilon_per_feature": None if math.isinf(reports.epsilon) else reports.epsilon,
+        "epsilon_per_image": None if math.isinf(reports.epsilon) else reports.epsilon * reports.n_features,
+        "guarantee": reports.guarantee.to_dict(),
+        "fit_seconds": round(time.perf_counter() - t0, 3),
+    }
+    if (test_dataset is None) != (test_input is None):
+        if encoder_file is None:
+            encoder_file = json.loads((Path(reports_dir) / MANIFEST).read_text()).get("encoder_file")
+            if not encoder_file:
+                raise ParameterError("give --encoder: the reports' manifest names no encoder file")
+        enc = load_encoder(encoder_file)
+        if enc.describe()["config"] != reports.encoder["config"] or enc.name != reports.encoder["encoder"]:
+            raise ParameterError(f"--encoder {encoder_file}: is not the encoder these reports were made with")
+        test, tsource = _images(test_dataset, test_input, data_dir, None, limit, seed, "test images")
+        test = _fit_to_encoder(test, enc, quiet)
+        if test.labels is None:
+            raise ParameterError("the test images carry no labels (use a dataset split or one sub-folder per class)")
+        t1 = time.perf_counter()
+        x_test = enc.encode(test)
+        pred = clf.predict(x_test)
+        result.update(
+            test=tsource,
+            n_test=len(test),
+            accuracy=float(np.mean(pred == test.labels)),
+            predict_seconds=round(time.perf_counter() - t1, 3),
+        )
+    elif test_dataset is not None:
+        raise ParameterError("give only one of --test-dataset or --test-input")
+    if json_path:
+        write_text_atomic(Path(json_path), json.dumps(result, indent=2, default=str))
+    if not quiet:
+        eps = "∞" if math.isinf(reports.epsilon) else f"{reports.epsilon:g}"
+        line = f"{classifier} on {len(reports)} reports (d = {reports.d}, m = {reports.n_features}, ε/feature = {eps})"
+        if "accuracy" in result:
+            line += f": accuracy {result['accuracy']:.4f} on {result['n_test']} images of {result['test']}"
+        console.print(line, highlight=False)
+        console.print(reports.guarantee.text(), highlight=False)

@@ -1,0 +1,30 @@
+"""Local differential privacy for images (paper 000): encoders, generalised randomized response, estimators
+and the owner-side report format. The learners that read reports live in :mod:`privpix.learners`."""
+
+from privpix.mechanisms.ldp.encoders import ENCODERS, Encoder, load_encoder, make_encoder
+from privpix.mechanisms.ldp.estimators import (
+    frequency_estimate,
+    frequency_variance,
+    mean_estimate,
+    mean_estimate_rr,
+    mean_variance,
+    mean_variance_exact,
+    value_counts,
+)
+from privpix.mechanisms.ldp.rr import grr_perturb, grr_probabilities
+
+__all__ = [
+    "ENCODERS",
+    "Encoder",
+    "frequency_estimate",
+    "frequency_variance",
+    "grr_perturb",
+    "grr_probabilities",
+    "load_encoder",
+    "make_encoder",
+    "mean_estimate",
+    "mean_estimate_rr",
+    "mean_variance",
+    "mean_variance_exact",
+    "value_counts",
+]

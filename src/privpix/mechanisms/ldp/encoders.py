@@ -1,0 +1,350 @@
+"""Encoders: map a grayscale image to an integer feature vector in ``[d]^m`` that an owner perturbs with GRR.
+
+The data user fits an encoder (on public or consented images), saves it with :meth:`Encoder.save`, and hands
+the file to the data owners; each owner loads it with :func:`load_encoder`, encodes their own image and
+perturbs the result (:mod:`privpix.mechanisms.ldp.reports`). The encoder file holds everything needed to
+encode (filters, vocabulary, scaler) and a note of the data it was fitted on, because that data is not
+protected by the owners' perturbation.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from privpix.accounting import write_bytes_atomic
+from privpix.data.imageset import ImageSet
+from privpix.errors import DataError, ParameterError
+from privpix.mechanisms.base import Param
+from privpix.mechanisms.ldp.rr import value_dtype
+
+FORMAT = "privpix-ldp-encoder/1"
+
+
+def as_gray(images: ImageSet | np.ndarray, name: str = "images") -> np.ndarray:
+    """Images as float32 (n, h, w) in [0, 1]. Accepts an ImageSet, or an array (n, h, w) / (n, h, w, 1)
+    that is uint8 (0–255) or float in [0, 1]."""
+    if isinstance(images, ImageSet):
+        x = images.grayscale().as_float()[..., 0]
+    else:
+        x = np.asarray(images)
+        if x.ndim == 4 and x.shape[-1] == 1:
+            x = x[..., 0]
+        if x.ndim != 3:
+            raise ParameterError(f"{name} must have shape (n, h, w) or (n, h, w, 1), got {x.shape}")
+        if x.dtype == np.uint8:
+            x = x.astype(np.float32) / 255.0
+        else:
+            x = x.astype(np.float32)
+            if x.size and (not np.all(np.isfinite(x)) or x.min() < 0 or x.max() > 1):
+                raise ParameterError(f"{name}: float images must be finite and in [0, 1]")
+    if len(x) == 0:
+        raise ParameterError(f"{name} is empty")
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+class Encoder:
+    """Base class. Subclasses set ``name``, ``summary``, ``params``, ``needs_labels`` and implement
+    ``_fit`` (set ``self.d`` and learn state), ``_encode`` and ``_state`` / ``_load_state``.
+
+    Attributes after fitting: ``d`` (domain size), ``image_shape`` (h, w the encoder expects),
+    ``n_features`` (m), ``fitted_on`` (a description of the fitting data), ``fit_seconds``.
+    """
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    needs_labels: ClassVar[bool] = False
+    params: ClassVar[tuple[Param, ...]] = ()
+
+    def __init__(self, **params: Any) -> None:
+        known = {p.name: p for p in self.params}
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            raise ParameterError(
+                f"encoder {self.name}: unknown parameter(s) {', '.join(unknown)}; known: {', '.join(known) or 'none'}"
+            )
+        self.config: dict[str, Any] = {k: p.validate(params.get(k, p.default)) for k, p in known.items()}
+        self.d: int | None = None
+        self.image_shape: tuple[int, int] | None = None
+        self.n_features: int | None = None
+        self.fitted_on: str = ""
+        self.fit_seconds: float = 0.0
+
+    def __repr__(self) -> str:
+        cfg = ", ".join(f"{k}={v!r}" for k, v in self.config.items())
+        return f"{type(self).__name__}({cfg})"
+
+    @property
+    def fitted(self) -> bool:
+        return self.d is not None
+
+    def fit(
+        self,
+        images: ImageSet | np.ndarray,
+        labels: np.ndarray | None = None,
+        *,
+        source: str = "unnamed images",
+        seed: int = 0,
+        progress: bool = False,
+    ) -> Encoder:
+        """Learn the encoder from ``images`` (and ``labels`` for supervised encoders).
+
+        ``source`` records which data was used: it is copied into every report's guarantee, since the
+        fitted encoder is a function of that data and is not protected by the owners' perturbation.
+        """
+        x = as_gray(images)
+        if labels is None and isinstance(images, ImageSet):
+            labels = images.labels
+        if self.needs_labels:
+            if labels is None:
+                raise ParameterError(f"encoder {self.name} is supervised: it needs labelled images to fit")
+            labels = np.asarray(labels)
+            if labels.shape != (len(x),):
+                raise ParameterError(f"labels must have shape ({len(x)},), got {labels.shape}")
+            if len(np.unique(labels)) < 2:
+                raise ParameterError(f"encoder {self.name}: needs at least two classes to fit")
+        t0 = time.perf_counter()
+        self.image_shape = (int(x.shape[1]), int(x.shape[2]))
+        self._fit(x, labels, seed=seed, progress=progress)
+        self.fitted_on = f"{source} ({len(x)} images{', labelled' if self.needs_labels else ''})"
+        self.fit_seconds = time.perf_counter() - t0
+        self.n_features = int(self._encode(x[:1]).shape[1])
+        return self
+
+    def encode(self, images: ImageSet | np.ndarray, batch_size: int = 2000) -> np.ndarray:
+        """Integer features (n, m) in ``[0, d)``, in the smallest unsigned dtype that holds them."""
+        if not self.fitted:
+            raise ParameterError(f"encoder {self.name} is not fitted: call fit() or load a fitted encoder file")
+        x = as_gray(images)
+        if tuple(x.shape[1:]) != self.image_shape:
+            raise ParameterError(
+                f"images are {x.shape[1]}x{x.shape[2]} but encoder {self.name} was fitted on "
+                f"{self.image_shape[0]}x{self.image_shape[1]}: resize them (e.g. --size) first"
+            )
+        out = np.empty((len(x), self.n_features), dtype=value_dtype(self.d))
+        for i in range(0, len(x), batch_size):
+            out[i : i + batch_size] = self._encode(x[i : i + batch_size])
+        return out
+
+    def fit_encode(self, images: ImageSet | np.ndarray, labels: np.ndarray | None = None, **kw: Any) -> np.ndarray:
+        return self.fit(images, labels, **kw).encode(images)
+
+    # ---------------------------------------------------------------- persistence
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "encoder": self.name,
+            "config": self.config,
+            "d": self.d,
+            "image_shape": list(self.image_shape) if self.image_shape else None,
+            "n_features": self.n_features,
+            "fitted_on": self.fitted_on,
+            "fit_seconds": round(self.fit_seconds, 3),
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write the fitted encoder to one ``.npz`` file (atomically; no pickle)."""
+        if not self.fitted:
+            raise ParameterError(f"encoder {self.name} is not fitted; nothing to save")
+        path = Path(path)
+        buf = io.BytesIO()
+        arrays = {f"state_{k}": v for k, v in self._state().items()}
+        np.savez_compressed(buf, meta=np.array(json.dumps(self.describe())), **arrays)
+        write_bytes_atomic(path, buf.getvalue())
+        return path
+
+    def _state(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def _load_state(self, state: dict[str, np.ndarray]) -> None:
+        pass
+
+    def _fit(self, x: np.ndarray, labels: np.ndarray | None, *, seed: int, progress: bool) -> None:
+        raise NotImplementedError
+
+    def _encode(self, x: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+
+ENCODERS: dict[str, type[Encoder]] = {}
+
+
+def register_encoder(cls: type[Encoder]) -> type[Encoder]:
+    ENCODERS[cls.name] = cls
+    return cls
+
+
+def make_encoder(name: str, **params: Any) -> Encoder:
+    """An unfitted encoder by registered name (``pixel``, ``hog-bovw``, ``dcaconv``, ``bnn``)."""
+    _register_builtins()
+    if name not in ENCODERS:
+        raise ParameterError(f"encoder: unknown name {name!r}; known: {', '.join(sorted(ENCODERS))}")
+    return ENCODERS[name](**params)
+
+
+def load_encoder(path: str | Path) -> Encoder:
+    """Load an encoder file written by :meth:`Encoder.save`."""
+    _register_builtins()
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: encoder file not found")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+            state = {k[len("state_") :]: z[k] for k in z.files if k.startswith("state_")}
+    except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+        raise DataError(f"{path}: not a privpix encoder file ({exc})") from None
+    if meta.get("format") != FORMAT or meta.get("encoder") not in ENCODERS:
+        raise DataError(f"{path}: not a privpix encoder file (format {meta.get('format')!r})")
+    enc = ENCODERS[meta["encoder"]](**meta["config"])
+    enc.d = int(meta["d"])
+    enc.image_shape = tuple(meta["image_shape"])
+    enc.n_features = int(meta["n_features"])
+    enc.fitted_on = meta["fitted_on"]
+    enc.fit_seconds = float(meta.get("fit_seconds", 0.0))
+    try:
+        enc._load_state(state)
+    except KeyError as exc:
+        raise DataError(f"{path}: encoder file is missing array {exc}") from None
+    return enc
+
+
+def _register_builtins() -> None:
+    from privpix.mechanisms.ldp import bnn, dcaconv  # noqa: F401  (registers)
+
+
+# ------------------------------------------------------------------------------------------------ pixel
+
+
+@register_encoder
+class PixelEncoder(Encoder):
+    """The paper's raw-pixel baseline: each pixel cut into d equal-width levels.
+
+    ``scaling="fixed"`` bins the pixel range [0, 1] (no fitting data at all: the encoder reveals nothing);
+    ``scaling="minmax"`` first rescales each pixel position by the min and max seen in the fitting data,
+    as the paper's scikit-learn ``MinMaxScaler`` does.
+    """
+
+    name = "pixel"
+    summary = "raw pixels quantised to d levels (paper 000's pixel baseline)"
+    params = (
+        Param("levels", int, 16, "domain size d: number of levels per pixel", minimum=2),
+        Param(
+            "scaling",
+            str,
+            "fixed",
+            "fixed: bin [0, 1]; minmax: per-pixel min/max of the fitting data",
+            choices=("fixed", "minmax"),
+        ),
+    )
+
+    def _fit(self, x, labels, *, seed, progress):
+        self.d = int(self.config["levels"])
+        if self.config["scaling"] == "minmax":
+            self.lo = x.reshape(len(x), -1).min(axis=0)
+            self.hi = x.reshape(len(x), -1).max(axis=0)
+        else:
+            self.lo = np.zeros(x.shape[1] * x.shape[2], np.float32)
+            self.hi = np.ones(x.shape[1] * x.shape[2], np.float32)
+
+    def fit_unsupervised_shape(self, height: int, width: int) -> PixelEncoder:
+        """A fixed-scaling pixel encoder needs no data: make it for ``height`` x ``width`` images."""
+        if self.config["scaling"] != "fixed":
+            raise ParameterError("only scaling=fixed can be made without fitting data")
+        self.fit(np.zeros((1, height, width), np.float32), source="no data (fixed scaling)")
+        return self
+
+    def _encode(self, x):
+        flat = x.reshape(len(x), -1)
+        span = np.maximum(self.hi - self.lo, 1e-12)
+        z = (flat - self.lo) / span
+        return np.clip(np.floor(z * self.d), 0, self.d - 1).astype(value_dtype(self.d))
+
+    def _state(self):
+        return {"lo": self.lo, "hi": self.hi}
+
+    def _load_state(self, state):
+        self.lo, self.hi = state["lo"], state["hi"]
+
+
+# --------------------------------------------------------------------------------------------- HOG-BoVW
+
+
+@register_encoder
+class HogBovwEncoder(Encoder):
+    """The paper's BoVW baseline: HOG block descriptors (scikit-image) of each image, a K-means visual
+    vocabulary, and the per-image count of each visual word as the m = ``words`` features.
+
+    The domain is ``d = 1 + the largest count seen in the fitting data`` (the paper sets d from the
+    largest observed count); larger counts on new images are clipped to d − 1.
+    """
+
+    name = "hog-bovw"
+    summary = "HOG descriptors, K-means vocabulary, word-count histogram (paper 000's BoVW baseline)"
+    params = (
+        Param("words", int, 50, "vocabulary size (number of K-means clusters) = features per image", minimum=2),
+        Param("orientations", int, 9, "HOG orientation bins", minimum=1),
+        Param("cell", int, 4, "HOG cell size in pixels", minimum=1),
+        Param("block", int, 1, "HOG block size in cells (1: one descriptor per cell)", minimum=1),
+        Param("max_descriptors", int, 200_000, "descriptors sampled to fit the vocabulary", minimum=100),
+    )
+
+    def _descriptors(self, x: np.ndarray) -> np.ndarray:
+        from skimage.feature import hog
+
+        c = self.config
+        out = []
+        for img in x:
+            h = hog(
+                img,
+                orientations=c["orientations"],
+                pixels_per_cell=(c["cell"], c["cell"]),
+                cells_per_block=(c["block"], c["block"]),
+                block_norm="L2-Hys",
+                feature_vector=False,
+            )
+            out.append(h.reshape(h.shape[0] * h.shape[1], -1))
+        if not out or out[0].shape[0] == 0:
+            raise ParameterError(f"images of {x.shape[1]}x{x.shape[2]} are too small for HOG cells of {c['cell']}")
+        return np.stack(out).astype(np.float32)  # (n, blocks, dims)
+
+    def _fit(self, x, labels, *, seed, progress):
+        from sklearn.cluster import MiniBatchKMeans
+
+        desc = self._descriptors(x)
+        flat = desc.reshape(-1, desc.shape[-1])
+        rng = np.random.default_rng(seed)
+        if len(flat) > self.config["max_descriptors"]:
+            flat = flat[rng.choice(len(flat), self.config["max_descriptors"], replace=False)]
+        km = MiniBatchKMeans(n_clusters=self.config["words"], random_state=seed, n_init=3, batch_size=4096)
+        km.fit(flat)
+        self.centers = km.cluster_centers_.astype(np.float32)
+        counts = self._counts(desc)
+        self.d = int(counts.max()) + 1
+        if self.d < 2:
+            self.d = 2
+
+    def _counts(self, desc: np.ndarray) -> np.ndarray:
+        n, b, k = desc.shape
+        flat = desc.reshape(-1, k)
+        d2 = (flat**2).sum(1, keepdims=True) - 2 * flat @ self.centers.T + (self.centers**2).sum(1)
+        word = d2.argmin(1).reshape(n, b)
+        w = self.centers.shape[0]
+        idx = (np.arange(n)[:, None] * w + word).ravel()
+        return np.bincount(idx, minlength=n * w).reshape(n, w)
+
+    def _encode(self, x):
+        counts = self._counts(self._descriptors(x))
+        return np.minimum(counts, self.d - 1).astype(value_dtype(self.d))
+
+    def _state(self):
+        return {"centers": self.centers}
+
+    def _load_state(self, state):
+        self.centers = state["centers"]

@@ -1,0 +1,448 @@
+"""Paper 000: GRR, the estimators, the learners, the encoders and the report format."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.naive_bayes import CategoricalNB
+from sklearn.neighbors import KNeighborsClassifier, NearestCentroid
+
+from privpix.errors import DataError, ParameterError
+from privpix.learners import LDPKNN, LDPNaiveBayes, LDPNearestCentroid
+from privpix.mechanisms.ldp import (
+    frequency_estimate,
+    frequency_variance,
+    grr_perturb,
+    grr_probabilities,
+    load_encoder,
+    make_encoder,
+    mean_estimate,
+    mean_estimate_rr,
+    mean_variance_exact,
+    value_counts,
+)
+from privpix.mechanisms.ldp.dcaconv import convolve, dca_filters
+from privpix.mechanisms.ldp.reports import ldp_guarantee, perturb, read_reports, write_reports
+from privpix.noise import make_rng
+
+# ------------------------------------------------------------------------------------------------ GRR
+
+
+@pytest.mark.parametrize("secure", [False, True])
+@pytest.mark.parametrize("d,eps", [(2, 0.5), (16, 1.0), (40, 3.0)])
+def test_grr_output_distribution_is_eq3(secure, d, eps):
+    rng = make_rng(None if secure else 7, secure=secure)
+    n = 40_000 if not secure else 20_000
+    true = 3 % d
+    out = grr_perturb(np.full(n, true), d, eps, rng)
+    p, q = grr_probabilities(d, eps)
+    assert math.isclose(p / q, math.exp(eps)) and math.isclose(p + (d - 1) * q, 1.0)
+    expected = np.full(d, q * n)
+    expected[true] = p * n
+    observed = np.bincount(out, minlength=d)
+    assert stats.chisquare(observed, expected).pvalue > (1e-4 if secure else 1e-3)
+
+
+def test_grr_reproducible_dtype_and_infinity():
+    v = np.random.default_rng(0).integers(0, 16, (50, 30))
+    a = grr_perturb(v, 16, 1.0, make_rng(3))
+    b = grr_perturb(v, 16, 1.0, make_rng(3))
+    assert a.dtype == np.uint8 and a.shape == v.shape and (a == b).all() and a.max() < 16
+    assert (grr_perturb(v, 16, math.inf, make_rng(3)) == v).all()
+    assert grr_perturb(np.zeros(5, int), 300, 1.0, make_rng(0)).dtype == np.uint16
+
+
+@pytest.mark.parametrize(
+    "values,d,eps,msg",
+    [
+        (np.array([0, 16]), 16, 1.0, "values must be integers in \\[0, 16\\)"),
+        (np.array([0.5]), 16, 1.0, "values must be integers"),
+        (np.array([0, 1]), 1, 1.0, "d \\(domain size\\)"),
+        (np.array([0, 1]), 2, 0.0, "epsilon must be > 0"),
+        (np.array([0, 1]), 2, float("nan"), "epsilon must be > 0"),
+    ],
+)
+def test_grr_rejects_bad_input(values, d, eps, msg):
+    with pytest.raises(ParameterError, match=msg):
+        grr_perturb(values, d, eps, make_rng(0))
+
+
+# ------------------------------------------------------------------------------------------ estimators
+
+
+def _simulate(true_values, d, eps, trials, seed):
+    """Counts (trials, m, d) of `trials` independent perturbations of the same owners' values (n, m)."""
+    rng = make_rng(seed)
+    return np.stack([value_counts(grr_perturb(true_values, d, eps, rng), d) for _ in range(trials)])
+
+
+@pytest.mark.parametrize("d,eps", [(4, 0.5), (16, 2.0)])
+def test_frequency_estimator_unbiased_and_variance_is_eq19(d, eps):
+    rng = np.random.default_rng(1)
+    n, trials = 300, 3000
+    true = rng.integers(0, d, (n, 1)) * (rng.random((n, 1)) < 0.5)  # skewed: many zeros
+    f = np.bincount(true[:, 0], minlength=d) / n
+    est = frequency_estimate(_simulate(true, d, eps, trials, seed=2), n, d, eps)[:, 0, :]  # (trials, d)
+    var = frequency_variance(n, f, d, eps)
+    # Unbiased: the mean of `trials` estimates is within 4 standard errors of n·f for every value.
+    z = (est.mean(0) - n * f) / np.sqrt(var / trials)
+    assert np.all(np.abs(z) < 4), z
+    # Eq. 19: the sample variance over trials matches (chi-square interval at 99.99 %, per value).
+    ratio = est.var(0, ddof=1) / var
+    lo, hi = stats.chi2.ppf([5e-5, 1 - 5e-5], trials - 1) / (trials - 1)
+    assert np.all((ratio > lo) & (ratio < hi)), ratio
+    # The paper's closed form (eq. 19) equals the eq. 18 form used in code.
+    e = math.exp(eps)
+    eq19 = n * ((d - 2 + e) / (e - 1) ** 2 + f * (d - 2) / (e - 1))
+    np.testing.assert_allclose(var, eq19, rtol=1e-10)
+
+
+def test_mean_estimators_unbiased_with_exact_variance():
+    d, eps, n, trials = 16, 1.0, 400, 3000
+    rng = np.random.default_rng(5)
+    true = rng.integers(0, d, (n, 1)) // 2
+    f = np.bincount(true[:, 0], minlength=d) / n
+    counts = _simulate(true, d, eps, trials, seed=6)[:, 0, :]
+    mu = mean_estimate(counts, n, d, eps)
+    var = mean_variance_exact(n, f, d, eps)
+    assert abs(mu.mean() - true.mean()) < 4 * math.sqrt(var / trials)
+    lo, hi = stats.chi2.ppf([5e-5, 1 - 5e-5], trials - 1) / (trials - 1)
+    assert lo < mu.var(ddof=1) / var < hi
+    # With GRR the estimated counts sum to n, so the ratio estimator (eq. 28) coincides with eq. 20.
+    np.testing.assert_allclose(mean_estimate_rr(counts, n, d, eps), mu, rtol=1e-9)
+    np.testing.assert_allclose(frequency_estimate(counts, n, d, eps).sum(-1), n, rtol=1e-9)
+
+
+# -------------------------------------------------------------------------------------------- learners
+
+
+@pytest.fixture(scope="module")
+def toy():
+    """Three classes of 40-feature vectors over d = 8 with class-dependent value distributions."""
+    rng = np.random.default_rng(0)
+    n, m, d = 900, 40, 8
+    y = rng.integers(0, 3, n)
+    centre = np.array([1, 4, 6])[y][:, None]
+    x = np.clip(centre + rng.integers(-1, 2, (n, m)), 0, d - 1)
+    return x, y, d
+
+
+def test_learners_without_noise_equal_sklearn(toy):
+    x, y, d = toy
+    xt, yt = x[:600], y[:600]
+    nb = LDPNaiveBayes(d=d, epsilon=math.inf, alpha=1.0).fit(xt, yt)
+    ref = CategoricalNB(alpha=1.0, min_categories=d).fit(xt, yt)
+    np.testing.assert_allclose(nb.predict_log_joint(x[600:]), ref.predict_joint_log_proba(x[600:]), atol=1e-8)
+    ncc = LDPNearestCentroid(d=d, epsilon=math.inf).fit(xt, yt)
+    np.testing.assert_allclose(ncc.centroids_, NearestCentroid().fit(xt, yt).centroids_)
+    knn = LDPKNN(d=d, epsilon=math.inf, n_neighbors=7).fit(xt, yt)
+    assert (knn.predict(x[600:]) == KNeighborsClassifier(7).fit(xt, yt).predict(x[600:])).all()
+
+
+def test_estimated_centroids_are_unbiased(toy):
+    x, y, d = toy
+    eps, trials = 1.0, 300
+    rng = make_rng(11)
+    cents = np.stack(
+        [LDPNearestCentroid(d=d, epsilon=eps).fit(grr_perturb(x, d, eps, rng), y).centroids_ for _ in range(trials)]
+    )
+    true = NearestCentroid().fit(x, y).centroids_
+    se = cents.std(0, ddof=1) / math.sqrt(trials)
+    assert np.all(np.abs(cents.mean(0) - true) < 4.5 * se)
+
+
+def test_learners_recover_accuracy_from_noisy_reports(toy):
+    x, y, d = toy
+    rep = grr_perturb(x[:600], d, 1.0, make_rng(2))
+    for clf in (
+        LDPNaiveBayes(d=d, epsilon=1.0),
+        LDPNearestCentroid(d=d, epsilon=1.0),
+        LDPKNN(d=d, epsilon=1.0, n_neighbors=25),
+    ):
+        assert clf.fit(rep, y[:600]).score(x[600:], y[600:]) > 0.9, type(clf).__name__
+
+
+def test_learners_reject_bad_input(toy):
+    x, y, d = toy
+    with pytest.raises(ParameterError, match="integers in \\[0, 8\\)"):
+        LDPNaiveBayes(d=d, epsilon=1.0).fit(x + 8, y)
+    with pytest.raises(ParameterError, match="y must have shape"):
+        LDPNaiveBayes(d=d, epsilon=1.0).fit(x, y[:-1])
+    with pytest.raises(ParameterError, match="exceeds the 10 training reports"):
+        LDPKNN(d=d, epsilon=1.0, n_neighbors=100).fit(x[:10], y[:10])
+    with pytest.raises(ParameterError, match="X has 5 features, the model was fitted on 40"):
+        LDPNaiveBayes(d=d, epsilon=1.0).fit(x, y).predict(x[:, :5])
+
+
+# -------------------------------------------------------------------------------------------- encoders
+
+
+def test_dca_filters_find_the_discriminant_direction():
+    """Two classes whose patches differ along one zero-sum direction u, with large nuisance variance along
+    another direction w: DCA picks u (PCA would pick w)."""
+    rng = np.random.default_rng(0)
+    p = 9
+    u = np.zeros(p)
+    u[0], u[1] = 1, -1
+    u /= np.linalg.norm(u)
+    w = np.zeros(p)
+    w[2], w[3] = 1, -1
+    w /= np.linalg.norm(w)
+    n = 4000
+    y = rng.integers(0, 2, n)
+    e = rng.normal(0, 0.1, (n, p)) + np.outer(np.where(y == 1, 1.0, -1.0), u) + np.outer(rng.normal(0, 5, n), w)
+    gram = e.T @ e
+    sums = np.stack([e[y == k].sum(0) for k in (0, 1)])
+    counts = np.bincount(y).astype(float)
+    filt, _ = dca_filters(gram, sums, counts, 1, 1e-3, 0.0)
+    assert abs(filt[0] @ u) > 0.99
+    assert abs(filt[0].sum()) < 1e-6 and math.isclose(np.linalg.norm(filt[0]), 1.0, rel_tol=1e-6)
+
+
+def test_convolve_is_zero_padded_correlation():
+    from scipy import ndimage
+
+    rng = np.random.default_rng(0)
+    x = rng.random((3, 11, 9)).astype(np.float32)
+    f = rng.standard_normal((2, 25)).astype(np.float32)
+    out = convolve(x, f, 1)
+    for j in range(2):
+        ref = ndimage.correlate(x, f[j].reshape(1, 5, 5), mode="constant")
+        np.testing.assert_allclose(out[:, j], ref, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def mnist_small(data_dir):
+    from privpix.data import load_dataset
+
+    tr = load_dataset("mnist:train", data_dir).subset(slice(0, 1500))
+    te = load_dataset("mnist:test", data_dir).subset(slice(0, 500))
+    return tr, te
+
+
+def test_dcaconv_on_mnist_codes_filters_and_roundtrip(mnist_small, tmp_path):
+    tr, te = mnist_small
+    enc = make_encoder("dcaconv").fit(tr, source="mnist:train")
+    assert enc.d == 16 and enc.n_features == 5 * 27 * 27  # L1 maps of the 27x27 pooled codes
+    assert [f.shape for f in enc.filters] == [(5, 49), (4, 49)]
+    for f in enc.filters:
+        np.testing.assert_allclose(f.sum(1), 0, atol=1e-5)
+        np.testing.assert_allclose(np.linalg.norm(f, axis=1), 1, atol=1e-5)
+    x = enc.encode(te)
+    assert x.dtype == np.uint8 and x.max() < 16 and len(np.unique(x)) == 16
+    path = enc.save(tmp_path / "enc.npz")
+    again = load_encoder(path)
+    assert (again.encode(te) == x).all() and again.fitted_on.startswith("mnist:train (1500 images")
+    # Naive Bayes on the clean codes of 1,500 digits already separates them well.
+    nb = LDPNaiveBayes(d=16, epsilon=math.inf).fit(enc.encode(tr), tr.labels)
+    assert nb.score(x, te.labels) > 0.75
+    # d = 2 variant (Table 2).
+    two = make_encoder("dcaconv", layers="5,1").fit(tr)
+    assert two.d == 2 and two.encode(te).max() == 1
+
+
+def test_dcaconv_parameter_errors(mnist_small):
+    tr, _ = mnist_small
+    with pytest.raises(ParameterError, match="at most one per class \\(10 classes\\)"):
+        make_encoder("dcaconv", layers="11,4").fit(tr)
+    with pytest.raises(ParameterError, match="layers must be"):
+        make_encoder("dcaconv", layers="5,x")
+    with pytest.raises(ParameterError, match="needs labelled images"):
+        make_encoder("dcaconv").fit(tr.images[:20])
+    enc = make_encoder("dcaconv", fit_limit=300).fit(tr)
+    with pytest.raises(ParameterError, match="images are 14x14 but encoder dcaconv was fitted on 28x28"):
+        enc.encode(tr.resized(14, 14))
+    with pytest.raises(ParameterError, match="unknown parameter\\(s\\) filterz"):
+        make_encoder("dcaconv", filterz=3)
+
+
+def test_pixel_and_hog_bovw_encoders(mnist_small, tmp_path):
+    tr, te = mnist_small
+    enc = make_encoder("pixel", levels=16).fit_unsupervised_shape(28, 28)
+    x = enc.encode(np.tile(np.array([0, 15, 16, 255], dtype=np.uint8), 196).reshape(1, 28, 28))
+    assert x[0, :4].tolist() == [0, 0, 1, 15]  # 16 equal-width levels of 0..255
+    codes = enc.encode(te)
+    assert codes.shape == (500, 784) and codes.max() == 15
+    assert (codes == (te.images[..., 0].reshape(500, -1).astype(int) * 16 // 256)).all()
+    mm = make_encoder("pixel", levels=4, scaling="minmax").fit(tr)
+    assert mm.encode(tr).max() == 3
+    hog = make_encoder("hog-bovw", words=20).fit(tr, seed=0)
+    h = hog.encode(te)
+    assert h.shape == (500, 20) and h.max() < hog.d
+    assert hog.d == hog.encode(tr).max() + 1  # d from the largest count seen at fitting
+    assert (load_encoder(hog.save(tmp_path / "h.npz")).encode(te) == h).all()
+
+
+def test_bnn_encoder_binary_features_and_roundtrip(mnist_small, tmp_path):
+    pytest.importorskip("torch")
+    tr, te = mnist_small
+    enc = make_encoder("bnn", epochs=1, hidden=64).fit(tr, seed=0)
+    x = enc.encode(te)
+    assert enc.d == 2 and x.shape == (500, 5 * 27 * 27) and set(np.unique(x)) == {0, 1}
+    assert (load_encoder(enc.save(tmp_path / "b.npz")).encode(te) == x).all()
+
+
+def test_load_encoder_errors(tmp_path):
+    with pytest.raises(DataError, match="encoder file not found"):
+        load_encoder(tmp_path / "none.npz")
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(DataError, match=r"bad\.npz: not a privpix encoder file"):
+        load_encoder(bad)
+
+
+# ---------------------------------------------------------------------------------------------- reports
+
+
+def test_reports_guarantee_roundtrip_and_integrity(mnist_small, tmp_path):
+    tr, te = mnist_small
+    enc = make_encoder("dcaconv", fit_limit=500).fit(tr, source="mnist:train")
+    # Reports from a split disjoint from the encoder's fitting data: a sound (m·ε)-LDP guarantee.
+    rep = perturb(enc, te, 0.5, make_rng(1), source="mnist:test")
+    g = rep.guarantee
+    assert g.sound and g.model == "local-dp" and g.per_feature_epsilon == 0.5
+    assert g.per_image_epsilon == pytest.approx(0.5 * enc.n_features)
+    assert any("label is sent in the clear" in c for c in g.caveats)
+    assert any("fitted on mnist:train" in c for c in g.caveats)
+    # Reporting the very images the encoder was fitted on is flagged unsound.
+    assert not perturb(enc, tr.subset(slice(0, 10)), 0.5, make_rng(1), source="mnist:train").guarantee.sound
+    assert ldp_guarantee(math.inf, enc).model == "none"
+    out = tmp_path / "rep"
+    manifest = write_reports(rep, out)
+    assert manifest["epsilon_per_image"] == pytest.approx(0.5 * enc.n_features) and manifest["m"] == enc.n_features
+    back = read_reports(out)
+    assert (back.values == rep.values).all() and (back.labels == te.labels).all() and back.guarantee == g
+    with pytest.raises(ParameterError, match="pass --force"):
+        write_reports(rep, out)
+    raw = bytearray((out / "reports.npz").read_bytes())
+    raw[-5] ^= 1
+    (out / "reports.npz").write_bytes(bytes(raw))
+    with pytest.raises(DataError, match="sha256 does not match"):
+        read_reports(out)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("mine")
+    with pytest.raises(ParameterError, match="holds no privpix manifest"):
+        write_reports(rep, tmp_path / "other", force=True)
+    assert (tmp_path / "other" / "keep.txt").read_text() == "mine"
+
+
+# -------------------------------------------------------------------------------------------------- CLI
+
+
+def test_cli_two_party_workflow_on_mnist(data_dir, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from privpix.cli import main
+
+    def run(*args):
+        return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+    enc = tmp_path / "enc.npz"
+    common = ("--data-dir", data_dir, "-q")
+    # The data user fits DCAConv on 1,000 labelled test-split digits (standing in for public data) ...
+    r = run(
+        "ldp",
+        "fit-encoder",
+        "--encoder",
+        "dcaconv",
+        "--dataset",
+        "mnist:test",
+        "--limit",
+        1000,
+        "--output",
+        enc,
+        *common,
+    )
+    assert r.exit_code == 0, r.output
+    # ... the owners (here 3,000 training digits) perturb with ε = 2 per feature ...
+    rep = tmp_path / "rep"
+    r = run(
+        "ldp",
+        "perturb",
+        "--encoder",
+        enc,
+        "--epsilon",
+        2,
+        "--dataset",
+        "mnist:train",
+        "--limit",
+        3000,
+        "--seed",
+        1,
+        "--output",
+        rep,
+        "--data-dir",
+        data_dir,
+    )
+    assert r.exit_code == 0, r.output
+    assert "ε per feature: 2" in r.output and "ε per whole image: 7290" in r.output and "sound: yes" in r.output
+    manifest = json.loads((rep / "manifest.json").read_text())
+    assert manifest["m"] == 3645 and manifest["d"] == 16 and manifest["epsilon_per_image"] == 7290
+    # ... and the data user trains Naive Bayes on the reports and scores it on other clean digits.
+    out = tmp_path / "nb.json"
+    r = run(
+        "ldp",
+        "train",
+        "--reports",
+        rep,
+        "--classifier",
+        "nb",
+        "--test-dataset",
+        "mnist:train",
+        "--limit",
+        500,
+        "--seed",
+        5,
+        "--json",
+        out,
+        *common,
+    )
+    assert r.exit_code == 0, r.output
+    res = json.loads(out.read_text())
+    assert res["accuracy"] > 0.7 and res["epsilon_per_feature"] == 2 and res["epsilon_per_image"] == 7290
+    r = run("ldp", "train", "--reports", rep, "--classifier", "knn", "--param", "n_neighbors=5000", *common)
+    assert r.exit_code == 2 and "n_neighbors=5000 exceeds the 3000 training reports" in r.output
+    # A pixel encoder needs no data at all.
+    pix = tmp_path / "pix.npz"
+    r = run("ldp", "fit-encoder", "--encoder", "pixel", "--levels", 4, "--shape", "28x28", "--output", pix, "-q")
+    assert r.exit_code == 0, r.output
+    r = run(
+        "ldp",
+        "perturb",
+        "--encoder",
+        pix,
+        "--epsilon",
+        1,
+        "--dataset",
+        "mnist:test",
+        "--limit",
+        50,
+        "--seed",
+        0,
+        "--output",
+        tmp_path / "prep",
+        *common,
+    )
+    assert r.exit_code == 0 and json.loads((tmp_path / "prep" / "manifest.json").read_text())["d"] == 4
+    # Errors are one line naming the option.
+    r = run(
+        "ldp",
+        "perturb",
+        "--encoder",
+        tmp_path / "none.npz",
+        "--epsilon",
+        1,
+        "--dataset",
+        "mnist:test",
+        "--output",
+        tmp_path / "x",
+        *common,
+    )
+    assert r.exit_code == 2 and "none.npz: encoder file not found" in r.output
+    r = run("ldp", "perturb", "--encoder", pix, "--epsilon", -1, "--dataset", "mnist:test", "--output", tmp_path / "x")
+    assert r.exit_code == 2 and "epsilon must be > 0" in r.output
+    r = run("ldp", "fit-encoder", "--encoder", "dcaconv", "--dataset", "mnist:test", "--output", enc, *common)
+    assert r.exit_code == 2 and "exists; pass --force" in r.output
