@@ -73,3 +73,45 @@ def test_sra_release_reidentifies_faces_even_at_tiny_epsilon(data_dir):
     corr = (b / nb) @ (a / np.linalg.norm(a, axis=1, keepdims=True)).T
     top1 = np.mean(corr.argmax(axis=1) == np.arange(len(faces)))
     assert top1 > 0.5  # chance is 1/200; measured 0.90 with seed 0
+
+
+def test_esra_exponential_mechanism_probabilities_follow_the_scores():
+    """Pr[r] ∝ exp(−ε₁ U(A, r) / (2 Δ₁U)) with ε₁ = split·ε: 20,000 copies of one small image each draw r."""
+    base = np.random.default_rng(4).integers(0, 256, (1, 6, 5, 1), dtype=np.uint8)
+    x = ImageSet(np.repeat(base, 20_000, axis=0))
+    eps, split = 40.0, 0.25
+    mech = get_mechanism("esra", epsilon=eps, split=split, postprocess=False)
+    mech.release(x, 7)
+    a = base[0, :, :, 0].astype(np.float64)  # 0-255 units, as ESRA scores them
+    q, s, pt = np.linalg.svd(a[None], full_matrices=True)
+    eps1, eps2 = split * eps, (1 - split) * eps
+    u = ESRA.scores(s, 6, 5, eps2)[0]
+    delta_u = np.abs(q[0]).sum(axis=0).max() + 2 * s[0, 0] + np.abs(pt[0]).sum(axis=0).max()
+    w = np.exp(-eps1 * (u - u.min()) / (2 * delta_u))
+    expected = w / w.sum() * len(x)
+    observed = np.bincount(mech.last_r_ - 1, minlength=len(u))
+    assert expected.min() > 50  # the test has power on every r
+    assert stats.chisquare(observed, expected).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("method", ["sra", "esra", "lra"])
+def test_matrix_mechanisms_are_reproducible_by_seed(method):
+    x = _faces(n=3)
+    mech = get_mechanism(method, epsilon=2.0)
+    a, b, c = (mech.release(x, s).images.images for s in (5, 5, 6))
+    assert a.shape == x.images.shape
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+
+
+def test_lra_guarantee_noise_level_and_divergence_error():
+    x = _faces(n=4)
+    rel = get_mechanism("lra", epsilon=1.0, iterations=2).release(x, 0)
+    assert not rel.guarantee.sound and rel.guarantee.per_image_epsilon is None
+    assert any("factor B" in c for c in rel.guarantee.caveats)
+    err = {
+        e: np.mean((get_mechanism("lra", epsilon=e, iterations=2).release(x, 1).images.images - x.as_float()) ** 2)
+        for e in (0.5, 1e4)
+    }
+    assert err[1e4] < err[0.5] / 4  # less noise, closer to the image
+    with pytest.raises(ParameterError, match=r"lra: SGD diverged at epsilon=0\.01"):
+        get_mechanism("lra", epsilon=0.01, max_step=0, iterations=3).release(x, 0)

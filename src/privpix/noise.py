@@ -32,6 +32,7 @@ __all__ = [
     "add_laplace",
     "discrete_laplace",
     "exponential_mechanism",
+    "exponential_mechanism_rows",
     "gaussian",
     "is_secure",
     "laplace",
@@ -361,3 +362,37 @@ def exponential_mechanism(
         w = np.exp(-gamma)
         out = rng.choice(u.size, size=n_draws, p=w / w.sum())
     return int(out[0]) if size is None else out
+
+
+def exponential_mechanism_rows(
+    rng: RNG, scores: np.ndarray, epsilon: float, sensitivity: np.ndarray, lengths: np.ndarray | None = None
+) -> np.ndarray:
+    """One independent exponential-mechanism draw per row of ``scores`` (n, k): index i of row b with
+    probability ∝ exp(ε · scores[b, i] / (2 · sensitivity[b])), over the first ``lengths[b]`` candidates.
+
+    Seeded generators draw all rows at once (inverse CDF); secure mode calls the exact sampler of
+    :func:`exponential_mechanism` row by row.
+    """
+    _check_rng(rng)
+    epsilon = check_positive("epsilon", epsilon)
+    u = np.atleast_2d(np.asarray(scores, dtype=np.float64))
+    n, k = u.shape
+    sens = np.broadcast_to(np.asarray(sensitivity, dtype=np.float64), (n,))
+    if np.any(~np.isfinite(sens)) or np.any(sens <= 0):
+        raise ParameterError("sensitivity must be finite and > 0 for every row")
+    lengths = np.full(n, k) if lengths is None else np.asarray(lengths, dtype=np.int64)
+    if np.any(lengths < 1) or np.any(lengths > k):
+        raise ParameterError(f"lengths must be in [1, {k}]")
+    valid = np.arange(k)[None, :] < lengths[:, None]
+    if not np.all(np.isfinite(u[valid])):
+        raise ParameterError("scores must be finite")
+    if isinstance(rng, SecureRandom):
+        return np.array(
+            [exponential_mechanism(rng, u[b, : lengths[b]], epsilon, float(sens[b])) for b in range(n)], dtype=np.int64
+        )
+    best = np.where(valid, u, -np.inf).max(axis=1, keepdims=True)
+    w = np.where(valid, np.exp(-epsilon * (best - np.where(valid, u, best)) / (2.0 * sens[:, None])), 0.0)
+    cdf = np.cumsum(w, axis=1)
+    draw = rng.random(n) * cdf[:, -1]
+    idx = (cdf <= draw[:, None]).sum(axis=1)
+    return np.minimum(idx, lengths - 1)

@@ -15,7 +15,7 @@ from sklearn.isotonic import IsotonicRegression
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Mechanism, Param, register
-from privpix.noise import RNG, exponential_mechanism, laplace
+from privpix.noise import RNG, exponential_mechanism_rows, laplace
 
 VALUE_SCALE = 255.0  # the paper's pixel units; ESRA's score mixes unit-free and pixel-valued terms
 
@@ -142,11 +142,112 @@ class ESRA(_SingularValueMechanism):
         u = self.scores(s, h, w, eps2)
         delta_u = np.abs(q).sum(axis=1).max(axis=1) + 2 * s[:, 0] + np.abs(pt).sum(axis=1).max(axis=1)
         rank = _rank(s)
-        r = np.empty(len(s), dtype=np.int64)
-        for i in range(len(s)):
-            k = int(rank[i])
-            sens = float(delta_u[i]) if delta_u[i] > 0 else 1.0
-            r[i] = 1 + exponential_mechanism(rng, -u[i, :k], eps1, sens)
+        sens = np.where(delta_u > 0, delta_u, 1.0)
+        r = 1 + exponential_mechanism_rows(rng, -u, eps1, sens, lengths=rank)
         self.last_r_ = r
         out = _rebuild(q, self._perturb(s, r, eps2, rng), pt, r, x.shape)
         return np.clip(out, 0.0, 1.0) if self.clip else out
+
+
+_LRA_CAVEATS = (
+    "the factor B is fitted to the private image and released inside B·L̃: only L is perturbed",
+    "noise scale Δ₁L is the largest column L1 norm of the image's own factor L (computed from the data)",
+    "not ε-DP as paper 001 claims; ε is a noise knob. No sound variant of this method exists here",
+)
+
+
+def _clip_rows(step: np.ndarray, cap: np.float32) -> np.ndarray:
+    """Scale each update vector (last axis) down to L2 norm ``cap`` if it is longer."""
+    norm = np.sqrt((step * step).sum(axis=-1, keepdims=True))
+    return step * np.minimum(np.float32(1.0), cap / np.maximum(norm, np.float32(1e-30)))
+
+
+@register
+class LRA(Mechanism):
+    """LRA (paper 001, §3.2.1, steps 1–8): factor A ≈ B L (rank k) by regularised stochastic gradient descent
+    in which every step sees L with fresh Laplace noise, l̃_j = l_j + Lap(Δ₁L/ε)^k, and release B·L̃.
+
+    Reading of the unstated details: A in [0, 1] units (the 0–255 units make γ = 0.01 diverge; the release
+    is scale free because the noise is relative to L); the factors start from the SVD, B = Q√D and
+    L = √D Pᵀ (step 1); Δ₁L is the largest column L1 norm of that L; an iteration visits every entry
+    once, in an order where each vectorised step touches distinct rows and columns (the paper leaves the
+    order open); the final L̃ draws one more noise vector per column (step 7).
+
+    As printed, the SGD diverges (to inf) whenever the noise on L is large against L, which on ORL happens
+    for ε below about 1: every update multiplies by the noisy l̃_j. ``max_step`` (default 0.05 in [0, 1]
+    units) caps the norm of each row update, a deviation from the paper that keeps the release finite;
+    ``max_step=0`` runs the algorithm exactly as printed and raises if it diverges.
+    """
+
+    name = "lra"
+    summary = "SGD factorisation A ≈ B L with Laplace noise on L (paper 001's LRA); not DP"
+    model = "central-dp"
+    paper = "001"
+    soundness = "NOT DP: the factor B is fitted to the private image; data-derived Δ"
+    params = (
+        Param("k", int, 0, "factor rank; 0 = min(height, width), the largest possible rank", minimum=0),
+        Param("iterations", int, 5, "SGD passes over the entries (the paper's r)", minimum=1),
+        Param("gamma", float, 0.01, "learning rate γ", minimum=0.0),
+        Param("tau", float, 0.1, "regulariser τ", minimum=0.0),
+        Param(
+            "max_step",
+            float,
+            0.05,
+            "cap on the L2 norm of each SGD update of a row of B or L (0 = none, as printed; diverges at small ε)",
+            minimum=0.0,
+        ),
+        Param("clip", bool, True, "clip the release to [0, 1]"),
+    )
+
+    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+        return Guarantee(
+            model="central-dp",
+            epsilon=self.epsilon,
+            unit="one pixel column of one image",
+            per_image_epsilon=None,
+            sound=False,
+            caveats=_LRA_CAVEATS,
+        )
+
+    def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
+        n, h, w, c = x.shape
+        mats = np.moveaxis(x, 3, 1).reshape(n * c, h, w)
+        q, s, pt = np.linalg.svd(mats, full_matrices=False)
+        k = min(self.k or min(h, w), min(h, w))
+        root = np.sqrt(s[:, :k])
+        b = (q[:, :, :k] * root[:, None, :]).astype(np.float32)  # (N, h, k)
+        lt = (pt[:, :k, :].transpose(0, 2, 1) * root[:, None, :]).astype(np.float32)  # Lᵀ: (N, w, k)
+        scale = (np.abs(lt).sum(axis=2).max(axis=1) / self.epsilon).astype(np.float32)  # Δ₁L/ε per matrix
+        a = mats.astype(np.float32)
+        g, tau = np.float32(self.gamma), np.float32(self.tau)
+        cap = np.float32(self.max_step) if self.max_step > 0 else np.float32(np.inf)
+        rows = np.arange(h)
+        with np.errstate(over="ignore", invalid="ignore"):  # divergence is detected and reported below
+            self._sgd(a, b, lt, scale, rows, g, tau, cap, rng)
+        if not (np.all(np.isfinite(b)) and np.all(np.isfinite(lt))):
+            raise ParameterError(
+                f"lra: SGD diverged at epsilon={self.epsilon:g} (noise Δ₁L/ε too large for γ={self.gamma:g}); "
+                "set max_step > 0 to cap each update"
+            )
+        final = lt + laplace(rng, 1.0, lt.shape).astype(np.float32) * scale[:, None, None]
+        out = np.einsum("nik,njk->nij", b, final).astype(np.float64)
+        out = np.moveaxis(out.reshape(n, c, h, w), 1, 3)
+        return np.clip(out, 0.0, 1.0) if self.clip else out
+
+    def _sgd(self, a, b, lt, scale, rows, g, tau, cap, rng) -> None:
+        """The entry-wise SGD of steps 2–6, in place on B (N, h, k) and Lᵀ (N, w, k)."""
+        n_mat, h, k = b.shape
+        w = lt.shape[1]
+        for _ in range(self.iterations):
+            for t in range(w):
+                for start in range(0, h, w):
+                    i = rows[start : start + w]
+                    j = (i + t) % w  # distinct columns within one vectorised step
+                    noise = laplace(rng, 1.0, (n_mat, len(i), k)).astype(np.float32)
+                    noisy = lt[:, j, :] + noise * scale[:, None, None]  # l_j + Lap(Δ₁L/ε)^k, steps 4-5
+                    bi = b[:, i, :]
+                    e = a[:, i, j] - np.einsum("nik,nik->ni", bi, noisy)
+                    b[:, i, :] = bi + _clip_rows(g * (e[..., None] * noisy - tau * bi), cap)
+                    lt[:, j, :] += _clip_rows(g * (e[..., None] * bi - tau * lt[:, j, :]), cap)
+            if not np.all(np.isfinite(b)):
+                return
