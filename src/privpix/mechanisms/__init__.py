@@ -1,6 +1,6 @@
 """Registered mechanisms. Importing this package registers every built-in mechanism."""
 
-from privpix.mechanisms import matrix, pixel  # noqa: F401  (registers)
+from privpix.mechanisms import matrix, pca_inverse, pixel  # noqa: F401  (registers)
 from privpix.mechanisms.base import (
     MECHANISMS,
     Mechanism,

@@ -156,6 +156,15 @@ _LRA_CAVEATS = (
 )
 
 
+def _unit_laplace32(rng: RNG, shape: tuple[int, ...]) -> np.ndarray:
+    """Standard Laplace noise as float32. LRA draws k values per entry visit (billions per dataset), so seeded
+    runs use the difference of two float32 exponentials (exactly Laplace-distributed, about twice as fast);
+    secure mode keeps the privpix sampler."""
+    if isinstance(rng, np.random.Generator):
+        return rng.standard_exponential(shape, dtype=np.float32) - rng.standard_exponential(shape, dtype=np.float32)
+    return laplace(rng, 1.0, shape).astype(np.float32)
+
+
 def _clip_rows(step: np.ndarray, cap: np.float32) -> np.ndarray:
     """Scale each update vector (last axis) down to L2 norm ``cap`` if it is longer."""
     norm = np.sqrt((step * step).sum(axis=-1, keepdims=True))
@@ -243,7 +252,7 @@ class LRA(Mechanism):
                 for start in range(0, h, w):
                     i = rows[start : start + w]
                     j = (i + t) % w  # distinct columns within one vectorised step
-                    noise = laplace(rng, 1.0, (n_mat, len(i), k)).astype(np.float32)
+                    noise = _unit_laplace32(rng, (n_mat, len(i), k))
                     noisy = lt[:, j, :] + noise * scale[:, None, None]  # l_j + Lap(Δ₁L/ε)^k, steps 4-5
                     bi = b[:, i, :]
                     e = a[:, i, j] - np.einsum("nik,nik->ni", bi, noisy)

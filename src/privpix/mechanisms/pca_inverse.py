@@ -1,0 +1,233 @@
+"""PCA-inverse privatization of an image database (paper 002), and sound variants one parameter away.
+
+Each image is flattened to s = h·w·c values in [0, 1], mean-centred, projected on d principal components
+(eqs. 1–7), Laplace noise is added to each of the d coefficients (eqs. 9–11), and the regularised PCA inverse
+(eqs. 13–14) maps it back to pixels. For orthonormal components E (s×d), E Eᵀ is the projector P onto their
+span and (P + λI)⁻¹ = P/(1 + λ) + (I − P)/λ; a row vector in the span of E meets only the first term, so
+eq. 13 is exactly ``coefficients · Eᵀ / (1 + λ)`` — computed in that closed form.
+
+``basis`` chooses where the mean and components come from:
+
+* ``private`` (the paper): from the images being released, one PCA per ``batch`` images, with the noise
+  scale of coefficient l the observed range max − min of that coefficient in the batch (eq. 10). Not DP:
+  the basis and the ranges are functions of the private images and are published implicitly, and the d
+  coefficients of one image each spend ε (d·ε in all, even if the rest held).
+* ``public``: mean and components fitted on public images (``fit(public)`` or ``--param public=NAME:SPLIT``);
+  each image's coefficient vector is clipped to L2 norm ``coef_bound`` (default: the 99th percentile of the
+  public images' norms) and every coefficient gets Laplace(2·√d·coef_bound/ε), the L1 sensitivity of the
+  clipped vector. Each output depends on one image only: ε-DP per image (even ε-LDP).
+* ``dp``: components from the Gaussian mechanism on the second-moment matrix of the batch around the fixed
+  centre 0.5 (Dwork et al. 2014, "Analyze Gauss"; every image has ‖x − 0.5‖₂ ≤ √s/2, so no clipping is
+  needed), with ``basis_epsilon`` and ``delta``; then as ``public``, with the centre 0.5 and ``coef_bound``
+  (default √s/2, the largest possible norm). Per image: (ε + basis_epsilon, δ)-DP, each image being in one
+  batch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from privpix.data.imageset import ImageSet
+from privpix.errors import ParameterError
+from privpix.guarantees import Guarantee
+from privpix.mechanisms.base import Mechanism, Param, register
+from privpix.noise import RNG, gaussian, laplace
+
+
+def pca_components(x: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mean (s,) and the top-d principal axes (s, d) of rows ``x`` (n, s) (see :func:`batch_pca`)."""
+    mean, e = batch_pca(x[None], d)
+    return mean[0], e[0]
+
+
+def batch_pca(x: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Means (B, s) and top-d principal axes (B, s, d) of B stacked batches ``x`` (B, n, s), never forming an
+    s×s covariance: the eigenvectors u of the n×n Gram matrix of the centred rows give the axes Xᵀu/σ.
+    When d exceeds the n − 1 axes a batch spans, the extra axes would carry zero coefficients for its images
+    (the paper's zero-eigenvalue eigenvectors), so they are zero columns here."""
+    mean = x.mean(axis=1, keepdims=True)
+    xc = x - mean
+    vals, vecs = np.linalg.eigh(xc @ xc.transpose(0, 2, 1))  # ascending
+    k = min(d, x.shape[1])
+    vals, vecs = vals[:, ::-1][:, :k], vecs[:, :, ::-1][:, :, :k]
+    sigma = np.sqrt(np.clip(vals, 0, None))
+    tol = sigma[:, :1] * 1e-9 + 1e-300
+    keep = sigma > tol  # axes with (numerically) zero variance are left as zero columns
+    axes = xc.transpose(0, 2, 1) @ vecs / np.where(keep, sigma, 1.0)[:, None, :]
+    axes *= keep[:, None, :]
+    e = np.zeros((x.shape[0], x.shape[2], d))
+    e[:, :, :k] = axes
+    return mean[:, 0], e
+
+
+@register
+class PCAInverse(Mechanism):
+    """Paper 002: PCA, Laplace per reduced attribute, regularised PCA inverse; see the module docstring."""
+
+    name = "pca-inverse"
+    summary = "PCA → Laplace per coefficient → regularised PCA inverse (paper 002); basis=public|dp is DP"
+    paper = "002"
+    model = "central-dp"
+    soundness = "basis=private (paper): NOT DP; basis=public: ε-DP per image; basis=dp: (ε+ε_b, δ)-DP per image"
+    uses_delta = True
+    params = (
+        Param("d", int, 20, "number of principal components kept", minimum=1),
+        Param("batch", int, 100, "images per PCA for basis=private|dp (paper: 100 MNIST, 300 faces)", minimum=2),
+        Param("basis", str, "private", "private (paper) | public | dp", choices=("private", "public", "dp")),
+        Param("public", str, "", "NAME[:SPLIT] of public images for basis=public (or call fit())"),
+        Param("coef_bound", float, 0.0, "L2 clip of the coefficient vector (0: automatic, see docs)", minimum=0.0),
+        Param("basis_epsilon", float, 0.5, "ε of the DP basis (basis=dp, classic Gaussian: ≤ 1)", minimum=1e-9),
+        Param("lambda_inv", float, 1e-6, "regulariser λ of the PCA inverse (eq. 13)", minimum=0.0),
+        Param("clip", bool, True, "clip the release to [0, 1]"),
+    )
+
+    def _check(self) -> None:
+        if self.basis == "dp":
+            if not 0 < self.delta < 1:
+                raise ParameterError("pca-inverse: basis=dp needs a delta in (0, 1) for the Gaussian mechanism")
+            if self.basis_epsilon > 1:
+                raise ParameterError("pca-inverse: basis_epsilon must be <= 1 (classic Gaussian mechanism)")
+        elif self.delta:
+            raise ParameterError(f"pca-inverse: delta is only used by basis=dp, not basis={self.basis}")
+        self._public_fit: tuple[np.ndarray, np.ndarray, float] | None = None
+
+    # ---------------------------------------------------------------------------------------- fitting
+
+    def fit(self, data: ImageSet | None = None) -> PCAInverse:
+        """For ``basis=public``: learn the mean, the components and the coefficient bound from public images
+        (``data``, or the ``public`` dataset parameter). Other bases learn nothing here."""
+        if self.basis != "public":
+            return self
+        if data is None:
+            if not self.public:
+                raise ParameterError(
+                    "pca-inverse: basis=public needs public images: pass --param public=NAME:SPLIT or call fit()"
+                )
+            from privpix.data import load_dataset
+
+            data = load_dataset(self.public)
+            if not isinstance(data, ImageSet):
+                raise ParameterError(f"public={self.public}: holds records, not images")
+        x = data.flat().astype(np.float64)
+        if x.max() > 1.0:
+            x = x / 255.0
+        mean, e = pca_components(x, self.d)
+        norms = np.linalg.norm((x - mean) @ e, axis=1)
+        bound = self.coef_bound or float(np.quantile(norms, 0.99))
+        self._public_fit = (mean, e, max(bound, 1e-12))
+        self._public_shape = data.shape
+        return self
+
+    # -------------------------------------------------------------------------------------- guarantee
+
+    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+        if self.basis == "private":
+            return Guarantee(
+                model="central-dp",
+                epsilon=self.epsilon,
+                unit="one reduced attribute of one image",
+                per_image_epsilon=None,
+                sound=False,
+                caveats=(
+                    "the PCA mean and components are computed on the private images and published implicitly",
+                    "each attribute's noise scale is its observed range (max - min) in the batch: data-derived",
+                    f"noise is added per attribute with ε each: one image's d = {self.d} attributes spend d·ε = "
+                    f"{self.d * self.epsilon:g} even if the rest held",
+                    "not ε-DP as paper 002 claims; ε is a noise knob. basis=public or basis=dp is the sound variant",
+                ),
+            )
+        caveat = "each image's coefficient vector is clipped to L2 norm coef_bound before noise, so outliers are shrunk"
+        if self.basis == "public":
+            return Guarantee(
+                model="central-dp",
+                epsilon=self.epsilon,
+                unit="one image (replaced by any other)",
+                per_image_epsilon=self.epsilon,
+                sound=True,
+                caveats=(
+                    caveat,
+                    f"mean and components come from public data ({self.public or 'given to fit()'}), which is "
+                    "not protected",
+                ),
+            )
+        total = self.epsilon + self.basis_epsilon
+        return Guarantee(
+            model="central-dp",
+            epsilon=total,
+            delta=self.delta,
+            unit="one image (replaced by any other)",
+            per_image_epsilon=total,
+            sound=True,
+            caveats=(
+                caveat,
+                f"ε = {self.epsilon:g} for the image's coefficients + {self.basis_epsilon:g} for the DP basis of its "
+                f"batch of {self.batch} (Gaussian mechanism, δ = {self.delta:g})",
+            ),
+        )
+
+    # ------------------------------------------------------------------------------------- privatize
+
+    def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
+        n = len(x)
+        flat = x.reshape(n, -1)
+        out = np.empty_like(flat)
+        if self.basis == "public":
+            if self._public_fit is None:
+                self.fit(None)
+            mean, e, bound = self._public_fit
+            if e.shape[0] != flat.shape[1]:
+                raise ParameterError(
+                    f"pca-inverse: images have {flat.shape[1]} values but the public basis was fitted on "
+                    f"{e.shape[0]} ({self._public_shape}); resize them to match"
+                )
+            out[:] = self._noisy_inverse(flat, mean, e, bound, rng)
+        elif self.basis == "private":
+            full = (n // self.batch) * self.batch  # equal batches in one stacked call, then the remainder
+            if full:
+                out[:full] = self._paper_batches(flat[:full].reshape(-1, self.batch, flat.shape[1]), rng).reshape(
+                    full, -1
+                )
+            if full < n:
+                out[full:] = self._paper_batches(flat[None, full:], rng)[0]
+        else:
+            for s in range(0, n, self.batch):
+                chunk = flat[s : s + self.batch]
+                mean, e = self._dp_basis(chunk, rng)
+                bound = self.coef_bound or math.sqrt(chunk.shape[1]) / 2
+                out[s : s + len(chunk)] = self._noisy_inverse(chunk, mean, e, bound, rng)
+        out = out.reshape(x.shape)
+        return np.clip(out, 0.0, 1.0) if self.clip else out
+
+    def _inverse(self, coef: np.ndarray, mean: np.ndarray, e: np.ndarray) -> np.ndarray:
+        return coef @ e.T / (1.0 + self.lambda_inv) + mean  # eqs. 13–14 in closed form
+
+    def _paper_batches(self, chunks: np.ndarray, rng: RNG) -> np.ndarray:
+        """(B, n, s) batches → released (B, n, s): eqs. 1–14 with one PCA per batch."""
+        mean, e = batch_pca(chunks, self.d)
+        coef = (chunks - mean[:, None, :]) @ e  # (B, n, d)
+        sens = coef.max(axis=1, keepdims=True) - coef.min(axis=1, keepdims=True)  # eq. 10, observed range
+        noisy = coef + laplace(rng, 1.0, coef.shape) * (sens / self.epsilon)
+        return noisy @ e.transpose(0, 2, 1) / (1.0 + self.lambda_inv) + mean[:, None, :]
+
+    def _noisy_inverse(self, chunk, mean, e, bound, rng) -> np.ndarray:
+        coef = (chunk - mean) @ e
+        norm = np.linalg.norm(coef, axis=1, keepdims=True)
+        coef = coef * np.minimum(1.0, bound / np.maximum(norm, 1e-300))
+        d_eff = self.d
+        scale = 2.0 * math.sqrt(d_eff) * bound / self.epsilon  # L1 diameter of the clipped ball / ε
+        return self._inverse(coef + laplace(rng, scale, coef.shape), mean, e)
+
+    def _dp_basis(self, chunk: np.ndarray, rng: RNG) -> tuple[np.ndarray, np.ndarray]:
+        s = chunk.shape[1]
+        centre = np.full(s, 0.5)
+        y = chunk - centre
+        radius2 = s / 4.0  # ‖x − 0.5‖² ≤ s/4 for x in [0, 1]^s
+        # Replacing one image changes Σ y yᵀ by at most 2·radius² in Frobenius norm.
+        sigma = 2.0 * radius2 * math.sqrt(2.0 * math.log(1.25 / self.delta)) / self.basis_epsilon
+        noise = gaussian(rng, sigma, (s, s))
+        sym = np.triu(noise) + np.triu(noise, 1).T
+        vals, vecs = np.linalg.eigh(y.T @ y + sym)
+        e = vecs[:, np.argsort(vals)[::-1][: self.d]]
+        return centre, e
