@@ -349,6 +349,7 @@ def main() -> None:
     ap.add_argument("--knn-test", type=int, default=2000)
     ap.add_argument("--speed", action="store_true", help="also measure the speed targets")
     ap.add_argument("--render", action="store_true", help="only rebuild tables and plots from the JSON")
+    ap.add_argument("--speed-only", action="store_true", help="only re-measure the speeds into the JSON")
     args = ap.parse_args()
     OUT.mkdir(exist_ok=True)
     path = OUT / "ldp_tables.json"
@@ -358,7 +359,10 @@ def main() -> None:
     def log(msg):
         print(time.strftime("%H:%M:%S"), msg, flush=True)
 
-    if not args.render:
+    if args.speed_only:
+        data["speed"] = speed(log)
+        path.write_text(json.dumps(data, indent=1))
+    elif not args.render:
         for ds in args.datasets.split(","):
             for cfg in args.configs.split(","):
                 rows, meta = run_config(ds, cfg, args.repeats, args.knn_repeats, args.knn_test, log)
