@@ -244,6 +244,9 @@ def release(
     if batch_size < 1:
         raise ParameterError(f"--batch-size must be >= 1, got {batch_size}")
     mech = get_mechanism(method, epsilon=epsilon, delta=delta, **_params(params))
+    if "batch" in mech.values:
+        # Dataset-level mechanisms privatize in batches of their own; stream whole batches of them.
+        batch_size = max(1, batch_size // mech.batch) * mech.batch
     rng = make_rng(seed, secure=secure)
     check_output(Path(output), force)
     hw = _size(size)
@@ -272,7 +275,10 @@ def release(
         total = len(data)
         batches = data.batches(batch_size)
         source = dataset
-    mech.fit(None)
+    if mech.values.get("public") and mech.values.get("basis") == "public":
+        mech.fit(load_dataset(mech.values["public"], data_dir))  # public data from the same --data-dir
+    else:
+        mech.fit(None)
     if book is not None:
         # Charge before writing anything: a refused release writes nothing.
         first = next(iter(batches))
