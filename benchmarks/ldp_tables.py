@@ -190,6 +190,14 @@ def _cell(vals):
     return f"{a.mean():.1f}" if len(a) == 1 else f"{a.mean():.1f} ± {a.std(ddof=1):.1f}"
 
 
+def _count(rows, ds, clf) -> int:
+    return sum(
+        1
+        for r in rows
+        if r["dataset"] == ds and r["classifier"] == clf and r["epsilon"] == 0.1 and r["config"] == "dcaconv-d16"
+    )
+
+
 def render(data: dict) -> None:
     import matplotlib
 
@@ -213,9 +221,15 @@ def render(data: dict) -> None:
         "row of each table. The encoder is fitted on the training split, as in the paper; such reports are flagged "
         "unsound by privpix (the encoder leaks its fitting images) unless it is fitted on a disjoint public split.",
         "",
-        f"Repeats: NB and NCC {data['repeats']} per ε (1 at ε = ∞), KNN {data['knn_repeats']} on a fixed seeded "
-        f"subset of {data['knn_test']} test images (MNIST, Fashion-MNIST: all 60,000 training reports, k = 100; "
-        "faces: all test images, k = 3). Paper values in brackets.",
+        "Repeats per ε (1 at ε = ∞) and KNN test images, as run: "
+        + "; ".join(
+            f"{ds}: NB/NCC {_count(rows, ds, 'nb')}, KNN {_count(rows, ds, 'knn')} on "
+            f"{next(r['n_test'] for r in rows if r['dataset'] == ds and r['classifier'] == 'knn')} test images "
+            f"(k = {DATASETS[ds]['k']})"
+            for ds in DATASETS
+            if any(r["dataset"] == ds for r in rows)
+        )
+        + ". NB and NCC are scored on the whole test split. Paper values in brackets.",
         "",
     ]
     for cfg, title in (

@@ -191,6 +191,23 @@ def _grid_png(path, rows, row_labels, col_labels, title):
     plt.close(fig)
 
 
+def _grid_table(grid: dict, ds: list, eps: list) -> list[str]:
+    head = ["| d | " + " | ".join(f"ε={e}" for e in eps) + " |", "|---|" + "---|" * len(eps)]
+    return head + [f"| {d} | " + " | ".join(f"{100 * grid[f'{d}/{e}']:.1f}" for e in eps) + " |" for d in ds]
+
+
+def _sound_table(res: dict, ds, variants) -> list[str]:
+    head = [
+        "| d | variant | " + " | ".join(f"ε/image={e}" for e in SOUND_EPS) + " |",
+        "|---|---|" + "---|" * len(SOUND_EPS),
+    ]
+    return head + [
+        f"| {d} | {v} | " + " | ".join(f"{100 * res[f'{v}/{d}/{e}']:.1f}" for e in SOUND_EPS) + " |"
+        for d in ds
+        for v in variants
+    ]
+
+
 def render(data: dict) -> None:
     import matplotlib
 
@@ -208,11 +225,8 @@ def render(data: dict) -> None:
             "",
             "## MNIST, paper-faithful (ε per attribute, private basis: not DP): test accuracy %",
             "",
-            "| d | " + " | ".join(f"ε={e}" for e in MNIST_EPS) + " |",
-            "|---|" + "---|" * len(MNIST_EPS),
+            *_grid_table(g, MNIST_D, MNIST_EPS),
         ]
-        for d in MNIST_D:
-            lines.append(f"| {d} | " + " | ".join(f"{100 * g[f'{d}/{e}']:.1f}" for e in MNIST_EPS) + " |")
         s = data["mnist_sound"]
         lines += [
             "",
@@ -222,12 +236,8 @@ def render(data: dict) -> None:
             "`public`: basis from the training split, coefficients clipped, ε-DP per image. `dp`: DP basis "
             "per batch of 1,000 (Gaussian, δ = 1e-5, basis ε = min(1, ε/10)) plus 0.9·ε for coefficients.",
             "",
-            "| d | variant | " + " | ".join(f"ε/image={e}" for e in SOUND_EPS) + " |",
-            "|---|---|" + "---|" * len(SOUND_EPS),
+            *_sound_table(s, SOUND_D, ("paper", "public", "dp")),
         ]
-        for d in SOUND_D:
-            for v in ("paper", "public", "dp"):
-                lines.append(f"| {d} | {v} | " + " | ".join(f"{100 * s[f'{v}/{d}/{e}']:.1f}" for e in SOUND_EPS) + " |")
         fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
         for d in MNIST_D:
             axes[0].plot(MNIST_EPS, [g[f"{d}/{e}"] for e in MNIST_EPS], marker="o", ms=2, label=f"d={d}")
@@ -253,22 +263,15 @@ def render(data: dict) -> None:
             "",
             "Paper-faithful, batches of 300, accuracy %:",
             "",
-            "| d | " + " | ".join(f"ε={e}" for e in FACE_EPS) + " |",
-            "|---|" + "---|" * len(FACE_EPS),
+            *_grid_table(g, FACE_D, FACE_EPS),
         ]
-        for d in FACE_D:
-            lines.append(f"| {d} | " + " | ".join(f"{100 * g[f'{d}/{e}']:.1f}" for e in FACE_EPS) + " |")
         s = data["faces_sound"]
         lines += [
             "",
             "Equal per-image ε, paper vs public basis:",
             "",
-            "| d | variant | " + " | ".join(f"ε/image={e}" for e in SOUND_EPS) + " |",
-            "|---|---|" + "---|" * len(SOUND_EPS),
+            *_sound_table(s, (5, 20), ("paper", "public")),
         ]
-        for d in (5, 20):
-            for v in ("paper", "public"):
-                lines.append(f"| {d} | {v} | " + " | ".join(f"{100 * s[f'{v}/{d}/{e}']:.1f}" for e in SOUND_EPS) + " |")
     lines += [
         "",
         "Pictures: `pca_mnist_two.png`, `pca_mnist_digits.png`, `pca_face_grid.png`, `pca_faces_eps.png` "

@@ -15,3 +15,18 @@ def data_dir():
         if os.environ.get("CI"):
             raise
         pytest.skip(f"real datasets not available: {exc}")
+
+
+@pytest.fixture
+def run():
+    """Invoke the ``privpix`` CLI in-process; arguments may be any objects (converted with str)."""
+    from click.testing import CliRunner
+
+    from privpix.cli import main
+
+    runner = CliRunner()
+
+    def call(*args):
+        return runner.invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+    return call

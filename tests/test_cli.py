@@ -3,21 +3,9 @@ import json
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 from PIL import Image
 
-from privpix.cli import main
 from privpix.evaluation.runner import ROW_KEYS
-
-
-@pytest.fixture
-def run():
-    runner = CliRunner()
-
-    def call(*args):
-        return runner.invoke(main, [str(a) for a in args], catch_exceptions=False)
-
-    return call
 
 
 def test_mechanisms_and_datasets_listings(run, data_dir):

@@ -330,15 +330,8 @@ def test_reports_guarantee_roundtrip_and_integrity(mnist_small, tmp_path):
 # -------------------------------------------------------------------------------------------------- CLI
 
 
-def test_cli_two_party_workflow_on_mnist(data_dir, tmp_path):
+def test_cli_two_party_workflow_on_mnist(run, data_dir, tmp_path):
     import json
-
-    from click.testing import CliRunner
-
-    from privpix.cli import main
-
-    def run(*args):
-        return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
     enc = tmp_path / "enc.npz"
     common = ("--data-dir", data_dir, "-q")

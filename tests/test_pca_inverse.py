@@ -109,57 +109,16 @@ def test_mnist_private_release_keeps_digits_at_large_epsilon(data_dir):
     assert err["big"] < 0.02 < err["small"]
 
 
-def test_cli_release_pca_inverse_paper_and_public(data_dir, tmp_path):
+def test_cli_release_pca_inverse_paper_and_public(run, data_dir, tmp_path):
     import json
 
-    from click.testing import CliRunner
-
-    from privpix.cli import main
-
-    def run(*args):
-        return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
-
+    base = ("release", "--dataset", "orl:test", "--method", "pca-inverse", "--epsilon", 5, "--seed", 1)
     out = tmp_path / "paper"
-    r = run(
-        "release",
-        "--dataset",
-        "orl:test",
-        "--method",
-        "pca-inverse",
-        "--epsilon",
-        5,
-        "--param",
-        "d=10",
-        "--seed",
-        1,
-        "--output",
-        out,
-        "--data-dir",
-        data_dir,
-        "-q",
-    )
+    r = run(*base, "--param", "d=10", "--output", out, "--data-dir", data_dir, "-q")
     assert r.exit_code == 0, r.output
     m = json.loads((out / "manifest.json").read_text())
     assert len(m["files"]) == 200 and m["guarantee"]["sound"] is False and m["parameters"]["batch"] == 100
     out = tmp_path / "public"
-    r = run(
-        "release",
-        "--dataset",
-        "orl:test",
-        "--method",
-        "pca-inverse",
-        "--epsilon",
-        5,
-        "--param",
-        "basis=public",
-        "--param",
-        "public=orl:train",
-        "--seed",
-        1,
-        "--output",
-        out,
-        "--data-dir",
-        data_dir,
-    )
+    r = run(*base, "--param", "basis=public", "--param", "public=orl:train", "--output", out, "--data-dir", data_dir)
     assert r.exit_code == 0, r.output
     assert "ε per whole image: 5" in r.output and "sound: yes" in r.output

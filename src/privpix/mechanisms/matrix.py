@@ -26,6 +26,18 @@ _SVD_CAVEATS = (
 )
 
 
+def knob_guarantee(epsilon: float, caveats: tuple[str, ...]) -> Guarantee:
+    """Paper 001's claim as it holds: ε per pixel column is a noise knob, with no per-image bound."""
+    return Guarantee(
+        model="central-dp",
+        epsilon=epsilon,
+        unit="one pixel column of one image",
+        per_image_epsilon=None,
+        sound=False,
+        caveats=caveats,
+    )
+
+
 def monotone_singular_values(values: np.ndarray) -> np.ndarray:
     """Paper 001 §3.2.3 (Hay et al.'s post-processing): the closest non-increasing, non-negative sequence in
     least squares, per row of ``values`` (n, r), by scikit-learn's PAVA isotonic regression."""
@@ -62,14 +74,7 @@ class _SingularValueMechanism(Mechanism):
     soundness = "NOT DP: singular vectors published untouched; data-derived Δ"
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
-        return Guarantee(
-            model="central-dp",
-            epsilon=self.epsilon,
-            unit="one pixel column of one image",
-            per_image_epsilon=None,
-            sound=False,
-            caveats=_SVD_CAVEATS,
-        )
+        return knob_guarantee(self.epsilon, _SVD_CAVEATS)
 
     def _perturb(self, s: np.ndarray, r: np.ndarray, eps: float, rng: RNG) -> np.ndarray:
         """Laplace(λ₁/eps) on each of the first r singular values (Δ₁ of D^{r×r} = its largest column L1 norm
@@ -209,14 +214,7 @@ class LRA(Mechanism):
     )
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
-        return Guarantee(
-            model="central-dp",
-            epsilon=self.epsilon,
-            unit="one pixel column of one image",
-            per_image_epsilon=None,
-            sound=False,
-            caveats=_LRA_CAVEATS,
-        )
+        return knob_guarantee(self.epsilon, _LRA_CAVEATS)
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         n, h, w, c = x.shape
