@@ -544,7 +544,7 @@ def demo(output, dataset, epsilons, seed, quiet) -> None:
         console.print(f"wrote {out / 'report.html'} and {out / 'results.json'} in {time.perf_counter() - t0:.0f} s")
 
 
-from privpix import cli_ldp  # noqa: E402,F401  (registers `privpix ldp`)
+from privpix import cli_ldp, cli_neural  # noqa: E402,F401  (registers `privpix ldp`, `train-obfuscator`)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -11,6 +11,7 @@ from privpix.mechanisms.base import (
     parse_method_spec,
     register,
 )
+from privpix.mechanisms.neural import ae  # noqa: F401  (registers; imports torch only when used)
 
 __all__ = [
     "MECHANISMS",

@@ -1,0 +1,96 @@
+"""``ae-obfuscator``: paper 003's trained obfuscator as a registered mechanism (see :mod:`.obfuscator`)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from privpix.data.imageset import ImageSet
+from privpix.errors import ParameterError
+from privpix.guarantees import Guarantee
+from privpix.mechanisms.base import Mechanism, Param, Release, register
+from privpix.noise import RNG, make_rng
+
+
+@register
+class AEObfuscator(Mechanism):
+    """Release images through a trained obfuscator with the provider's own f (K) and g (sigma2).
+
+    f needs each image's true utility label, read from the ImageSet attribute named by ``utility`` (default:
+    the feature the model was trained for), e.g. CelebA's ``Smiling``.
+    """
+
+    name = "ae-obfuscator"
+    summary = "autoencoder obfuscator with adjustable f (K) and g (noise) (paper 003); empirical only"
+    paper = "003"
+    model = "empirical"
+    soundness = "empirical only: privacy is the measured adversary accuracy"
+    uses_epsilon = False
+    params = (
+        Param("model", str, "", "obfuscator model file (privpix train-obfuscator)"),
+        Param("sigma2", float, 0.0, "g: noise multiplier on the R output (× its mean |activation|)", minimum=0.0),
+        Param("K", float, 3000.0, "f: the non-true class's log-probability is set to −K", minimum=0.0),
+        Param("use_f", bool, True, "apply f (needs the utility labels)"),
+        Param("utility", str, "", "attribute holding the utility labels (default: the model's)"),
+    )
+
+    def _check(self) -> None:
+        # The class attribute ``model`` is the guarantee model; the parameter lives in self.values["model"].
+        if not self.values["model"]:
+            raise ParameterError("ae-obfuscator: give the trained model file with --param model=FILE")
+        self._net = None
+
+    def _load(self):
+        if self._net is None:
+            from privpix.mechanisms.neural.obfuscator import load_obfuscator
+
+            self._net, self._meta = load_obfuscator(self.values["model"])
+        return self._net, self._meta
+
+    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+        _, meta = self._load()
+        caveats = (
+            "no formal privacy guarantee: privacy is measured as the accuracy of adversaries inferring the private "
+            f"feature ({meta.get('private', 'unknown')}) from released data",
+            f"trained to keep {meta.get('utility', 'the utility feature')}; the model file was fitted on "
+            f"{meta.get('fitted_on', 'unrecorded data')}",
+        )
+        measured = {k: float(v) for k, v in meta.get("measured", {}).items()}
+        return Guarantee(model="empirical", unit="n/a", caveats=caveats, measured=measured)
+
+    def release(self, images: ImageSet, rng: RNG | int | None = None) -> Release:
+        from privpix.mechanisms.neural.obfuscator import obfuscate
+
+        if not isinstance(images, ImageSet):
+            raise ParameterError(f"{self.name}: release expects an ImageSet, got {type(images).__name__}")
+        net, meta = self._load()
+        if net.kind != "image":
+            raise ParameterError(f"{self.values['model']}: a {net.kind} model; use it on records, not images")
+        if images.shape != (64, 64, 3):
+            raise ParameterError(
+                f"ae-obfuscator: the model takes 64x64 RGB images, got {images.shape}; resize with --size 64x64"
+            )
+        labels = None
+        if self.use_f:
+            attr = self.utility or meta.get("utility", "")
+            if attr not in images.attributes:
+                raise ParameterError(
+                    f"ae-obfuscator: f needs each image's '{attr}' label, which these images do not carry; "
+                    "use a dataset with that attribute or --param use_f=false"
+                )
+            labels = (np.asarray(images.attributes[attr]) > 0).astype(np.int64)
+        if rng is None or isinstance(rng, int | np.integer):
+            rng = make_rng(None if rng is None else int(rng))
+        seed = int(rng.integers(0, 2**62)) if isinstance(rng, np.random.Generator) else None
+        seed = seed if seed is not None else int.from_bytes(os.urandom(8), "little") >> 2
+        t0 = time.perf_counter()
+        out = obfuscate(net, images.as_float(), labels, sigma2=self.sigma2, K=self.K, use_f=self.use_f, seed=seed)
+        return Release(
+            images=images.with_images(np.clip(out, 0, 1).astype(np.float32)),
+            guarantee=self.guarantee(images.shape),
+            mechanism=self.name,
+            parameters=self.parameters(),
+            seconds=time.perf_counter() - t0,
+        )

@@ -1,0 +1,284 @@
+"""The adjustable-privacy autoencoder obfuscator (paper 003).
+
+An encoder E maps x to a latent h; a classifier head C gives log-probabilities of the utility feature (two
+classes, LogSoftmax) and a head R the "rest" of h; the decoder D rebuilds x from [C(h), R(h)]. Training
+(Algorithm 1) alternates, per batch, the autoencoder MSE (eq. 9) on all networks and the NLL of C (eq. 10)
+on E and C, with early stopping on the validation loss. At release, each data provider chooses:
+
+* f (``use_f``, ``K``): C's output is replaced by 0 for the image's true utility class and −K for the other;
+* g (``sigma2``): R's output gets noise ``sigma2 · mean|R(h)| · N(0, 1)`` per coordinate (the authors'
+  released code scales a standard normal by the coefficient and the mean activation magnitude),
+
+without retraining. The guarantee is empirical only: privacy is what the adversaries measure.
+
+Architectures: ``image`` is Table 1 (64×64 RGB; 4 stride-2 convolutions 3→64→64→128→128 with batch norm and
+LeakyReLU, 2048 → 1024; heads 1024→1024→256→64→2 and 1024→1024→1024→1022; mirrored decoder with sigmoid).
+``tabular`` is Table 2 (UCI Adult's 102 one-hot features scaled to [0, 1]; 102→128→128→64; heads 64→32→8→2
+and 64→64→62; decoder 64→128→128→102 with sigmoid).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privpix.errors import DataError, ParameterError
+
+FORMAT = "privpix-ae-obfuscator/1"
+KINDS = ("image", "tabular")
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        raise ParameterError("the autoencoder obfuscator needs PyTorch: pip install 'privpix[neural]'") from None
+    return torch
+
+
+def build_obfuscator(kind: str, n_features: int = 102):
+    """The paper's networks as one ``torch.nn.Module`` with ``encode``, ``heads``, ``decode``."""
+    torch = _torch()
+    nn = torch.nn
+    if kind not in KINDS:
+        raise ParameterError(f"kind must be one of {KINDS}, got {kind!r}")
+
+    def lrelu():
+        return nn.LeakyReLU(0.2)
+
+    class Obfuscator(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.kind = kind
+            if kind == "image":
+                self.encoder = nn.Sequential(
+                    nn.Conv2d(3, 64, 4, 2, 1), lrelu(),
+                    nn.Conv2d(64, 64, 4, 2, 1), nn.BatchNorm2d(64), lrelu(),
+                    nn.Conv2d(64, 128, 4, 2, 1), nn.BatchNorm2d(128), lrelu(),
+                    nn.Conv2d(128, 128, 4, 2, 1), nn.BatchNorm2d(128), lrelu(),
+                    nn.Flatten(), nn.Linear(2048, 1024), lrelu(),
+                )  # fmt: skip
+                self.classifier = nn.Sequential(
+                    nn.Linear(1024, 1024), nn.Dropout(0.5), lrelu(),
+                    nn.Linear(1024, 256), nn.Dropout(0.5), lrelu(),
+                    nn.Linear(256, 64), lrelu(), nn.Linear(64, 2), nn.LogSoftmax(dim=1),
+                )  # fmt: skip
+                self.rest = nn.Sequential(
+                    nn.Linear(1024, 1024), nn.Dropout(0.5), lrelu(),
+                    nn.Linear(1024, 1024), nn.Dropout(0.5), lrelu(), nn.Linear(1024, 1022), lrelu(),
+                )  # fmt: skip
+                self.dec_fc = nn.Sequential(nn.Linear(1024, 2048), lrelu())
+                self.dec_conv = nn.Sequential(
+                    nn.ConvTranspose2d(128, 128, 4, 2, 1), nn.BatchNorm2d(128), nn.ReLU(),
+                    nn.ConvTranspose2d(128, 64, 4, 2, 1), nn.BatchNorm2d(64), nn.ReLU(),
+                    nn.ConvTranspose2d(64, 64, 4, 2, 1), nn.BatchNorm2d(64), nn.ReLU(),
+                    nn.ConvTranspose2d(64, 3, 4, 2, 1), nn.Sigmoid(),
+                )  # fmt: skip
+            else:
+                self.encoder = nn.Sequential(
+                    nn.Linear(n_features, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU()
+                )
+                self.classifier = nn.Sequential(
+                    nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 8), nn.ReLU(), nn.Linear(8, 2), nn.LogSoftmax(dim=1)
+                )
+                self.rest = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 62), nn.ReLU())
+                self.dec_fc = nn.Sequential(
+                    nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(),
+                    nn.Linear(128, n_features), nn.Sigmoid(),
+                )  # fmt: skip
+                self.dec_conv = None
+
+        def heads(self, x):
+            h = self.encoder(x)
+            return self.classifier(h), self.rest(h)
+
+        def decode(self, c, r):
+            z = self.dec_fc(torch.cat([c, r], dim=1))
+            if self.dec_conv is None:
+                return z
+            return self.dec_conv(z.view(-1, 128, 4, 4))
+
+        def forward(self, x):
+            c, r = self.heads(x)
+            return self.decode(c, r), c, r
+
+    return Obfuscator()
+
+
+def _to_tensor(x: np.ndarray, kind: str):
+    torch = _torch()
+    x = np.asarray(x, dtype=np.float32)
+    if kind == "image":
+        if x.ndim != 4 or x.shape[1:] != (64, 64, 3):
+            raise ParameterError(f"the image obfuscator takes (n, 64, 64, 3) RGB images in [0, 1], got {x.shape}")
+        x = np.moveaxis(x, 3, 1)
+    return torch.from_numpy(np.ascontiguousarray(x))
+
+
+def train_obfuscator(
+    kind: str,
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    x_val: np.ndarray,
+    y_val: np.ndarray,
+    *,
+    epochs: int = 20,
+    batch_size: int = 64,
+    lr: float = 1e-3,
+    patience: int = 3,
+    seed: int = 0,
+    progress: bool = False,
+) -> tuple[Any, dict]:
+    """Algorithm 1 with early stopping. ``x`` in [0, 1] ((n, 64, 64, 3) images or (n, features) records),
+    ``y`` the utility feature (0/1). Returns the best network (lowest validation loss) and its history."""
+    torch = _torch()
+    from tqdm import tqdm
+
+    for name, y in (("y_train", y_train), ("y_val", y_val)):
+        if not set(np.unique(y)) <= {0, 1}:
+            raise ParameterError(f"{name}: the utility feature must be binary 0/1")
+    torch.manual_seed(seed)
+    n_feat = 0 if kind == "image" else int(np.asarray(x_train).shape[1])
+    net = build_obfuscator(kind, n_feat or 102)
+    xt, xv = _to_tensor(x_train, kind), _to_tensor(x_val, kind)
+    yt, yv = (torch.from_numpy(np.asarray(y, dtype=np.int64)) for y in (y_train, y_val))
+    # The paper's Adam (β1 = 0.5 as the authors' code); one optimiser per loss, as Algorithm 1 updates
+    # different parameter sets with each.
+    opt_ae = torch.optim.Adam(net.parameters(), lr=lr, betas=(0.5, 0.999))
+    opt_c = torch.optim.Adam([*net.encoder.parameters(), *net.classifier.parameters()], lr=lr, betas=(0.5, 0.999))
+    mse, nll = torch.nn.MSELoss(), torch.nn.NLLLoss()
+    gen = torch.Generator().manual_seed(seed)
+    history: dict[str, list] = {"train_ae": [], "train_nll": [], "val_ae": [], "val_nll": [], "val_acc": [], "sec": []}
+    best, best_state, stale = math.inf, None, 0
+    for epoch in range(epochs):
+        t0 = time.perf_counter()
+        net.train()
+        order = torch.randperm(len(xt), generator=gen)
+        tot_ae = tot_c = 0.0
+        for i in tqdm(range(0, len(xt), batch_size), desc=f"epoch {epoch + 1}", disable=not progress, leave=False):
+            idx = order[i : i + batch_size]
+            if len(idx) < 2:
+                continue
+            xb, yb = xt[idx], yt[idx]
+            recon, _, _ = net(xb)
+            loss_ae = mse(recon, xb)  # eq. 9, all networks
+            opt_ae.zero_grad()
+            loss_ae.backward()
+            opt_ae.step()
+            c, _ = net.heads(xb)
+            loss_c = nll(c, yb)  # eq. 10, encoder and classifier only
+            opt_c.zero_grad()
+            loss_c.backward()
+            opt_c.step()
+            tot_ae += float(loss_ae) * len(idx)
+            tot_c += float(loss_c) * len(idx)
+        v_ae, v_c, v_acc = evaluate_obfuscator(net, xv, yv)
+        history["train_ae"].append(tot_ae / len(xt))
+        history["train_nll"].append(tot_c / len(xt))
+        history["val_ae"].append(v_ae)
+        history["val_nll"].append(v_c)
+        history["val_acc"].append(v_acc)
+        history["sec"].append(time.perf_counter() - t0)
+        val = v_ae + v_c
+        if val < best - 1e-6:
+            best, stale = val, 0
+            best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+        else:
+            stale += 1
+            if stale >= patience:
+                break
+    net.load_state_dict(best_state)
+    net.eval()
+    history["epochs_run"] = len(history["val_ae"])
+    return net, history
+
+
+def evaluate_obfuscator(net, x, y) -> tuple[float, float, float]:
+    """Validation (autoencoder MSE, classifier NLL, classifier accuracy) on tensors ``x``, ``y``."""
+    torch = _torch()
+    net.eval()
+    ae = c_loss = correct = 0.0
+    with torch.no_grad():
+        for i in range(0, len(x), 512):
+            recon, c, _ = net(x[i : i + 512])
+            ae += float(torch.nn.functional.mse_loss(recon, x[i : i + 512], reduction="sum")) / recon[0].numel()
+            c_loss += float(torch.nn.functional.nll_loss(c, y[i : i + 512], reduction="sum"))
+            correct += float((c.argmax(1) == y[i : i + 512]).sum())
+    return ae / len(x), c_loss / len(x), correct / len(x)
+
+
+def obfuscate(
+    net, x: np.ndarray, labels: np.ndarray | None, *, sigma2: float, K: float, use_f: bool, seed: int | None
+) -> np.ndarray:
+    """Release x through the trained network with f (if ``use_f``; needs the true utility ``labels``) and g.
+
+    Returns an array of x's shape in [0, 1]. ``seed`` fixes g's noise (``None``: fresh OS entropy).
+    """
+    torch = _torch()
+    if sigma2 < 0 or K < 0:
+        raise ParameterError(f"sigma2 and K must be >= 0, got sigma2={sigma2}, K={K}")
+    kind = net.kind
+    xt = _to_tensor(x, kind)
+    if use_f:
+        if labels is None:
+            raise ParameterError("f needs each record's true utility label; give labels or set use_f=false")
+        lab = np.asarray(labels)
+        if lab.shape != (len(xt),) or not set(np.unique(lab)) <= {0, 1}:
+            raise ParameterError(f"labels must be 0/1 with shape ({len(xt)},)")
+    gen = torch.Generator()
+    gen.manual_seed(int(seed) if seed is not None else int.from_bytes(os.urandom(8), "little") >> 1)
+    out = []
+    net.eval()
+    with torch.no_grad():
+        for i in range(0, len(xt), 512):
+            xb = xt[i : i + 512]
+            c, r = net.heads(xb)
+            if use_f:
+                yb = torch.from_numpy(lab[i : i + 512].astype(np.int64))
+                c = torch.full_like(c, -float(K))
+                c[torch.arange(len(yb)), yb] = 0.0  # f: 0 for the true class, −K for the other
+            if sigma2 > 0:
+                scale = sigma2 * r.abs().mean(dim=1, keepdim=True)
+                r = r + scale * torch.randn(r.shape, generator=gen)  # g
+            y = net.decode(c, r)
+            out.append(y.numpy())
+    res = np.concatenate(out)
+    return np.moveaxis(res, 1, 3) if kind == "image" else res
+
+
+def save_obfuscator(path: str | Path, net, meta: dict) -> Path:
+    """One file a data provider loads: weights plus a JSON description (no pickled code)."""
+    torch = _torch()
+    from privpix.accounting import write_bytes_atomic
+
+    buf = io.BytesIO()
+    full = {"format": FORMAT, "kind": net.kind, **meta}
+    torch.save({"meta": json.dumps(full), "state": net.state_dict()}, buf)
+    write_bytes_atomic(Path(path), buf.getvalue())
+    return Path(path)
+
+
+def load_obfuscator(path: str | Path):
+    """(network, meta) from :func:`save_obfuscator`'s file; loads weights only (``weights_only=True``)."""
+    torch = _torch()
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: obfuscator model file not found")
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+        meta = json.loads(blob["meta"])
+    except Exception as exc:
+        raise DataError(f"{path}: not a privpix obfuscator model ({type(exc).__name__}: {exc})") from None
+    if meta.get("format") != FORMAT:
+        raise DataError(f"{path}: not a privpix obfuscator model (format {meta.get('format')!r})")
+    net = build_obfuscator(meta["kind"], meta.get("n_features", 102))
+    net.load_state_dict(blob["state"])
+    net.eval()
+    return net, meta
