@@ -49,6 +49,12 @@ def batch_pca(x: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
     (the paper's zero-eigenvalue eigenvectors), so they are zero columns here."""
     mean = x.mean(axis=1, keepdims=True)
     xc = x - mean
+    if x.shape[1] > x.shape[2]:  # more images than pixels: the s×s scatter is the smaller problem
+        vals, vecs = np.linalg.eigh(xc.transpose(0, 2, 1) @ xc)
+        k = min(d, x.shape[2])
+        e = np.zeros((x.shape[0], x.shape[2], d))
+        e[:, :, :k] = vecs[:, :, ::-1][:, :, :k]
+        return mean[:, 0], e
     vals, vecs = np.linalg.eigh(xc @ xc.transpose(0, 2, 1))  # ascending
     k = min(d, x.shape[1])
     vals, vecs = vals[:, ::-1][:, :k], vecs[:, :, ::-1][:, :, :k]
