@@ -42,3 +42,12 @@ def check_delta(value: float) -> float:
     if not (0.0 <= v < 1.0):
         raise ParameterError(f"delta must be in [0, 1), got {value!r}")
     return v
+
+
+def require_torch(purpose: str):
+    """Import and return torch, or raise a ParameterError saying that ``purpose`` needs the neural extra."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - exercised only without the extra
+        raise ParameterError(f"{purpose} needs PyTorch: pip install 'privpix[neural]'") from None
+    return torch

@@ -13,17 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from privpix.data.imageset import ImageSet
-from privpix.errors import ParameterError
+from privpix.errors import ParameterError, require_torch
 
 ARCHITECTURES = ("mnist-002", "faces-002")
 
 
 def _torch():
-    try:
-        import torch
-    except ImportError:  # pragma: no cover
-        raise ParameterError("CNN evaluation needs PyTorch: pip install 'privpix[neural]'") from None
-    return torch
+    return require_torch("CNN evaluation")
 
 
 def build_cnn(arch: str, channels: int, n_classes: int, hw: tuple[int, int]):

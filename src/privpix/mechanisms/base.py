@@ -165,6 +165,10 @@ class Mechanism:
         """(n, h, w, c) float in [0, 1] → released array of the same shape (float)."""
         raise NotImplementedError
 
+    def _privatize_set(self, images: ImageSet, rng: RNG) -> np.ndarray:
+        """Hook for mechanisms that need more than the pixels (labels, attributes); default: ``_privatize``."""
+        return self._privatize(images.as_float().astype(np.float64), rng)
+
     def release(self, images: ImageSet, rng: RNG | int | None = None) -> Release:
         """Privatize ``images``; ``rng`` is a Generator, SecureRandom, or an integer seed."""
         if not isinstance(images, ImageSet):
@@ -172,8 +176,7 @@ class Mechanism:
         if rng is None or isinstance(rng, int | np.integer):
             rng = make_rng(None if rng is None else int(rng))
         t0 = time.perf_counter()
-        out = self._privatize(images.as_float().astype(np.float64), rng)
-        out = np.asarray(out, dtype=np.float32)
+        out = np.asarray(self._privatize_set(images, rng), dtype=np.float32)
         released = images.with_images(out)
         return Release(
             images=released,

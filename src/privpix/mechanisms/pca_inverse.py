@@ -221,8 +221,7 @@ class PCAInverse(Mechanism):
         coef = (chunk - mean) @ e
         norm = np.linalg.norm(coef, axis=1, keepdims=True)
         coef = coef * np.minimum(1.0, bound / np.maximum(norm, 1e-300))
-        d_eff = self.d
-        scale = 2.0 * math.sqrt(d_eff) * bound / self.epsilon  # L1 diameter of the clipped ball / ε
+        scale = 2.0 * math.sqrt(self.d) * bound / self.epsilon  # L1 diameter of the clipped ball / ε
         return self._inverse(coef + laplace(rng, scale, coef.shape), mean, e)
 
     def _dp_basis(self, chunk: np.ndarray, rng: RNG) -> tuple[np.ndarray, np.ndarray]:

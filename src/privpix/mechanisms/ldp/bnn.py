@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from privpix.errors import ParameterError
+from privpix.errors import require_torch
 from privpix.mechanisms.base import Param
 from privpix.mechanisms.ldp.encoders import Encoder, register_encoder
 
 
 def _torch():
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - exercised only without the extra
-        raise ParameterError("encoder bnn needs PyTorch: pip install 'privpix[neural]'") from None
-    return torch
+    return require_torch("encoder bnn")
 
 
 def _build(torch, n_filters: int, kernel: int, pool: int, pool_stride: int, hidden: int, n_classes: int, hw):

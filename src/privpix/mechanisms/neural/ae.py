@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import os
-import time
 
 import numpy as np
 
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Mechanism, Param, Release, register
-from privpix.noise import RNG, make_rng
+from privpix.mechanisms.base import Mechanism, Param, register
+from privpix.noise import RNG
 
 
 @register
@@ -60,11 +59,9 @@ class AEObfuscator(Mechanism):
         measured = {k: float(v) for k, v in meta.get("measured", {}).items()}
         return Guarantee(model="empirical", unit="n/a", caveats=caveats, measured=measured)
 
-    def release(self, images: ImageSet, rng: RNG | int | None = None) -> Release:
+    def _privatize_set(self, images: ImageSet, rng: RNG) -> np.ndarray:
         from privpix.mechanisms.neural.obfuscator import obfuscate
 
-        if not isinstance(images, ImageSet):
-            raise ParameterError(f"{self.name}: release expects an ImageSet, got {type(images).__name__}")
         net, meta = self._load()
         if net.kind != "image":
             raise ParameterError(f"{self.values['model']}: a {net.kind} model; use it on records, not images")
@@ -81,16 +78,8 @@ class AEObfuscator(Mechanism):
                     "use a dataset with that attribute or --param use_f=false"
                 )
             labels = (np.asarray(images.attributes[attr]) > 0).astype(np.int64)
-        if rng is None or isinstance(rng, int | np.integer):
-            rng = make_rng(None if rng is None else int(rng))
+        # g's torch generator is seeded from the release rng: reproducible with a seed, OS entropy when secure.
         seed = int(rng.integers(0, 2**62)) if isinstance(rng, np.random.Generator) else None
         seed = seed if seed is not None else int.from_bytes(os.urandom(8), "little") >> 2
-        t0 = time.perf_counter()
         out = obfuscate(net, images.as_float(), labels, sigma2=self.sigma2, K=self.K, use_f=self.use_f, seed=seed)
-        return Release(
-            images=images.with_images(np.clip(out, 0, 1).astype(np.float32)),
-            guarantee=self.guarantee(images.shape),
-            mechanism=self.name,
-            parameters=self.parameters(),
-            seconds=time.perf_counter() - t0,
-        )
+        return np.clip(out, 0, 1)

@@ -29,18 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from privpix.errors import DataError, ParameterError
+from privpix.errors import DataError, ParameterError, require_torch
 
 FORMAT = "privpix-ae-obfuscator/1"
 KINDS = ("image", "tabular")
 
 
 def _torch():
-    try:
-        import torch
-    except ImportError:  # pragma: no cover
-        raise ParameterError("the autoencoder obfuscator needs PyTorch: pip install 'privpix[neural]'") from None
-    return torch
+    return require_torch("the autoencoder obfuscator")
 
 
 def build_obfuscator(kind: str, n_features: int = 102):
