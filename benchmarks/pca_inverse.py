@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from privpix.data import load_dataset
+from privpix.data import ImageSet, load_dataset
 from privpix.evaluation.cnn import CNNClassifier
 from privpix.mechanisms import get_mechanism
 
@@ -115,21 +115,7 @@ def faces(data: dict) -> None:
     size = (80, 80)
     train = load_dataset("lfw-gender:train", size=size).grayscale()
     test = load_dataset("lfw-gender:test", size=size).grayscale()
-    t0 = time.perf_counter()
-    clf = CNNClassifier("faces-002", epochs=12, batch_size=32, seed=0).fit(train)
-    data["faces_cnn_seconds"] = time.perf_counter() - t0
-    data["faces_raw_accuracy"] = clf.score(test)
-    data["faces_n"] = [len(train), len(test)]
-    log(
-        f"LFW gender CNN: raw accuracy {data['faces_raw_accuracy']:.4f} on {len(test)} "
-        f"({data['faces_cnn_seconds']:.0f} s)"
-    )
-    grid = {}
-    for d in FACE_D:
-        for e in FACE_EPS:
-            grid[f"{d}/{e}"] = _acc(clf, get_mechanism("pca-inverse", epsilon=float(e), d=d, batch=300), test, d + e)[0]
-        log(f"faces faithful d={d}: " + ", ".join(f"{e}:{grid[f'{d}/{e}']:.3f}" for e in FACE_EPS))
-    data["faces_grid"] = grid
+    clf = _face_grid(data, "faces", train, test)
     sound = {}
     for d in (5, 20):
         for e in SOUND_EPS:
@@ -165,6 +151,35 @@ def faces(data: dict) -> None:
         [""] * 6,
         "Six LFW faces (research use) at d = 20 over ε, paper-faithful (not DP)",
     )
+
+
+def celeba(data: dict) -> None:
+    """The issue's second face set: CelebA subset, attribute Male, 80×80 grey centre crops, split by identity."""
+    from privpix.cli_neural import celeba_64
+
+    def load(split):
+        s = celeba_64(load_dataset(f"celeba:{split}")).resized(80, 80).grayscale()
+        return ImageSet(s.images, labels=(np.asarray(s.attributes["Male"]) > 0).astype(int), source=s.source)
+
+    train, test = load("train"), load("test")
+    _face_grid(data, "celeba", train, test)
+
+
+def _face_grid(data: dict, key: str, train, test):
+    """The paper's seven-layer CNN on raw training faces, then accuracy on faithful releases over d × ε."""
+    t0 = time.perf_counter()
+    clf = CNNClassifier("faces-002", epochs=12, batch_size=32, seed=0).fit(train)
+    data[f"{key}_cnn_seconds"] = time.perf_counter() - t0
+    data[f"{key}_raw_accuracy"] = clf.score(test)
+    data[f"{key}_n"] = [len(train), len(test)]
+    log(f"{key} CNN: raw accuracy {data[f'{key}_raw_accuracy']:.4f} on {len(test)} ({time.perf_counter() - t0:.0f} s)")
+    grid = {}
+    for d in FACE_D:
+        for e in FACE_EPS:
+            grid[f"{d}/{e}"] = _acc(clf, get_mechanism("pca-inverse", epsilon=float(e), d=d, batch=300), test, d + e)[0]
+        log(f"{key} faithful d={d}: " + ", ".join(f"{e}:{grid[f'{d}/{e}']:.3f}" for e in FACE_EPS))
+    data[f"{key}_grid"] = grid
+    return clf
 
 
 def _grid_png(path, rows, row_labels, col_labels, title):
@@ -272,6 +287,32 @@ def render(data: dict) -> None:
             "",
             *_sound_table(s, (5, 20), ("paper", "public")),
         ]
+    if "celeba_grid" in data:
+        lines += [
+            "",
+            f"## CelebA subset, attribute Male ({data['celeba_n'][0]} train / {data['celeba_n'][1]} test, split by "
+            f"identity, 80×80 grey): raw accuracy {100 * data['celeba_raw_accuracy']:.1f} %",
+            "",
+            "Paper-faithful, batches of 300, accuracy %:",
+            "",
+            *_grid_table(data["celeba_grid"], FACE_D, FACE_EPS),
+        ]
+    lines += [
+        "",
+        "## What we found",
+        "",
+        "- MNIST: accuracy rises with ε and saturates with d; the paper's 'pitfall' valley for d ≈ 80–120 does not "
+        "appear here (at every ε the curve over d is flat within about 2 points beyond d = 60). The paper does not "
+        "say how its CNN or its batches were seeded; we see no mechanism in eqs. 1–14 that would create a valley.",
+        "- At equal per-image ε the public-basis variant (ε-DP) matches or beats the paper's own accounting "
+        "(d·ε per image, not DP) where either is useful (ε/image ≥ 100 for d ≥ 20).",
+        "- The DP-basis variant is at chance everywhere: the Gaussian mechanism on a 784×784 second-moment matrix "
+        "of 1,000 images needs noise of norm far above the signal (sensitivity s/2 per replaced image). A DP "
+        "basis only pays with many more images per basis; a public basis is the practical sound choice.",
+        "- Faces: the raw accuracy of the paper's seven-layer CNN on our 2,000-image GenderRecog sample is well "
+        "below the paper's 90.24 % (it trained on the full GenderRecog set); privatized accuracy grows with ε and "
+        "d as the paper's Fig. 4 says, from near chance.",
+    ]
     lines += [
         "",
         "Pictures: `pca_mnist_two.png`, `pca_mnist_digits.png`, `pca_face_grid.png`, `pca_faces_eps.png` "
@@ -283,7 +324,7 @@ def render(data: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--parts", default="mnist,faces")
+    ap.add_argument("--parts", default="mnist,faces,celeba")
     ap.add_argument("--render", action="store_true")
     args = ap.parse_args()
     OUT.mkdir(exist_ok=True)
@@ -291,7 +332,7 @@ def main() -> None:
     data = json.loads(path.read_text()) if path.exists() else {}
     if not args.render:
         for part in args.parts.split(","):
-            {"mnist": mnist, "faces": faces}[part](data)
+            {"mnist": mnist, "faces": faces, "celeba": celeba}[part](data)
             path.write_text(json.dumps(data, indent=1))
     render(data)
     log(f"wrote {OUT / 'pca_inverse.md'}")

@@ -139,3 +139,93 @@ def test_cli_train_and_release_on_celeba(run, data_dir, tmp_path):
         get_mechanism("ae-obfuscator", model=str(model)).release(gray, 0)
     rel = get_mechanism("ae-obfuscator", model=str(model), use_f=False).release(gray, 0)
     assert rel.images.images.shape == (2, 64, 64, 3)
+
+
+def test_inferrer_learns_and_is_reproducible():
+    from privpix.evaluation.inference import NeuralInferrer, build_inferrer
+
+    x, _, priv = _toy_records(600)
+    a = NeuralInferrer("tabular", epochs=15, seed=3).fit(x[:500], priv[:500])
+    assert a.score(x[500:], priv[500:]) > 0.95
+    b = NeuralInferrer("tabular", epochs=15, seed=3).fit(x[:500], priv[:500])
+    np.testing.assert_array_equal(a.predict_proba(x[500:]), b.predict_proba(x[500:]))
+    assert len(a.history_["val_nll"]) >= 1
+    # Table 1's adversary: the obfuscator's encoder and classifier head, LogSoftmax over the attribute.
+    with torch.no_grad():
+        out = build_inferrer("image").eval()(torch.rand(2, 3, 64, 64))
+    assert out.shape == (2, 2) and torch.allclose(out.exp().sum(1), torch.ones(2), atol=1e-5)
+    with pytest.raises(ParameterError, match="single class"):
+        NeuralInferrer("tabular").fit(x[:10], np.zeros(10))
+    with pytest.raises(ParameterError, match="one label per sample"):
+        NeuralInferrer("tabular").fit(x[:10], priv[:9])
+
+
+def test_protocol_noise_baseline_and_decorrelation():
+    from privpix.evaluation.obfuscation import (
+        AttributeData,
+        decorrelation,
+        gaussian_noise_release,
+        measure_release,
+        obfuscator_release,
+        train_inferrer,
+    )
+
+    x, y, priv = _toy_records(1200, seed=1)
+    train, test = AttributeData(x[:900], y[:900], priv[:900]), AttributeData(x[900:], y[900:], priv[900:])
+    kw = {"epochs": 10}
+    weak = train_inferrer(train, "private", **kw)
+    clear = measure_release(gaussian_noise_release(0.0), train, test, weak_adversary=weak, inferrer=kw)
+    assert clear["weak"] > 0.95 and clear["strong"] > 0.95 and clear["utility"] > 0.95
+    loud = measure_release(gaussian_noise_release(25.0), train, test, weak_adversary=weak, inferrer=kw)
+    assert loud["weak"] < 0.7 and loud["strong"] < 0.7 and loud["utility_on_released"] < 0.7
+    r1 = gaussian_noise_release(0.1)(x[:5], y[:5], 4)
+    np.testing.assert_array_equal(r1, gaussian_noise_release(0.1)(x[:5], y[:5], 4))
+    # The obfuscator with f keeps the utility feature; the decoder follows the class injected through f.
+    net, _ = train_obfuscator("tabular", x[:800], y[:800], x[800:900], y[800:900], epochs=15, batch_size=32)
+    kept = measure_release(obfuscator_release(net, sigma2=1.0, K=5, use_f=True), train, test, inferrer=kw)
+    assert kept["utility"] > 0.9 and "weak" not in kept
+    provider = train_inferrer(train, "utility", **kw)
+    d = decorrelation(net, test, provider, K=5, seed=0)
+    assert d["agreement"] > 0.75 and d["p_class1"].shape == (300,)
+    with pytest.raises(ParameterError, match=r"AttributeData\.private"):
+        AttributeData(x[:3], y[:3], np.array([0, 2, 1]))
+
+
+def test_cli_train_and_release_adult_records(run, data_dir, tmp_path):
+    import pandas as pd
+
+    model = tmp_path / "adult.pt"
+    r = run(
+        "train-obfuscator", "--dataset", "adult:train", "--limit", 3000, "--epochs", 2,
+        "--output", model, "--data-dir", data_dir, "-q",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    _, meta = load_obfuscator(model)
+    assert meta["kind"] == "tabular" and meta["private"] == "sex" and meta["utility"] == "income"
+    enc = meta["record_encoding"]
+    assert not any(c.startswith(("sex", "income")) for c in enc["columns"]) and meta["n_features"] == len(
+        enc["columns"]
+    )
+    out = tmp_path / "rel"
+    args = ("release", "--dataset", "adult:test", "--method", "ae-obfuscator", "--param", f"model={model}",
+            "--param", "sigma2=2", "--seed", 5, "--data-dir", data_dir)  # fmt: skip
+    r = run(*args, "--output", out)
+    assert r.exit_code == 0, r.output
+    df = pd.read_csv(out / "records.csv")
+    assert list(df.columns) == [*enc["columns"], "income"] and len(df) > 15000
+    feats = df[enc["columns"]].to_numpy()
+    assert feats.min() >= 0 and feats.max() <= 1
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["guarantee"]["model"] == "empirical" and m["records"] == len(df)
+    r = run(*args, "--output", tmp_path / "rel2")
+    assert (tmp_path / "rel2" / "records.csv").read_bytes() == (out / "records.csv").read_bytes()  # same seed
+    # Budget accounting refuses an empirical release before writing anything.
+    r = run(*args, "--output", tmp_path / "rel3", "--ledger", tmp_path / "l.json", "--budget", 1)
+    assert r.exit_code == 2 and "only sound DP" in r.output
+    assert not (tmp_path / "rel3").exists()
+    # A records model refuses images, and an image mechanism refuses records.
+    with pytest.raises(ParameterError, match="use it on records"):
+        get_mechanism("ae-obfuscator", model=str(model), use_f=False).release(ImageSet(np.zeros((1, 64, 64, 3))), 0)
+    r = run("release", "--dataset", "adult:test", "--method", "pixel-laplace", "--epsilon", 1,
+            "--output", tmp_path / "x", "--data-dir", data_dir)  # fmt: skip
+    assert r.exit_code == 2 and "releases images" in r.output

@@ -269,7 +269,10 @@ def release(
     else:
         data = load_dataset(dataset, data_dir)
         if not isinstance(data, ImageSet):
-            raise ParameterError(f"--dataset {dataset}: holds records, not images; image mechanisms need images")
+            if not mech.supports_records:
+                raise ParameterError(f"--dataset {dataset}: holds records, not images, and {method} releases images")
+            _release_records(mech, data, dataset, output, rng, seed, secure, force, ledger, book, quiet)
+            return
         if hw is not None:
             data = data.resized(*hw)
         total = len(data)
@@ -296,6 +299,12 @@ def release(
         on_batch=bar.update,
     )
     bar.close()
+    what = f"{len(manifest['files'])} images and {output}/manifest.json"
+    _finish_release(mech, manifest, source, output, ledger, book, quiet, what, t0)
+
+
+def _finish_release(mech, manifest, source, output, ledger, book, quiet, what, t0) -> None:
+    """Charge the ledger (if any) and print what was written and the guarantee."""
     from privpix.guarantees import Guarantee
 
     g = Guarantee.from_dict(manifest["guarantee"])
@@ -303,12 +312,24 @@ def release(
         book.spend(g, label=f"{mech.name} on {source} → {output}")
         book.save(ledger)
     if not quiet:
-        console.print(
-            f"wrote {len(manifest['files'])} images and {output}/manifest.json in {time.perf_counter() - t0:.1f} s"
-        )
+        console.print(f"wrote {what} in {time.perf_counter() - t0:.1f} s")
         console.print(g.text(), highlight=False)
         if book is not None:
             console.print(f"ledger {ledger}: spent ε={book.spent_epsilon:.4g} of {book.epsilon_budget:.4g}")
+
+
+def _release_records(mech, data, dataset, output, rng, seed, secure, force, ledger, book, quiet) -> None:
+    from privpix.publish import release_records_to_dir
+
+    mech.fit(None)
+    if book is not None:
+        book.check(mech.guarantee((0, 0, 0)))  # refuse before writing anything
+    t0 = time.perf_counter()
+    manifest = release_records_to_dir(
+        mech, data, output, rng, force=force, metadata={"source": dataset, "seed": seed, "secure_rng": secure}
+    )
+    what = f"{manifest['records']} records to {output}/records.csv and manifest.json"
+    _finish_release(mech, manifest, dataset, output, ledger, book, quiet, what, t0)
 
 
 def _chain(first, rest):

@@ -17,7 +17,7 @@ from PIL import Image
 
 from privpix import __version__
 from privpix.accounting import write_bytes_atomic, write_text_atomic
-from privpix.data.imageset import ImageSet
+from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Mechanism
@@ -123,6 +123,50 @@ def release_to_dir(
         return manifest
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+RECORDS = "records.csv"
+
+
+def release_records_to_dir(
+    mechanism: Mechanism,
+    records: RecordSet,
+    output: str | Path,
+    rng: RNG,
+    *,
+    force: bool = False,
+    metadata: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Release tabular records into ``output/records.csv`` plus ``manifest.json``.
+
+    The CSV is written atomically and the manifest last, so an interrupted run leaves an earlier release intact.
+    Returns the manifest.
+    """
+    out = Path(output)
+    rel = mechanism.release_records(records, rng)
+    if len(rel.frame) == 0:
+        raise ParameterError("nothing to release: the input holds no records")
+    prepare_output(out, force)
+    old = out / MANIFEST
+    if old.exists():
+        old.unlink()
+        for p in out.glob("*.png"):
+            p.unlink()
+    data = rel.frame.to_csv(index=False, float_format="%.6g").encode()
+    write_bytes_atomic(out / RECORDS, data)
+    manifest = {
+        "privpix_version": __version__,
+        "mechanism": mechanism.name,
+        "parameters": mechanism.parameters(),
+        "guarantee": rel.guarantee.to_dict(),
+        "guarantee_text": rel.guarantee.text(),
+        "seconds": rel.seconds,
+        **(metadata or {}),
+        "records": len(rel.frame),
+        "files": [{"name": RECORDS, "sha256": hashlib.sha256(data).hexdigest(), "source": records.source}],
+    }
+    write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=2, default=_json_default))
+    return manifest
 
 
 def _json_default(o: Any) -> Any:

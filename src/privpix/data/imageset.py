@@ -164,6 +164,14 @@ class RecordSet:
         col = self.frame[self.label_column]
         return (col == sorted(col.unique())[-1]).to_numpy(dtype=np.int64)
 
+    def subset(self, idx: np.ndarray) -> RecordSet:
+        """The records at positions ``idx`` (renumbered from 0)."""
+        return RecordSet(self.frame.iloc[np.asarray(idx)].reset_index(drop=True), self.label_column, self.source)
+
+    def complete(self) -> RecordSet:
+        """The records without missing values."""
+        return RecordSet(self.frame.dropna().reset_index(drop=True), self.label_column, self.source)
+
     def one_hot(self, drop: Sequence[str] = ()) -> tuple[np.ndarray, list[str]]:
         """Features one-hot encoded (categoricals) with numerics as float; ``drop`` removes columns first.
 

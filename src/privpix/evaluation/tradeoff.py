@@ -8,26 +8,33 @@ from scipy.spatial import ConvexHull, QhullError
 from privpix.errors import ParameterError
 
 
-def convex_hull_auc(privacy: np.ndarray, utility: np.ndarray, origin: tuple[float, float] = (0.0, 0.0)) -> float:
-    """Area dominated by the convex hull of a trade-off curve.
+def convex_hull_auc(
+    leakage: np.ndarray,
+    utility: np.ndarray,
+    start: tuple[float, float] = (0.0, 0.0),
+    end: tuple[float, float] | None = None,
+) -> float:
+    """Convex-hull area under a trade-off curve, as paper 003 (after [28]) computes it.
 
-    Each point is (privacy, utility), both "higher is better", e.g. privacy = 1 − adversary accuracy and
-    utility = utility-provider accuracy. The area is that of the convex hull of the points, the origin and
-    the points' projections on the two axes through the origin (so a single point (x, y) gives the rectangle
-    (x − x0)(y − y0)). Points below the origin in either coordinate are clipped to it. Paper 003 (after
-    [24]) uses the origin (0, 0); for binary features (0.5, 0.5), the accuracy of chance, is the more logical
-    origin; both are reported by the benchmarks.
+    Each point is (leakage, utility) = (adversary accuracy on the private attribute, utility-provider accuracy).
+    The curve runs from ``start`` through the points to ``end`` = (maximum leakage, maximum utility), normally
+    the two accuracies on the original data (default: the largest of the points); the area is that of the
+    convex hull of ``start``, the points, ``end`` and ``(end[0], start[1])``. Lower leakage at equal utility
+    gives a larger area. ``start = (0, 0)`` follows [24] and the paper's Table 3; ``(0.5, 0.5)``, chance for
+    a balanced binary attribute, is the origin the paper calls logical. Both are reported by the benchmarks.
     """
-    x = np.asarray(privacy, dtype=np.float64).ravel()
+    x = np.asarray(leakage, dtype=np.float64).ravel()
     y = np.asarray(utility, dtype=np.float64).ravel()
     if x.shape != y.shape or x.size == 0:
-        raise ParameterError("privacy and utility must be non-empty arrays of the same length")
+        raise ParameterError("leakage and utility must be non-empty arrays of the same length")
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
-        raise ParameterError("privacy and utility must be finite")
-    x0, y0 = origin
-    x, y = np.maximum(x, x0), np.maximum(y, y0)
-    pts = np.concatenate([np.c_[x, y], np.c_[x, np.full_like(y, y0)], np.c_[np.full_like(x, x0), y], [[x0, y0]]])
+        raise ParameterError("leakage and utility must be finite")
+    ex, ey = (float(x.max()), float(y.max())) if end is None else end
+    sx, sy = start
+    if ex <= sx or ey <= sy:
+        raise ParameterError(f"end {(ex, ey)} must lie above and to the right of start {(sx, sy)}")
+    pts = np.concatenate([[[sx, sy]], np.c_[np.clip(x, sx, ex), np.clip(y, sy, ey)], [[ex, ey], [ex, sy]]])
     try:
         return float(ConvexHull(pts).volume)  # in 2-D, "volume" is the area
     except QhullError:
-        return 0.0  # degenerate: all points on a line through the origin
+        return 0.0  # degenerate: every point on one line

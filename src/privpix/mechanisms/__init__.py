@@ -5,18 +5,20 @@ from privpix.mechanisms.base import (
     MECHANISMS,
     Mechanism,
     Param,
+    RecordRelease,
     Release,
     get_mechanism,
     mechanism_class,
     parse_method_spec,
     register,
 )
-from privpix.mechanisms.neural import ae  # noqa: F401  (registers; imports torch only when used)
+from privpix.mechanisms.neural import ae, gan  # noqa: F401  (registers; imports torch only when used)
 
 __all__ = [
     "MECHANISMS",
     "Mechanism",
     "Param",
+    "RecordRelease",
     "Release",
     "get_mechanism",
     "mechanism_class",

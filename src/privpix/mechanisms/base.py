@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
+import pandas as pd
 
-from privpix.data.imageset import ImageSet
+from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError, check_delta, check_positive
 from privpix.guarantees import Guarantee
 from privpix.noise import RNG, make_rng
@@ -90,6 +91,18 @@ class Release:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class RecordRelease:
+    """What a mechanism publishes from tabular records: ``frame`` holds the released feature columns (and the
+    utility label column when the mechanism keeps it); the rest as :class:`Release`."""
+
+    frame: pd.DataFrame
+    guarantee: Guarantee
+    mechanism: str
+    parameters: dict[str, Any]
+    seconds: float = 0.0
+
+
 class Mechanism:
     """Base class. Subclasses set the class attributes and implement :meth:`guarantee` and :meth:`_privatize`.
 
@@ -105,6 +118,7 @@ class Mechanism:
     uses_epsilon: ClassVar[bool] = True
     uses_delta: ClassVar[bool] = False
     params: ClassVar[tuple[Param, ...]] = ()
+    supports_records: ClassVar[bool] = False  # True when release_records is implemented
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, **params: Any) -> None:
         if self.uses_epsilon:
@@ -185,6 +199,10 @@ class Mechanism:
             parameters=self.parameters(),
             seconds=time.perf_counter() - t0,
         )
+
+    def release_records(self, records: RecordSet, rng: RNG | int | None = None) -> RecordRelease:
+        """Privatize tabular records (only mechanisms with ``supports_records``)."""
+        raise ParameterError(f"{self.name}: releases images, not tabular records")
 
 
 MECHANISMS: dict[str, type[Mechanism]] = {}

@@ -3,7 +3,8 @@
 An encoder E maps x to a latent h; a classifier head C gives log-probabilities of the utility feature (two
 classes, LogSoftmax) and a head R the "rest" of h; the decoder D rebuilds x from [C(h), R(h)]. Training
 (Algorithm 1) alternates, per batch, the autoencoder MSE (eq. 9) on all networks and the NLL of C (eq. 10)
-on E and C, with early stopping on the validation loss. At release, each data provider chooses:
+on E and C, with early stopping on the autoencoder's validation loss (the error of the paper's Fig. 4).
+At release, each data provider chooses:
 
 * f (``use_f``, ``K``): C's output is replaced by 0 for the image's true utility class and −K for the other;
 * g (``sigma2``): R's output gets noise ``sigma2 · mean|R(h)| · N(0, 1)`` per coordinate (the authors'
@@ -11,16 +12,15 @@ on E and C, with early stopping on the validation loss. At release, each data pr
 
 without retraining. The guarantee is empirical only: privacy is what the adversaries measure.
 
-Architectures: ``image`` is Table 1 (64×64 RGB; 4 stride-2 convolutions 3→64→64→128→128 with batch norm and
-LeakyReLU, 2048 → 1024; heads 1024→1024→256→64→2 and 1024→1024→1024→1022; mirrored decoder with sigmoid).
+Architectures: ``image`` is Table 1 (64×64 RGB; 4 stride-2 convolutions 3→64→64→64→128 with batch norm and
+LeakyReLU, 2048 → 1024; heads 1024→1024→256→64→2 and 1024→1024→1024→1022; decoder 1024 → 2048 and
+transposed convolutions 128→64→64→64→3 with sigmoid; channel counts from the authors' code).
 ``tabular`` is Table 2 (UCI Adult's 102 one-hot features scaled to [0, 1]; 102→128→128→64; heads 64→32→8→2
 and 64→64→62; decoder 64→128→128→102 with sigmoid).
 """
 
 from __future__ import annotations
 
-import io
-import json
 import math
 import os
 import time
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from privpix.errors import DataError, ParameterError, require_torch
+from privpix.errors import ParameterError, require_torch
 
 FORMAT = "privpix-ae-obfuscator/1"
 KINDS = ("image", "tabular")
@@ -39,43 +39,61 @@ def _torch():
     return require_torch("the autoencoder obfuscator")
 
 
+def _lrelu():
+    return _torch().nn.LeakyReLU(0.2)
+
+
+def image_encoder():
+    """Table 1's encoder: four stride-2 4×4 convolutions 3→64→64→64→128 (batch norm after the last three),
+    LeakyReLU(0.2), then 2048 → 1024. Input (n, 3, 64, 64). (Our copy of Table 1 lacks the channel counts;
+    they are those of the authors' released code.)"""
+    nn = _torch().nn
+    lrelu = _lrelu
+    return nn.Sequential(
+        nn.Conv2d(3, 64, 4, 2, 1, bias=False), lrelu(),
+        nn.Conv2d(64, 64, 4, 2, 1, bias=False), nn.BatchNorm2d(64), lrelu(),
+        nn.Conv2d(64, 64, 4, 2, 1, bias=False), nn.BatchNorm2d(64), lrelu(),
+        nn.Conv2d(64, 128, 4, 2, 1, bias=False), nn.BatchNorm2d(128), lrelu(),
+        nn.Flatten(), nn.Linear(2048, 1024), lrelu(),
+    )  # fmt: skip
+
+
+def image_classifier(n_out: int = 2):
+    """Table 1's classifier head 1024 → 1024 → 256 → 64 → n_out with LogSoftmax."""
+    nn = _torch().nn
+    lrelu = _lrelu
+    return nn.Sequential(
+        nn.Linear(1024, 1024), nn.Dropout(0.5), lrelu(),
+        nn.Linear(1024, 256), nn.Dropout(0.5), lrelu(),
+        nn.Linear(256, 64), lrelu(), nn.Linear(64, n_out), nn.LogSoftmax(dim=1),
+    )  # fmt: skip
+
+
 def build_obfuscator(kind: str, n_features: int = 102):
     """The paper's networks as one ``torch.nn.Module`` with ``encode``, ``heads``, ``decode``."""
     torch = _torch()
     nn = torch.nn
     if kind not in KINDS:
         raise ParameterError(f"kind must be one of {KINDS}, got {kind!r}")
-
-    def lrelu():
-        return nn.LeakyReLU(0.2)
+    lrelu = _lrelu
 
     class Obfuscator(nn.Module):
         def __init__(self):
             super().__init__()
             self.kind = kind
             if kind == "image":
-                self.encoder = nn.Sequential(
-                    nn.Conv2d(3, 64, 4, 2, 1), lrelu(),
-                    nn.Conv2d(64, 64, 4, 2, 1), nn.BatchNorm2d(64), lrelu(),
-                    nn.Conv2d(64, 128, 4, 2, 1), nn.BatchNorm2d(128), lrelu(),
-                    nn.Conv2d(128, 128, 4, 2, 1), nn.BatchNorm2d(128), lrelu(),
-                    nn.Flatten(), nn.Linear(2048, 1024), lrelu(),
-                )  # fmt: skip
-                self.classifier = nn.Sequential(
-                    nn.Linear(1024, 1024), nn.Dropout(0.5), lrelu(),
-                    nn.Linear(1024, 256), nn.Dropout(0.5), lrelu(),
-                    nn.Linear(256, 64), lrelu(), nn.Linear(64, 2), nn.LogSoftmax(dim=1),
-                )  # fmt: skip
+                self.encoder = image_encoder()
+                self.classifier = image_classifier(2)
                 self.rest = nn.Sequential(
                     nn.Linear(1024, 1024), nn.Dropout(0.5), lrelu(),
                     nn.Linear(1024, 1024), nn.Dropout(0.5), lrelu(), nn.Linear(1024, 1022), lrelu(),
                 )  # fmt: skip
                 self.dec_fc = nn.Sequential(nn.Linear(1024, 2048), lrelu())
                 self.dec_conv = nn.Sequential(
-                    nn.ConvTranspose2d(128, 128, 4, 2, 1), nn.BatchNorm2d(128), nn.ReLU(),
-                    nn.ConvTranspose2d(128, 64, 4, 2, 1), nn.BatchNorm2d(64), nn.ReLU(),
-                    nn.ConvTranspose2d(64, 64, 4, 2, 1), nn.BatchNorm2d(64), nn.ReLU(),
-                    nn.ConvTranspose2d(64, 3, 4, 2, 1), nn.Sigmoid(),
+                    nn.ConvTranspose2d(128, 64, 4, 2, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                    nn.ConvTranspose2d(64, 64, 4, 2, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                    nn.ConvTranspose2d(64, 64, 4, 2, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                    nn.ConvTranspose2d(64, 3, 4, 2, 1, bias=False), nn.Sigmoid(),
                 )  # fmt: skip
             else:
                 self.encoder = nn.Sequential(
@@ -105,17 +123,27 @@ def build_obfuscator(kind: str, n_features: int = 102):
             c, r = self.heads(x)
             return self.decode(c, r), c, r
 
-    return Obfuscator()
+    net = Obfuscator()
+    init_weights(net)
+    return net
+
+
+def init_weights(net) -> None:
+    """The paper's initialisation (after DCGAN): conv weights N(0, 0.02²); batch-norm weights N(1, 0.02²),
+    biases 0. Linear layers keep PyTorch's default (the paper does not specify them)."""
+    nn = _torch().nn
+    for m in net.modules():
+        if isinstance(m, nn.Conv2d | nn.ConvTranspose2d):
+            nn.init.normal_(m.weight, 0.0, 0.02)
+        elif isinstance(m, nn.BatchNorm2d):
+            nn.init.normal_(m.weight, 1.0, 0.02)
+            nn.init.zeros_(m.bias)
 
 
 def _to_tensor(x: np.ndarray, kind: str):
-    torch = _torch()
-    x = np.asarray(x, dtype=np.float32)
-    if kind == "image":
-        if x.ndim != 4 or x.shape[1:] != (64, 64, 3):
-            raise ParameterError(f"the image obfuscator takes (n, 64, 64, 3) RGB images in [0, 1], got {x.shape}")
-        x = np.moveaxis(x, 3, 1)
-    return torch.from_numpy(np.ascontiguousarray(x))
+    from privpix.evaluation.inference import as_tensor
+
+    return as_tensor(x, kind)
 
 
 def train_obfuscator(
@@ -133,7 +161,8 @@ def train_obfuscator(
     progress: bool = False,
 ) -> tuple[Any, dict]:
     """Algorithm 1 with early stopping. ``x`` in [0, 1] ((n, 64, 64, 3) images or (n, features) records),
-    ``y`` the utility feature (0/1). Returns the best network (lowest validation loss) and its history."""
+    ``y`` the utility feature (0/1). Returns the network of the lowest validation autoencoder loss (eq. 9;
+    the classifier's validation NLL on a small split is too noisy to stop on) and its history."""
     torch = _torch()
     from tqdm import tqdm
 
@@ -173,8 +202,8 @@ def train_obfuscator(
             opt_c.zero_grad()
             loss_c.backward()
             opt_c.step()
-            tot_ae += float(loss_ae) * len(idx)
-            tot_c += float(loss_c) * len(idx)
+            tot_ae += loss_ae.item() * len(idx)
+            tot_c += loss_c.item() * len(idx)
         v_ae, v_c, v_acc = evaluate_obfuscator(net, xv, yv)
         history["train_ae"].append(tot_ae / len(xt))
         history["train_nll"].append(tot_c / len(xt))
@@ -182,7 +211,7 @@ def train_obfuscator(
         history["val_nll"].append(v_c)
         history["val_acc"].append(v_acc)
         history["sec"].append(time.perf_counter() - t0)
-        val = v_ae + v_c
+        val = v_ae
         if val < best - 1e-6:
             best, stale = val, 0
             best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
@@ -251,30 +280,17 @@ def obfuscate(
 
 def save_obfuscator(path: str | Path, net, meta: dict) -> Path:
     """One file a data provider loads: weights plus a JSON description (no pickled code)."""
-    torch = _torch()
-    from privpix.accounting import write_bytes_atomic
+    from privpix.mechanisms.neural.modelfile import save_model_file
 
-    buf = io.BytesIO()
-    full = {"format": FORMAT, "kind": net.kind, **meta}
-    torch.save({"meta": json.dumps(full), "state": net.state_dict()}, buf)
-    write_bytes_atomic(Path(path), buf.getvalue())
-    return Path(path)
+    return save_model_file(path, net.state_dict(), {"format": FORMAT, "kind": net.kind, **meta})
 
 
 def load_obfuscator(path: str | Path):
     """(network, meta) from :func:`save_obfuscator`'s file; loads weights only (``weights_only=True``)."""
-    torch = _torch()
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: obfuscator model file not found")
-    try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-        meta = json.loads(blob["meta"])
-    except Exception as exc:
-        raise DataError(f"{path}: not a privpix obfuscator model ({type(exc).__name__}: {exc})") from None
-    if meta.get("format") != FORMAT:
-        raise DataError(f"{path}: not a privpix obfuscator model (format {meta.get('format')!r})")
+    from privpix.mechanisms.neural.modelfile import load_model_file
+
+    state, meta = load_model_file(path, FORMAT, "obfuscator")
     net = build_obfuscator(meta["kind"], meta.get("n_features", 102))
-    net.load_state_dict(blob["state"])
+    net.load_state_dict(state)
     net.eval()
     return net, meta

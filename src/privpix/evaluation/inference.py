@@ -1,0 +1,154 @@
+"""Neural attribute inferrers: paper 003's adversary and utility provider (PyTorch, CPU).
+
+Both have the same structure and differ only in what they are trained to infer:
+
+* ``image``: Table 1, the obfuscator's encoder plus classifier head (64×64 RGB in, LogSoftmax out);
+* ``tabular``: Table 2, 102 → 256 → 256 → 128 → classes with dropout 0.2 / 0.3 / 0.4 and ReLU.
+
+Training uses Adam and the NLL loss with early stopping on a held-out validation fraction (the paper stops
+"when the validation loss starts to increase"). The same class serves the weak adversary (trained on original
+data), the strong adversary (trained on data obfuscated by the same model) and the utility provider.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from privpix.errors import ParameterError, require_torch
+
+KINDS = ("image", "tabular")
+
+
+def _torch():
+    return require_torch("neural attribute inference")
+
+
+def build_inferrer(kind: str, n_features: int = 102, n_classes: int = 2):
+    """Table 1 / Table 2 adversary and utility-provider network."""
+    torch = _torch()
+    nn = torch.nn
+    if kind == "image":
+        from privpix.mechanisms.neural.obfuscator import image_classifier, image_encoder, init_weights
+
+        net = nn.Sequential(image_encoder(), image_classifier(n_classes))
+        init_weights(net)
+        return net
+    if kind == "tabular":
+        return nn.Sequential(
+            nn.Linear(n_features, 256), nn.Dropout(0.2), nn.ReLU(),
+            nn.Linear(256, 256), nn.Dropout(0.3), nn.ReLU(),
+            nn.Linear(256, 128), nn.Dropout(0.4), nn.ReLU(),
+            nn.Linear(128, n_classes), nn.LogSoftmax(dim=1),
+        )  # fmt: skip
+    raise ParameterError(f"kind must be one of {KINDS}, got {kind!r}")
+
+
+def as_tensor(x: np.ndarray, kind: str):
+    """(n, 64, 64, 3) images in [0, 1] or (n, features) records → a float32 torch tensor in the network's layout."""
+    torch = _torch()
+    x = np.asarray(x, dtype=np.float32)
+    if kind == "image":
+        if x.ndim != 4 or x.shape[1:] != (64, 64, 3):
+            raise ParameterError(f"image networks take (n, 64, 64, 3) RGB images in [0, 1], got {x.shape}")
+        x = np.moveaxis(x, 3, 1)
+    elif x.ndim != 2:
+        raise ParameterError(f"tabular networks take (n, features) records, got {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ParameterError("inputs contain NaN or infinite values")
+    return torch.from_numpy(np.ascontiguousarray(x))
+
+
+class NeuralInferrer:
+    """Binary (or k-class) attribute classifier with the paper's adversary / utility-provider structure.
+
+    ``fit(x, y)`` holds out ``val_fraction`` (seeded) for early stopping with ``patience`` epochs and keeps
+    the weights of the lowest validation loss. Same ``seed``, same network. ``history_`` has per-epoch losses.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        *,
+        epochs: int = 10,
+        batch_size: int = 64,
+        lr: float = 1e-3,
+        patience: int = 2,
+        val_fraction: float = 0.1,
+        seed: int = 0,
+    ):
+        if kind not in KINDS:
+            raise ParameterError(f"kind must be one of {KINDS}, got {kind!r}")
+        if epochs < 1 or batch_size < 2 or not 0 < val_fraction < 1:
+            raise ParameterError("epochs >= 1, batch_size >= 2 and 0 < val_fraction < 1 are required")
+        self.kind, self.epochs, self.batch_size, self.lr = kind, epochs, batch_size, lr
+        self.patience, self.val_fraction, self.seed = patience, val_fraction, seed
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> NeuralInferrer:
+        torch = _torch()
+        xt = as_tensor(x, self.kind)
+        y = np.asarray(y)
+        if y.shape != (len(xt),):
+            raise ParameterError(f"y must have one label per sample, shape ({len(xt)},), got {y.shape}")
+        self.classes_, yi = np.unique(y, return_inverse=True)
+        if len(self.classes_) < 2:
+            raise ParameterError("y holds a single class; nothing to learn")
+        torch.manual_seed(self.seed)
+        rng = np.random.default_rng(self.seed)
+        perm = rng.permutation(len(xt))
+        n_val = max(2, round(self.val_fraction * len(xt)))
+        val, tr = torch.from_numpy(perm[:n_val]), torch.from_numpy(perm[n_val:])
+        yt = torch.from_numpy(yi.astype(np.int64))
+        net = build_inferrer(self.kind, xt.shape[1] if self.kind == "tabular" else 0, len(self.classes_))
+        opt = torch.optim.Adam(net.parameters(), lr=self.lr, betas=(0.5, 0.999))
+        gen = torch.Generator().manual_seed(self.seed)
+        best, best_state, stale = math.inf, None, 0
+        self.history_: dict[str, list[float]] = {"train_nll": [], "val_nll": [], "val_acc": []}
+        for _ in range(self.epochs):
+            net.train()
+            order = tr[torch.randperm(len(tr), generator=gen)]
+            total = 0.0
+            for i in range(0, len(order), self.batch_size):
+                idx = order[i : i + self.batch_size]
+                if len(idx) < 2:
+                    continue  # batch norm needs two samples
+                loss = torch.nn.functional.nll_loss(net(xt[idx]), yt[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += loss.item() * len(idx)
+            logp = _log_proba(net, xt[val])
+            v = float(torch.nn.functional.nll_loss(logp, yt[val]))
+            self.history_["train_nll"].append(total / max(1, len(tr)))
+            self.history_["val_nll"].append(v)
+            self.history_["val_acc"].append(float((logp.argmax(1) == yt[val]).float().mean()))
+            if v < best - 1e-6:
+                best, stale = v, 0
+                best_state = {k: t.detach().clone() for k, t in net.state_dict().items()}
+            else:
+                stale += 1
+                if stale >= self.patience:
+                    break
+        net.load_state_dict(best_state)
+        net.eval()
+        self.model_ = net
+        return self
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """(n, classes) probabilities, columns in the order of ``classes_``."""
+        return np.exp(_log_proba(self.model_, as_tensor(x, self.kind)).numpy())
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self.classes_[self.predict_proba(x).argmax(1)]
+
+    def score(self, x: np.ndarray, y: np.ndarray) -> float:
+        """Accuracy on ``(x, y)``."""
+        return float(np.mean(self.predict(x) == np.asarray(y)))
+
+
+def _log_proba(net, x):
+    torch = _torch()
+    net.eval()
+    with torch.no_grad():
+        return torch.cat([net(x[i : i + 512]) for i in range(0, len(x), 512)])

@@ -1,0 +1,401 @@
+"""PPSGAN selective feature anonymization (paper 004), with PPAPNet and ACGAN baselines (PyTorch, CPU).
+
+Networks (§3.1), for (c, h, w) images with h, w ∈ {28, 32}:
+
+* encoder G_e: four 5×5 stride-2 convolutions (``width``, 2·, 4·, 8·``width`` channels), each with batch norm
+  and LeakyReLU(0.2), then a dense layer to z ∈ R^d. The paper's ``width = 128`` gives its 4096 × d dense layer;
+  a smaller width trains on a CPU.
+* decoder G_d: dense d → 8·width × 2 × 2, four 5×5 stride-2 transposed convolutions back to (c, h, w), batch norm
+  and LeakyReLU after the first three, sigmoid after the last.
+* critic C_d and classifier C_c: one shared trunk of four 5×5 stride-2 convolutions with batch norm and LeakyReLU,
+  then a dense layer to 1 (real/fake, sigmoid) and one to the classes (softmax).
+
+Noise amplifier N_a (§3.2): approximate sensitivity ``s_e = max_{i,j} |G_e(x_i) − G_e(x_j)|`` elementwise over the
+training set, which equals ``max_i z_i − min_i z_i`` per coordinate (one pass, no pair loop); σ* =
+√(2 log(1.25/δ))·s_e/ε (α ~ N(0, 1)) or s_e/ε when δ = 0 (α ~ Lap(0, 1)); the attention matrix
+``A = softmax(z zᵀ/√d)`` (d × d per image, rows sum to 1) and ``z̃ = A z + (J − A)(α ∘ σ*)``. PPAPNet (Kim and
+Yang 2019) adds ``α ∘ σ*`` to the whole of z, without attention.
+
+Training (Algorithm 1): a pretrained autoencoder initialises G_e and G_d; then per generator step ``n_critic``
+critic steps on ``L_d + L_c`` (sigmoid and softmax cross-entropy on a real batch x′ and an anonymized batch x̃),
+and one generator step on ``L_c(x̃) − L_d(x̃) + ‖x − G_d(G_e(x))‖²`` (the zero-noise penalty through the skip
+connection G_e → G_d), AdamW (lr 1e-4, weight decay 1e-4, β = (0.5, 0.9)).
+
+ACGAN (§4.1): G_d fed with U[−1, 1]^d noise and a one-hot class, trained against the same critic–classifier.
+
+Guarantee: none. ε and δ only scale the noise; s_e is computed from the training images and the attention
+reweights the noise per image, so no (ε, δ)-DP statement follows. privpix marks every release ``empirical``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privpix.errors import ParameterError, require_torch
+
+FORMAT = "privpix-ppsgan/1"
+KINDS = ("ppsgan", "ppapnet", "acgan")
+
+
+def _torch():
+    return require_torch("PPSGAN")
+
+
+def _sizes(h: int) -> list[int]:
+    """Spatial sizes through four 5×5 stride-2 'same' convolutions: 28 → 14 → 7 → 4 → 2."""
+    out = [h]
+    for _ in range(4):
+        out.append((out[-1] + 1) // 2)
+    return out
+
+
+def _check_shape(shape: tuple[int, int, int]) -> None:
+    c, h, w = shape
+    if h != w or h not in (28, 32) or c not in (1, 3):
+        raise ParameterError(f"PPSGAN networks take 28×28 or 32×32 images with 1 or 3 channels, got {shape}")
+
+
+def _conv_trunk(c: int, width: int):
+    nn = _torch().nn
+    layers, ch = [], c
+    for k in range(4):
+        out = width * 2**k
+        layers += [nn.Conv2d(ch, out, 5, 2, 2), nn.BatchNorm2d(out), nn.LeakyReLU(0.2)]
+        ch = out
+    return nn.Sequential(*layers, nn.Flatten())
+
+
+def build_networks(kind: str, shape: tuple[int, int, int], d: int = 128, width: int = 128, n_classes: int = 10):
+    """``(generator, critic)`` modules. The generator has ``encode``, ``decode``, ``amplify``; the critic
+    returns ``(real_logit, class_logits)``."""
+    torch = _torch()
+    nn = torch.nn
+    if kind not in KINDS:
+        raise ParameterError(f"kind must be one of {KINDS}, got {kind!r}")
+    _check_shape(shape)
+    c, h, _ = shape
+    sizes = _sizes(h)
+    flat = 8 * width * sizes[-1] ** 2
+
+    class Generator(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.kind, self.d, self.n_classes = kind, d, n_classes
+            self.encoder = nn.Sequential(_conv_trunk(c, width), nn.Linear(flat, d))
+            self.fc = nn.Linear(d + (n_classes if kind == "acgan" else 0), flat)
+            layers, ch = [], 8 * width
+            for k in range(4):
+                size_in, size_out = sizes[4 - k], sizes[3 - k]
+                out = c if k == 3 else width * 2 ** (2 - k)
+                layers.append(nn.ConvTranspose2d(ch, out, 5, 2, 2, output_padding=size_out - (2 * size_in - 1)))
+                layers += [nn.Sigmoid()] if k == 3 else [nn.BatchNorm2d(out), nn.LeakyReLU(0.2)]
+                ch = out
+            self.deconv = nn.Sequential(*layers)
+            self.register_buffer("sigma_star", torch.zeros(d))
+            self.register_buffer("gaussian", torch.zeros((), dtype=torch.bool))
+
+        def encode(self, x):
+            return self.encoder(x)
+
+        def decode(self, z):
+            return self.deconv(self.fc(z).view(len(z), 8 * width, sizes[-1], sizes[-1]))
+
+        def noise(self, n: int, generator=None):
+            """α ∘ σ*: Gaussian when δ > 0, Laplace when δ = 0."""
+            if bool(self.gaussian):
+                alpha = torch.randn((n, self.d), generator=generator)
+            else:
+                u = torch.rand((n, self.d), generator=generator).clamp(1e-7, 1 - 1e-7) - 0.5
+                alpha = -torch.sign(u) * torch.log1p(-2 * u.abs())  # inverse CDF of Lap(0, 1)
+            return alpha * self.sigma_star
+
+        def amplify(self, z, generator=None):
+            noise = self.noise(len(z), generator)
+            if self.kind == "ppapnet":
+                return z + noise
+            att = attention(z)
+            return (att @ z[:, :, None])[:, :, 0] + ((1.0 - att) @ noise[:, :, None])[:, :, 0]
+
+        def forward(self, x, generator=None):
+            return self.decode(self.amplify(self.encode(x), generator))
+
+        def sample(self, labels, generator=None):
+            """ACGAN: images for these class labels from U[−1, 1]^d noise."""
+            z = torch.rand((len(labels), self.d), generator=generator) * 2 - 1
+            onehot = torch.nn.functional.one_hot(labels, self.n_classes).float()
+            return self.decode(torch.cat([z, onehot], dim=1))
+
+    class Critic(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.trunk = _conv_trunk(c, width)
+            self.real = nn.Linear(flat, 1)
+            self.cls = nn.Linear(flat, n_classes)
+
+        def forward(self, x):
+            f = self.trunk(x)
+            return self.real(f)[:, 0], self.cls(f)
+
+    return Generator(), Critic()
+
+
+def attention(z):
+    """Scaled-dot-product self-attention over the features of each z: (n, d) → (n, d, d), rows sum to 1."""
+    torch = _torch()
+    d = z.shape[1]
+    return torch.softmax(z[:, :, None] * z[:, None, :] / math.sqrt(d), dim=2)
+
+
+def sigma_star(s_e: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
+    """σ* of §3.2: √(2 log(1.25/δ))·s_e/ε for δ > 0, s_e/ε for δ = 0."""
+    if epsilon <= 0 or not 0 <= delta < 1:
+        raise ParameterError(f"need epsilon > 0 and 0 <= delta < 1, got epsilon={epsilon}, delta={delta}")
+    s_e = np.asarray(s_e, dtype=np.float64)
+    return s_e * (math.sqrt(2 * math.log(1.25 / delta)) if delta > 0 else 1.0) / epsilon
+
+
+def _as_tensor(x: np.ndarray):
+    torch = _torch()
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim != 4:
+        raise ParameterError(f"images must be (n, h, w, c), got {x.shape}")
+    return torch.from_numpy(np.ascontiguousarray(np.moveaxis(x, 3, 1)))
+
+
+def approximate_sensitivity(gen, x) -> np.ndarray:
+    """s_e = elementwise max over pairs |G_e(x_i) − G_e(x_j)| = max_i z_i − min_i z_i, in one pass."""
+    torch = _torch()
+    gen.eval()
+    lo = hi = None
+    with torch.no_grad():
+        for i in range(0, len(x), 512):
+            z = gen.encode(x[i : i + 512])
+            lo = z.min(0).values if lo is None else torch.minimum(lo, z.min(0).values)
+            hi = z.max(0).values if hi is None else torch.maximum(hi, z.max(0).values)
+    return (hi - lo).numpy().astype(np.float64)
+
+
+def train_ppsgan(
+    kind: str,
+    images: np.ndarray,
+    labels: np.ndarray,
+    *,
+    epsilon: float = 1.0,
+    delta: float = 0.0,
+    d: int = 128,
+    width: int = 128,
+    ae_epochs: int = 5,
+    epochs: int = 5,
+    batch_size: int = 256,
+    n_critic: int = 5,
+    lr: float = 1e-4,
+    seed: int = 0,
+    pretrained: dict | None = None,
+    progress: bool = False,
+) -> tuple[Any, dict]:
+    """Train PPSGAN, PPAPNet (pretrained autoencoder + Algorithm 1) or ACGAN on ``images`` (n, h, w, c) in
+    [0, 1] with integer ``labels``. Returns the generator (eval mode) and a history dict (its ``autoencoder``
+    entry is the pretrained state, to pass as ``pretrained`` to a later run on the same data and architecture,
+    which then skips the pretraining).
+
+    One epoch is ``len(images) / batch_size`` generator steps, each after ``n_critic`` critic steps.
+    """
+    torch = _torch()
+    from tqdm import tqdm
+
+    if kind not in KINDS:
+        raise ParameterError(f"kind must be one of {KINDS}, got {kind!r}")
+    x = _as_tensor(images)
+    y_np = np.asarray(labels)
+    if y_np.shape != (len(x),):
+        raise ParameterError(f"labels must have shape ({len(x)},), got {y_np.shape}")
+    classes, yi = np.unique(y_np, return_inverse=True)
+    y = torch.from_numpy(yi.astype(np.int64))
+    torch.manual_seed(seed)
+    gen_rng = torch.Generator().manual_seed(seed)
+    g, c = build_networks(kind, tuple(x.shape[1:]), d=d, width=width, n_classes=len(classes))
+    hist: dict[str, Any] = {"ae_mse": [], "critic": [], "gen": [], "zero": [], "sec": []}
+    n = len(x)
+
+    def batch():
+        return torch.randint(0, n, (min(batch_size, n),), generator=gen_rng)
+
+    steps = max(1, n // batch_size)
+    if kind != "acgan":
+        opt = torch.optim.Adam([*g.encoder.parameters(), *g.fc.parameters(), *g.deconv.parameters()], lr=1e-3)
+        if pretrained is not None:
+            g.load_state_dict(pretrained)
+        for ep in range(0 if pretrained is not None else ae_epochs):
+            g.train()
+            tot = 0.0
+            for _ in tqdm(range(steps), desc=f"autoencoder {ep + 1}", disable=not progress, leave=False):
+                xb = x[batch()]
+                loss = torch.nn.functional.mse_loss(g.decode(g.encode(xb)), xb)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                tot += loss.item()
+            hist["ae_mse"].append(tot / steps)
+        hist["autoencoder"] = {k: v.detach().clone() for k, v in g.state_dict().items()}
+        s_e = approximate_sensitivity(g, x)
+        g.sigma_star.copy_(torch.from_numpy(sigma_star(s_e, epsilon, delta).astype(np.float32)))
+        g.gaussian.fill_(delta > 0)
+        hist["s_e_mean"] = float(s_e.mean())
+    opt_g = torch.optim.AdamW(g.parameters(), lr=lr, weight_decay=1e-4, betas=(0.5, 0.9))
+    opt_c = torch.optim.AdamW(c.parameters(), lr=lr, weight_decay=1e-4, betas=(0.5, 0.9))
+    bce, ce = torch.nn.functional.binary_cross_entropy_with_logits, torch.nn.functional.cross_entropy
+
+    def fake(idx):
+        if kind == "acgan":
+            return g.sample(y[idx], gen_rng)
+        return g(x[idx], gen_rng)
+
+    for ep in range(epochs):
+        t0 = time.perf_counter()
+        g.train()
+        c.train()
+        tot_c = tot_g = tot_z = 0.0
+        for _ in tqdm(range(steps), desc=f"adversarial {ep + 1}", disable=not progress, leave=False):
+            for _ in range(n_critic):
+                i, j = batch(), batch()
+                with torch.no_grad():
+                    xt = fake(i)
+                r_real, c_real = c(x[j])
+                r_fake, c_fake = c(xt)
+                loss_c = (
+                    bce(r_real, torch.ones_like(r_real))
+                    + bce(r_fake, torch.zeros_like(r_fake))
+                    + ce(c_real, y[j])
+                    + ce(c_fake, y[i])
+                )
+                opt_c.zero_grad()
+                loss_c.backward()
+                opt_c.step()
+            i = batch()
+            xt = fake(i)
+            r_fake, c_fake = c(xt)
+            if kind == "acgan":
+                loss_g = bce(r_fake, torch.ones_like(r_fake)) + ce(c_fake, y[i])
+                zero = torch.zeros(())
+            else:
+                # Paper: minimise L_c − L_d + L_zero, L_d the critic's cross-entropy on x̃ labelled fake.
+                zero = torch.nn.functional.mse_loss(g.decode(g.encode(x[i])), x[i])
+                loss_g = ce(c_fake, y[i]) - bce(r_fake, torch.zeros_like(r_fake)) + zero
+            opt_g.zero_grad()
+            loss_g.backward()
+            opt_g.step()
+            tot_c += loss_c.item()
+            tot_g += loss_g.item()
+            tot_z += zero.item()
+        hist["critic"].append(tot_c / steps)
+        hist["gen"].append(tot_g / steps)
+        hist["zero"].append(tot_z / steps)
+        hist["sec"].append(time.perf_counter() - t0)
+    g.eval()
+    g.classes_ = classes
+    return g, hist
+
+
+class TrunkClassifier:
+    """The C_c-shaped classifier paper 004 uses for utility: the critic's conv trunk plus a dense softmax layer.
+
+    ``fit(images, labels)`` (Adam, lr 1e-3, ``epochs``), ``predict``, ``score``, and ``features`` (the trunk's
+    flattened output, for re-identification in feature space and the Fréchet distance).
+    """
+
+    def __init__(self, width: int = 32, epochs: int = 3, batch_size: int = 128, seed: int = 0):
+        self.width, self.epochs, self.batch_size, self.seed = width, epochs, batch_size, seed
+
+    def fit(self, images: np.ndarray, labels: np.ndarray) -> TrunkClassifier:
+        torch = _torch()
+        x = _as_tensor(images)
+        self.classes_, yi = np.unique(np.asarray(labels), return_inverse=True)
+        y = torch.from_numpy(yi.astype(np.int64))
+        torch.manual_seed(self.seed)
+        c, h, _ = x.shape[1:]
+        _check_shape((c, h, h))
+        self.trunk_ = _conv_trunk(c, self.width)
+        flat = 8 * self.width * _sizes(h)[-1] ** 2
+        self.head_ = torch.nn.Linear(flat, len(self.classes_))
+        params = [*self.trunk_.parameters(), *self.head_.parameters()]
+        opt = torch.optim.Adam(params, lr=1e-3)
+        gen = torch.Generator().manual_seed(self.seed)
+        self.trunk_.train()
+        for _ in range(self.epochs):
+            order = torch.randperm(len(x), generator=gen)
+            for i in range(0, len(x), self.batch_size):
+                idx = order[i : i + self.batch_size]
+                if len(idx) < 2:
+                    continue
+                loss = torch.nn.functional.cross_entropy(self.head_(self.trunk_(x[idx])), y[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        self.trunk_.eval()
+        return self
+
+    def features(self, images: np.ndarray) -> np.ndarray:
+        torch = _torch()
+        x = _as_tensor(images)
+        with torch.no_grad():
+            return torch.cat([self.trunk_(x[i : i + 1000]) for i in range(0, len(x), 1000)]).numpy()
+
+    def predict(self, images: np.ndarray) -> np.ndarray:
+        torch = _torch()
+        f = torch.from_numpy(self.features(images))
+        with torch.no_grad():
+            return self.classes_[self.head_(f).argmax(1).numpy()]
+
+    def score(self, images: np.ndarray, labels: np.ndarray) -> float:
+        return float(np.mean(self.predict(images) == np.asarray(labels)))
+
+
+def anonymize(gen, images: np.ndarray, labels: np.ndarray | None = None, *, seed: int | None = 0) -> np.ndarray:
+    """Release (n, h, w, c) images in [0, 1]: PPSGAN/PPAPNet anonymize each image; ACGAN draws one synthetic
+    image per input of the same class (``labels`` required). ``seed`` fixes the noise."""
+    torch = _torch()
+    gen.eval()
+    g = torch.Generator().manual_seed(int(seed) if seed is not None else int.from_bytes(os.urandom(8), "little") >> 2)
+    out = []
+    with torch.no_grad():
+        if gen.kind == "acgan":
+            if labels is None:
+                raise ParameterError("ACGAN generates per class: give the images' labels")
+            known = np.asarray(gen.classes_)
+            idx = np.searchsorted(known, np.asarray(labels))
+            if np.any(idx >= len(known)) or np.any(known[np.minimum(idx, len(known) - 1)] != labels):
+                raise ParameterError(f"labels outside the model's classes {list(gen.classes_)}")
+            lab = torch.from_numpy(idx.astype(np.int64))
+            for i in range(0, len(lab), 512):
+                out.append(gen.sample(lab[i : i + 512], g).numpy())
+        else:
+            x = _as_tensor(images)
+            for i in range(0, len(x), 512):
+                out.append(gen(x[i : i + 512], g).numpy())
+    return np.moveaxis(np.concatenate(out), 1, 3)
+
+
+def save_model(path: str | Path, gen, meta: dict) -> Path:
+    """One file: generator weights + JSON meta (shape, d, width, classes, ε, δ, training record)."""
+    from privpix.mechanisms.neural.modelfile import save_model_file
+
+    full = {"format": FORMAT, "kind": gen.kind, "classes": [int(c) for c in gen.classes_], **meta}
+    return save_model_file(path, gen.state_dict(), full)
+
+
+def load_model(path: str | Path):
+    """(generator, meta) from :func:`save_model`; weights only (``weights_only=True``)."""
+    from privpix.mechanisms.neural.modelfile import load_model_file
+
+    state, meta = load_model_file(path, FORMAT, "PPSGAN")
+    gen, _ = build_networks(meta["kind"], tuple(meta["shape"]), meta["d"], meta["width"], len(meta["classes"]))
+    gen.load_state_dict(state)
+    gen.classes_ = np.asarray(meta["classes"])
+    gen.eval()
+    return gen, meta

@@ -1,0 +1,172 @@
+"""Paper 004: PPSGAN networks, noise amplifier, training, model file and the three mechanisms."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+torch = pytest.importorskip("torch")
+
+from privpix.data import ImageSet  # noqa: E402
+from privpix.errors import DataError, ParameterError  # noqa: E402
+from privpix.mechanisms import get_mechanism  # noqa: E402
+from privpix.mechanisms.neural.ppsgan import (  # noqa: E402
+    anonymize,
+    approximate_sensitivity,
+    attention,
+    build_networks,
+    load_model,
+    save_model,
+    sigma_star,
+    train_ppsgan,
+)
+
+
+@pytest.mark.parametrize("shape", [(1, 28, 28), (3, 32, 32)])
+def test_network_shapes(shape):
+    g, c = build_networks("ppsgan", shape, d=16, width=4, n_classes=10)
+    g.eval()
+    c.eval()
+    x = torch.rand(3, *shape)
+    with torch.no_grad():
+        z = g.encode(x)
+        out = g.decode(z)
+        real, cls = c(out)
+    assert z.shape == (3, 16) and out.shape == (3, *shape) and real.shape == (3,) and cls.shape == (3, 10)
+    assert 0 <= float(out.min()) and float(out.max()) <= 1  # sigmoid
+    # The paper's width 128 gives its 4096 × d dense layer.
+    big, _ = build_networks("ppsgan", shape, d=128, width=128)
+    assert big.encoder[1].in_features == 4096
+    a, _ = build_networks("acgan", shape, d=16, width=4, n_classes=10)
+    assert a.eval().sample(torch.tensor([0, 9])).shape == (2, *shape)
+    with pytest.raises(ParameterError, match="28×28 or 32×32"):
+        build_networks("ppsgan", (1, 64, 64))
+
+
+def test_attention_rows_sum_to_one_and_amplifier_formula():
+    z = torch.randn(5, 8)
+    a = attention(z)
+    assert a.shape == (5, 8, 8)
+    torch.testing.assert_close(a.sum(2), torch.ones(5, 8))
+    expected = torch.softmax(torch.outer(z[0], z[0]) / math.sqrt(8), dim=1)
+    torch.testing.assert_close(a[0], expected)
+    g, _ = build_networks("ppsgan", (1, 28, 28), d=8, width=4)
+    g.sigma_star.fill_(0.7)
+    g.gaussian.fill_(True)
+    noise = g.noise(1, torch.Generator().manual_seed(3))
+    out = g.amplify(z[:1], torch.Generator().manual_seed(3))
+    torch.testing.assert_close(out[0], a[0] @ z[0] + (1 - a[0]) @ noise[0])  # z̃ = A z + (J − A)(α∘σ*)
+    p, _ = build_networks("ppapnet", (1, 28, 28), d=8, width=4)
+    p.sigma_star.fill_(0.7)
+    p.gaussian.fill_(True)
+    torch.testing.assert_close(p.amplify(z[:1], torch.Generator().manual_seed(3)), z[:1] + noise)
+
+
+def test_sigma_star_and_noise_distributions():
+    s_e = np.array([1.0, 2.0, 0.5])
+    np.testing.assert_allclose(sigma_star(s_e, 0.5, 0.0), s_e / 0.5)
+    np.testing.assert_allclose(sigma_star(s_e, 1.0, 1e-8), math.sqrt(2 * math.log(1.25e8)) * s_e)
+    with pytest.raises(ParameterError, match="epsilon > 0"):
+        sigma_star(s_e, 0.0, 0.0)
+    g, _ = build_networks("ppsgan", (1, 28, 28), d=4, width=4)
+    g.sigma_star.fill_(2.0)
+    gen = torch.Generator().manual_seed(0)
+    lap = (g.noise(20000, gen) / 2.0).numpy().ravel()  # δ = 0: α ~ Lap(0, 1)
+    assert stats.kstest(lap, "laplace").pvalue > 1e-3
+    g.gaussian.fill_(True)
+    gau = (g.noise(20000, gen) / 2.0).numpy().ravel()  # δ > 0: α ~ N(0, 1)
+    assert stats.kstest(gau, "norm").pvalue > 1e-3
+    assert stats.kstest(lap, "norm").pvalue < 1e-6  # the two are told apart
+
+
+def test_sensitivity_is_the_pairwise_max_without_the_pair_loop():
+    g, _ = build_networks("ppsgan", (1, 28, 28), d=6, width=4)
+    x = torch.rand(40, 1, 28, 28)
+    s_e = approximate_sensitivity(g, x)
+    with torch.no_grad():
+        z = g.eval().encode(x).numpy()
+    brute = np.max(np.abs(z[:, None, :] - z[None, :, :]), axis=(0, 1))
+    np.testing.assert_allclose(s_e, brute, rtol=1e-5)
+
+
+def _digits(n=192, seed=0):
+    from privpix.data import load_dataset
+
+    data = load_dataset("builtin-mnist")
+    idx = np.random.default_rng(seed).choice(len(data), n, replace=False)
+    sub = data.subset(idx)  # random order: the built-in set is sorted by class
+    return sub.as_float(), sub.labels
+
+
+def test_tiny_training_lowers_losses_and_is_reproducible(tmp_path):
+    x, y = _digits()
+    kw = {
+        "epsilon": 1.0,
+        "delta": 0.0,
+        "d": 16,
+        "width": 4,
+        "ae_epochs": 4,
+        "epochs": 2,
+        "batch_size": 32,
+        "n_critic": 2,
+    }
+    g, hist = train_ppsgan("ppsgan", x, y, seed=1, **kw)
+    assert hist["ae_mse"][-1] < hist["ae_mse"][0]  # the autoencoder pretraining learns
+    assert hist["zero"][-1] < hist["ae_mse"][0]  # the zero-noise path G_e → G_d keeps reconstructing
+    assert np.all(np.isfinite(hist["critic"])) and np.all(np.isfinite(hist["gen"]))
+    assert float(g.sigma_star.mean()) == pytest.approx(hist["s_e_mean"] / 1.0, rel=1e-5)
+    g2, _ = train_ppsgan("ppsgan", x, y, seed=1, **kw)
+    a, b = anonymize(g, x[:8], seed=5), anonymize(g2, x[:8], seed=5)
+    np.testing.assert_array_equal(a, b)
+    assert a.shape == x[:8].shape and not np.array_equal(a, anonymize(g, x[:8], seed=6))
+    # PPAPNet from the same pretrained autoencoder skips the pretraining.
+    _, ph = train_ppsgan("ppapnet", x, y, seed=1, pretrained=hist["autoencoder"], **{**kw, "epochs": 0})
+    assert ph["ae_mse"] == [] and ph["s_e_mean"] == pytest.approx(hist["s_e_mean"])
+    path = save_model(tmp_path / "m.pt", g, {"shape": [1, 28, 28], "d": 16, "width": 4, "epsilon": 1.0, "delta": 0})
+    g3, meta = load_model(path)
+    np.testing.assert_allclose(anonymize(g3, x[:8], seed=5), a, atol=1e-6)
+    assert meta["kind"] == "ppsgan" and meta["classes"] == list(range(10))
+    with pytest.raises(DataError, match="not a privpix PPSGAN model"):
+        (tmp_path / "bad.pt").write_bytes(b"x")
+        load_model(tmp_path / "bad.pt")
+
+
+def test_trunk_classifier_learns_digits():
+    from privpix.mechanisms.neural.ppsgan import TrunkClassifier
+
+    x, y = _digits(600, seed=2)
+    clf = TrunkClassifier(width=8, epochs=4, batch_size=32).fit(x[:500], y[:500])
+    assert clf.score(x[500:], y[500:]) > 0.6  # chance 0.1
+    assert clf.features(x[:3]).shape == (3, 8 * 8 * 2 * 2)
+
+
+def test_cli_train_and_release_all_three(run, data_dir, tmp_path):
+    for kind in ("ppsgan", "ppapnet", "acgan"):
+        model = tmp_path / f"{kind}.pt"
+        r = run(
+            "train-ppsgan", "--model", kind, "--dataset", "mnist:train", "--limit", 128, "--width", 4,
+            "--latent", 16, "--ae-epochs", 1, "--epochs", 1, "--batch-size", 32, "--n-critic", 1,
+            "--delta", 1e-8, "--output", model, "--data-dir", data_dir, "-q",
+        )  # fmt: skip
+        assert r.exit_code == 0, r.output
+        out = tmp_path / f"rel-{kind}"
+        r = run(
+            "release", "--dataset", "builtin-mnist:test", "--method", kind, "--param", f"model={model}",
+            "--seed", 0, "--output", out,
+        )  # fmt: skip
+        assert r.exit_code == 0, r.output
+        m = json.loads((out / "manifest.json").read_text())
+        g = m["guarantee"]
+        assert g["model"] == "empirical" and g["epsilon"] is None and len(m["files"]) == 2500
+        assert "no formal privacy guarantee" in " ".join(g["caveats"])
+    assert "noise" in " ".join(
+        json.loads((tmp_path / "rel-ppsgan" / "manifest.json").read_text())["guarantee"]["caveats"]
+    )
+    with pytest.raises(ParameterError, match="a ppsgan model, not acgan"):
+        get_mechanism("acgan", model=str(tmp_path / "ppsgan.pt")).release(ImageSet(np.zeros((1, 28, 28, 1))), 0)
+    with pytest.raises(ParameterError, match="--size 28x28"):
+        get_mechanism("ppsgan", model=str(tmp_path / "ppsgan.pt")).release(ImageSet(np.zeros((1, 32, 32, 1))), 0)
+    with pytest.raises(ParameterError, match="need labels"):
+        get_mechanism("acgan", model=str(tmp_path / "acgan.pt")).release(ImageSet(np.zeros((2, 28, 28, 1))), 0)
