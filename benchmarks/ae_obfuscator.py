@@ -206,7 +206,8 @@ def render(data: dict) -> None:
         "# Paper 003 reproduction: adjustable-privacy autoencoder obfuscator",
         "",
         "Privacy is the accuracy of an adversary inferring the private attribute (gender) from released data "
-        "(lower is better; 0.5 is a coin flip); utility is the accuracy of a utility provider trained on released "
+        "(lower is better; guessing the majority class scores 0.674 on Adult's test file, 67.4 % male, and 0.570 on "
+        "the CelebA test split, 43.0 % male); utility is the accuracy of a utility provider trained on released "
         "data, scored on the original test data (the paper's protocol; the score on released test data is also "
         "given). Weak adversary: trained on original data. Strong adversary: trained on the released train split "
         "(same model and settings, fresh noise). No formal guarantee: these numbers are the privacy. Produced by "
@@ -276,6 +277,10 @@ def render(data: dict) -> None:
                 if pts:
                     x, y = np.array(pts).T
                     axes[0].plot(x, y, mk, color=color, label=f"{series}, {adv}")
+        for k in sorted({r["K"] for r in case["rows"] if r["series"] == "K sweep"}):
+            pts = [(r["weak"], r["utility"]) for r in case["rows"] if r["series"] == "K sweep" and r["K"] == k]
+            x, y = np.array(pts).T
+            axes[0].plot(x, y, "x", ms=7, label=f"K={k:g} (weak; Fig. 7)")
         if part in AUTHORS:
             a = AUTHORS[part]
             axes[0].plot(a["weak"], a["utility"][: len(a["weak"])], "k*-", label="authors (weak)")

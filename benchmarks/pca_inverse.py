@@ -124,6 +124,13 @@ def faces(data: dict) -> None:
             sound[f"paper/{d}/{e}"] = _acc(clf, get_mechanism("pca-inverse", epsilon=e / d, d=d, batch=300), test, e)[0]
     data["faces_sound"] = sound
     log("faces sound: " + json.dumps(sound))
+    face_pictures(data, test)
+
+
+def face_pictures(data: dict, test=None) -> None:
+    """Tables 4 and 5 analogues: one face over d × ε, and 18 faces over ε (LFW, research use)."""
+    if test is None:
+        test = load_dataset("lfw-gender:test", size=(80, 80)).grayscale()
     batch = test.subset(slice(0, 300))
     rows = []
     for d in (4, 20, 100):
@@ -140,16 +147,16 @@ def faces(data: dict) -> None:
         [f"ε={e}" for e in (1, 5, 15)],
         "One LFW face (research use), paper-faithful PCA inverse, batch of 300 (not DP)",
     )
-    rows = []
+    rows = [list(batch.as_float()[:18])]
     for e in (1, 5, 15):
         rel = get_mechanism("pca-inverse", epsilon=float(e), d=20, batch=300).release(batch, 3).images.images
-        rows.append([rel[i] for i in range(6)])
+        rows.append(list(rel[:18]))
     _grid_png(
         OUT / "pca_faces_eps.png",
         rows,
-        [f"ε={e}" for e in (1, 5, 15)],
-        [""] * 6,
-        "Six LFW faces (research use) at d = 20 over ε, paper-faithful (not DP)",
+        ["original", *(f"ε={e}" for e in (1, 5, 15))],
+        [""] * 18,
+        "18 LFW faces (research use) at d = 20 over ε, paper-faithful (not DP)",
     )
 
 
@@ -311,7 +318,8 @@ def render(data: dict) -> None:
         "basis only pays with many more images per basis; a public basis is the practical sound choice.",
         "- Faces: the raw accuracy of the paper's seven-layer CNN on our 2,000-image GenderRecog sample is well "
         "below the paper's 90.24 % (it trained on the full GenderRecog set); privatized accuracy grows with ε and "
-        "d as the paper's Fig. 4 says, from near chance.",
+        "d as the paper's Fig. 4 says, from near chance. On the CelebA subset (Male) the same CNN reaches 84.5 % raw "
+        "and 71.6 % at d = 100, ε = 15; no valley over d either.",
     ]
     lines += [
         "",
@@ -332,7 +340,7 @@ def main() -> None:
     data = json.loads(path.read_text()) if path.exists() else {}
     if not args.render:
         for part in args.parts.split(","):
-            {"mnist": mnist, "faces": faces, "celeba": celeba}[part](data)
+            {"mnist": mnist, "faces": faces, "celeba": celeba, "pictures": face_pictures}[part](data)
             path.write_text(json.dumps(data, indent=1))
     render(data)
     log(f"wrote {OUT / 'pca_inverse.md'}")

@@ -196,7 +196,7 @@ def test_cli_train_and_release_adult_records(run, data_dir, tmp_path):
 
     model = tmp_path / "adult.pt"
     r = run(
-        "train-obfuscator", "--dataset", "adult:train", "--limit", 3000, "--epochs", 2,
+        "train-obfuscator", "--dataset", "adult:train", "--limit", 3000, "--epochs", 2, "--measure", "2",
         "--output", model, "--data-dir", data_dir, "-q",
     )  # fmt: skip
     assert r.exit_code == 0, r.output
@@ -208,7 +208,7 @@ def test_cli_train_and_release_adult_records(run, data_dir, tmp_path):
     )
     out = tmp_path / "rel"
     args = ("release", "--dataset", "adult:test", "--method", "ae-obfuscator", "--param", f"model={model}",
-            "--param", "sigma2=2", "--seed", 5, "--data-dir", data_dir)  # fmt: skip
+            "--param", "sigma2=2", "--param", "K=50", "--seed", 5, "--data-dir", data_dir)  # fmt: skip
     r = run(*args, "--output", out)
     assert r.exit_code == 0, r.output
     df = pd.read_csv(out / "records.csv")
@@ -217,6 +217,12 @@ def test_cli_train_and_release_adult_records(run, data_dir, tmp_path):
     assert feats.min() >= 0 and feats.max() <= 1
     m = json.loads((out / "manifest.json").read_text())
     assert m["guarantee"]["model"] == "empirical" and m["records"] == len(df)
+    # The release at the measured setting (σ² = 2, K = 50, f) carries the measured accuracies; others say so.
+    got = m["guarantee"]["measured"]
+    assert {"weak_adversary_accuracy", "strong_adversary_accuracy", "utility_accuracy"} <= set(got)
+    assert 0.5 < got["adversary_accuracy_on_original"] <= 1 and 0 <= got["weak_adversary_accuracy"] <= 1
+    other = get_mechanism("ae-obfuscator", model=str(model), sigma2=7.0, K=50.0).guarantee((0, 0, 0))
+    assert "utility_accuracy" not in other.measured and "not measured at these settings" in " ".join(other.caveats)
     r = run(*args, "--output", tmp_path / "rel2")
     assert (tmp_path / "rel2" / "records.csv").read_bytes() == (out / "records.csv").read_bytes()  # same seed
     # Budget accounting refuses an empirical release before writing anything.

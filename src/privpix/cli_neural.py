@@ -30,6 +30,13 @@ def celeba_64(data):
 @click.option("--patience", type=int, default=3, show_default=True, help="Early stopping on validation loss.")
 @click.option("--val-fraction", type=float, default=0.1, show_default=True)
 @click.option("--limit", type=int, default=None, help="Train on a seeded subset of this many records.")
+@click.option(
+    "--measure",
+    default=None,
+    help="Comma-separated σ² values: measure weak/strong adversaries and the utility provider on the validation "
+    "split at each (with f and --measure-k) and store the accuracies in the model file, for every release to carry.",
+)
+@click.option("--measure-k", type=float, default=None, help="K for --measure (default 3000 images, 50 records).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None)
 @click.option("--output", required=True, type=click.Path(dir_okay=False), help="Model file to write.")
@@ -45,6 +52,8 @@ def train_obfuscator(
     patience,
     val_fraction,
     limit,
+    measure,
+    measure_k,
     seed,
     data_dir,
     output,
@@ -75,6 +84,9 @@ def train_obfuscator(
         data = celeba_64(data) if data.shape[:2] != (64, 64) else data
         x = data.as_float()
         y = (np.asarray(data.attributes[utility]) > 0).astype(np.int64)
+        if private not in data.attributes:
+            raise ParameterError(f"--private {private}: not an attribute of {dataset}")
+        priv = (np.asarray(data.attributes[private]) > 0).astype(np.int64)
         n_features = 0
         encoding = None
     else:
@@ -90,6 +102,10 @@ def train_obfuscator(
             data = data.subset(np.sort(rng.choice(len(data), limit, replace=False)))
         encoding = fit_record_encoding(data, private)
         x, y = encode_records(data, encoding), data.labels
+        values = sorted(data.frame[private].unique())
+        if len(values) != 2:
+            raise ParameterError(f"--private {private}: must be a binary column, has {len(values)} values")
+        priv = (data.frame[private] == values[1]).to_numpy(dtype=np.int64)
         n_features = x.shape[1]
     perm = rng.permutation(len(x))
     n_val = max(2, round(val_fraction * len(x)))
@@ -117,6 +133,11 @@ def train_obfuscator(
         "history": hist,
         "train_seconds": round(time.perf_counter() - t0, 1),
     }
+    if measure:
+        from privpix.cli import _floats
+
+        k = measure_k if measure_k is not None else (3000.0 if kind == "image" else 50.0)
+        meta["measured"] = _measure(net, x, y, priv, tr, val, _floats(measure, "--measure"), k, quiet)
     save_obfuscator(out, net, meta)
     if not quiet:
         sec = np.mean(hist["sec"])
@@ -127,6 +148,21 @@ def train_obfuscator(
             highlight=False,
         )
         console.print(json.dumps({k: hist[k][-1] for k in ("val_ae", "val_nll", "val_acc")}), highlight=False)
+
+
+def _measure(net, x, y, priv, tr, val, sigma2s, K, quiet) -> list[dict]:
+    """Weak/strong adversary and utility-provider accuracies on the validation split, per σ² (with f, K)."""
+    from privpix.evaluation.obfuscation import AttributeData, measure_release, obfuscator_release, train_inferrer
+
+    train, test = AttributeData(x[tr], y[tr], priv[tr]), AttributeData(x[val], y[val], priv[val])
+    weak = train_inferrer(train, "private")
+    rows = [{"sigma2": None, "K": None, "use_f": None, "weak": weak.score(test.x, test.private)}]
+    for s2 in sigma2s:
+        r = measure_release(obfuscator_release(net, sigma2=s2, K=K, use_f=True), train, test, weak_adversary=weak)
+        rows.append({"sigma2": s2, "K": K, "use_f": True, **r})
+        if not quiet:
+            console.print(f"measured at σ²={s2:g}, K={K:g}: {json.dumps(r)}", highlight=False)
+    return rows
 
 
 @main.command("train-ppsgan")

@@ -61,7 +61,18 @@ class AEObfuscator(Mechanism):
             f"trained to keep {meta.get('utility', 'the utility feature')}; the model file was fitted on "
             f"{meta.get('fitted_on', 'unrecorded data')}",
         )
-        measured = {k: float(v) for k, v in meta.get("measured", {}).items()}
+        rows = meta.get("measured", [])
+        settings = [r for r in rows if r["sigma2"] is not None]
+        match = [r for r in settings if (r["sigma2"], r["K"], r["use_f"]) == (self.sigma2, self.K, self.use_f)]
+        base = [r["weak"] for r in rows if r["sigma2"] is None]
+        measured = {"adversary_accuracy_on_original": base[0]} if base else {}
+        if match:
+            measured.update({f"{k}_adversary_accuracy": match[0][k] for k in ("weak", "strong") if k in match[0]})
+            measured["utility_accuracy"] = match[0]["utility"]
+            caveats += ("measured on the model's validation split at these σ², K and f",)
+        elif settings:
+            done = ", ".join(f"σ²={r['sigma2']:g} K={r['K']:g}" for r in settings)
+            caveats += (f"not measured at these settings (the model file has: {done})",)
         return Guarantee(model="empirical", unit="n/a", caveats=caveats, measured=measured)
 
     def _g_seed(self, rng: RNG) -> int:
