@@ -181,12 +181,15 @@ def test_protocol_noise_baseline_and_decorrelation():
     r1 = gaussian_noise_release(0.1)(x[:5], y[:5], 4)
     np.testing.assert_array_equal(r1, gaussian_noise_release(0.1)(x[:5], y[:5], 4))
     # The obfuscator with f keeps the utility feature; the decoder follows the class injected through f.
-    net, _ = train_obfuscator("tabular", x[:800], y[:800], x[800:900], y[800:900], epochs=15, batch_size=32)
+    # 40 epochs without early stopping: a decoder trained this long follows f's class (0.92 agreement here).
+    net, _ = train_obfuscator(
+        "tabular", x[:800], y[:800], x[800:900], y[800:900], epochs=40, batch_size=32, patience=40
+    )
     kept = measure_release(obfuscator_release(net, sigma2=1.0, K=5, use_f=True), train, test, inferrer=kw)
     assert kept["utility"] > 0.9 and "weak" not in kept
     provider = train_inferrer(train, "utility", **kw)
     d = decorrelation(net, test, provider, K=5, seed=0)
-    assert d["agreement"] > 0.75 and d["p_class1"].shape == (300,)
+    assert d["agreement"] > 0.85 and d["p_class1"].shape == (300,)
     with pytest.raises(ParameterError, match=r"AttributeData\.private"):
         AttributeData(x[:3], y[:3], np.array([0, 2, 1]))
 
