@@ -20,6 +20,21 @@ def celeba_64(data):
     return data.with_images(data.images[:, top : top + side, left : left + side]).resized(64, 64)
 
 
+def _training_options(fn):
+    """The options every training command shares: seed, data location, model file, overwrite, quiet."""
+    for opt in reversed(
+        [
+            click.option("--seed", type=int, default=0, show_default=True),
+            click.option("--data-dir", type=click.Path(file_okay=False), default=None),
+            click.option("--output", required=True, type=click.Path(dir_okay=False), help="Model file to write."),
+            click.option("--force", is_flag=True),
+            click.option("--quiet", "-q", is_flag=True),
+        ]
+    ):
+        fn = opt(fn)
+    return fn
+
+
 @main.command("train-obfuscator")
 @click.option("--dataset", required=True, help="celeba[:train] (images) or adult[:train] (records).")
 @click.option("--utility", default=None, help="Utility feature: a CelebA attribute (default Smiling) or income.")
@@ -37,11 +52,7 @@ def celeba_64(data):
     "split at each (with f and --measure-k) and store the accuracies in the model file, for every release to carry.",
 )
 @click.option("--measure-k", type=float, default=None, help="K for --measure (default 3000 images, 50 records).")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--data-dir", type=click.Path(file_okay=False), default=None)
-@click.option("--output", required=True, type=click.Path(dir_okay=False), help="Model file to write.")
-@click.option("--force", is_flag=True)
-@click.option("--quiet", "-q", is_flag=True)
+@_training_options
 def train_obfuscator(
     dataset,
     utility,
@@ -177,11 +188,7 @@ def _measure(net, x, y, priv, tr, val, sigma2s, K, quiet) -> list[dict]:
 @click.option("--batch-size", type=int, default=256, show_default=True)
 @click.option("--n-critic", type=int, default=5, show_default=True, help="Critic steps per generator step.")
 @click.option("--limit", type=int, default=None, help="Train on a seeded subset of this many images.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--data-dir", type=click.Path(file_okay=False), default=None)
-@click.option("--output", required=True, type=click.Path(dir_okay=False), help="Model file to write.")
-@click.option("--force", is_flag=True)
-@click.option("--quiet", "-q", is_flag=True)
+@_training_options
 def train_ppsgan(
     kind, dataset, epsilon, delta, d, width, ae_epochs, epochs, batch_size, n_critic, limit, seed, data_dir, output,
     force, quiet,
