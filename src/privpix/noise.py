@@ -103,6 +103,15 @@ def make_rng(seed: int | None = None, *, secure: bool = False) -> RNG:
     return np.random.default_rng(seed)
 
 
+def torch_seed(rng: RNG | None = None) -> int:
+    """A seed for a torch ``Generator`` (the neural mechanisms' noise): drawn from ``rng`` when it is a seeded
+    NumPy Generator, so the same release seed gives the same torch noise; from the OS CSPRNG otherwise
+    (secure mode, or no rng)."""
+    if isinstance(rng, np.random.Generator):
+        return int(rng.integers(0, 2**62))
+    return int.from_bytes(os.urandom(8), "little") >> 2
+
+
 def is_secure(rng: RNG) -> bool:
     return isinstance(rng, SecureRandom)
 

@@ -102,25 +102,10 @@ def release_to_dir(
         if guarantee is None:
             raise ParameterError("nothing to release: the input holds no images")
         # Replace an earlier release only now that the new one is complete.
-        old = out / MANIFEST
-        if old.exists():
-            old.unlink()
-            for p in out.glob("*.png"):
-                p.unlink()
+        _remove_earlier_release(out)
         for f in files:
             (stage / f["name"]).replace(out / f["name"])
-        manifest = {
-            "privpix_version": __version__,
-            "mechanism": mechanism.name,
-            "parameters": mechanism.parameters(),
-            "guarantee": guarantee.to_dict(),
-            "guarantee_text": guarantee.text(),
-            "seconds": time.perf_counter() - t0,
-            **(metadata or {}),
-            "files": files,
-        }
-        write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=2, default=_json_default))
-        return manifest
+        return _write_manifest(out, mechanism, guarantee, time.perf_counter() - t0, metadata, files=files)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 
@@ -147,23 +132,40 @@ def release_records_to_dir(
     if len(rel.frame) == 0:
         raise ParameterError("nothing to release: the input holds no records")
     prepare_output(out, force)
+    _remove_earlier_release(out)
+    data = rel.frame.to_csv(index=False, float_format="%.6g").encode()
+    write_bytes_atomic(out / RECORDS, data)
+    files = [{"name": RECORDS, "sha256": hashlib.sha256(data).hexdigest(), "source": records.source}]
+    return _write_manifest(out, mechanism, rel.guarantee, rel.seconds, metadata, records=len(rel.frame), files=files)
+
+
+def _remove_earlier_release(out: Path) -> None:
+    """Drop the manifest and the files of an earlier release in ``out`` (images or records)."""
     old = out / MANIFEST
     if old.exists():
         old.unlink()
-        for p in out.glob("*.png"):
-            p.unlink()
-    data = rel.frame.to_csv(index=False, float_format="%.6g").encode()
-    write_bytes_atomic(out / RECORDS, data)
+        for p in [*out.glob("*.png"), out / RECORDS]:
+            p.unlink(missing_ok=True)
+
+
+def _write_manifest(
+    out: Path,
+    mechanism: Mechanism,
+    guarantee: Guarantee,
+    seconds: float,
+    metadata: dict[str, Any] | None,
+    **files_and_counts: Any,
+) -> dict[str, Any]:
+    """Write ``manifest.json`` last, atomically (after the metadata: ``records`` if any, then ``files``)."""
     manifest = {
         "privpix_version": __version__,
         "mechanism": mechanism.name,
         "parameters": mechanism.parameters(),
-        "guarantee": rel.guarantee.to_dict(),
-        "guarantee_text": rel.guarantee.text(),
-        "seconds": rel.seconds,
+        "guarantee": guarantee.to_dict(),
+        "guarantee_text": guarantee.text(),
+        "seconds": seconds,
         **(metadata or {}),
-        "records": len(rel.frame),
-        "files": [{"name": RECORDS, "sha256": hashlib.sha256(data).hexdigest(), "source": records.source}],
+        **files_and_counts,
     }
     write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=2, default=_json_default))
     return manifest

@@ -6,8 +6,8 @@
 * **Utility provider**: trained on released data; scored on the *original* test data (the paper's protocol)
   and, as earlier works did, on released test data.
 
-Privacy is reported as the adversaries' accuracy (lower is better; 0.5 is a coin flip for a balanced binary
-attribute) and the trade-off plots use ``1 − accuracy`` as in the paper's figures. Everything random follows
+Privacy is reported as the adversaries' accuracy, the "leakage" axis of the paper's trade-off figures (lower
+is better; guessing the majority class is the floor for an unbalanced attribute). Everything random follows
 ``seed``.
 """
 

@@ -118,7 +118,6 @@ class Mechanism:
     uses_epsilon: ClassVar[bool] = True
     uses_delta: ClassVar[bool] = False
     params: ClassVar[tuple[Param, ...]] = ()
-    supports_records: ClassVar[bool] = False  # True when release_records is implemented
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, **params: Any) -> None:
         if self.uses_epsilon:
@@ -200,9 +199,24 @@ class Mechanism:
             seconds=time.perf_counter() - t0,
         )
 
-    def release_records(self, records: RecordSet, rng: RNG | int | None = None) -> RecordRelease:
-        """Privatize tabular records (only mechanisms with ``supports_records``)."""
+    @property
+    def supports_records(self) -> bool:
+        """Whether the mechanism releases tabular records (it implements :meth:`_privatize_records`)."""
+        return type(self)._privatize_records is not Mechanism._privatize_records
+
+    def _privatize_records(self, records: RecordSet, rng: RNG) -> pd.DataFrame:
+        """Hook for mechanisms that release tabular records: the released columns as a DataFrame."""
         raise ParameterError(f"{self.name}: releases images, not tabular records")
+
+    def release_records(self, records: RecordSet, rng: RNG | int | None = None) -> RecordRelease:
+        """Privatize tabular records; ``rng`` as in :meth:`release`."""
+        if not isinstance(records, RecordSet):
+            raise ParameterError(f"{self.name}: release_records expects a RecordSet, got {type(records).__name__}")
+        if rng is None or isinstance(rng, int | np.integer):
+            rng = make_rng(None if rng is None else int(rng))
+        t0 = time.perf_counter()
+        frame = self._privatize_records(records, rng)
+        return RecordRelease(frame, self.guarantee((0, 0, 0)), self.name, self.parameters(), time.perf_counter() - t0)
 
 
 MECHANISMS: dict[str, type[Mechanism]] = {}

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import time
-
 import numpy as np
 import pandas as pd
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Mechanism, Param, RecordRelease, register
-from privpix.noise import RNG, make_rng
+from privpix.mechanisms.base import Mechanism, Param, register
+from privpix.noise import RNG, torch_seed
 
 
 @register
@@ -29,7 +26,6 @@ class AEObfuscator(Mechanism):
     model = "empirical"
     soundness = "empirical only: privacy is the measured adversary accuracy"
     uses_epsilon = False
-    supports_records = True
     params = (
         Param("model", str, "", "obfuscator model file (privpix train-obfuscator)"),
         Param("sigma2", float, 0.0, "g: noise multiplier on the R output (× its mean |activation|)", minimum=0.0),
@@ -75,34 +71,23 @@ class AEObfuscator(Mechanism):
             caveats += (f"not measured at these settings (the model file has: {done})",)
         return Guarantee(model="empirical", unit="n/a", caveats=caveats, measured=measured)
 
-    def _g_seed(self, rng: RNG) -> int:
-        # g's torch generator is seeded from the release rng: reproducible with a seed, OS entropy when secure.
-        if isinstance(rng, np.random.Generator):
-            return int(rng.integers(0, 2**62))
-        return int.from_bytes(os.urandom(8), "little") >> 2
-
-    def release_records(self, records: RecordSet, rng: RNG | int | None = None) -> RecordRelease:
-        """Obfuscate UCI-Adult-style records with a ``tabular`` model; returns the released feature columns
-        (the model's one-hot/min–max columns, values in [0, 1]) plus the utility label when ``keep_label``."""
+    def _privatize_records(self, records: RecordSet, rng: RNG) -> pd.DataFrame:
+        """Obfuscate UCI-Adult-style records with a ``tabular`` model: the model's one-hot/min–max columns
+        (values in [0, 1]) plus the utility label column when ``keep_label``."""
         from privpix.mechanisms.neural.obfuscator import obfuscate
         from privpix.mechanisms.neural.records import encode_records
 
-        if not isinstance(records, RecordSet):
-            raise ParameterError(f"{self.name}: release_records expects a RecordSet, got {type(records).__name__}")
-        if rng is None or isinstance(rng, int | np.integer):
-            rng = make_rng(None if rng is None else int(rng))
         net, meta = self._load()
         enc = meta.get("record_encoding")
         if net.kind != "tabular" or not enc:
             raise ParameterError(f"{self.values['model']}: an {net.kind} model; use it on images, not records")
-        t0 = time.perf_counter()
         x = encode_records(records, enc)
         labels = records.labels if self.use_f else None
-        out = obfuscate(net, x, labels, sigma2=self.sigma2, K=self.K, use_f=self.use_f, seed=self._g_seed(rng))
+        out = obfuscate(net, x, labels, sigma2=self.sigma2, K=self.K, use_f=self.use_f, seed=torch_seed(rng))
         frame = pd.DataFrame(np.clip(out, 0, 1), columns=enc["columns"])
         if self.keep_label:
             frame[records.label_column] = records.frame[records.label_column].to_numpy()
-        return RecordRelease(frame, self.guarantee((0, 0, 0)), self.name, self.parameters(), time.perf_counter() - t0)
+        return frame
 
     def _privatize_set(self, images: ImageSet, rng: RNG) -> np.ndarray:
         from privpix.mechanisms.neural.obfuscator import obfuscate
@@ -124,6 +109,6 @@ class AEObfuscator(Mechanism):
                 )
             labels = (np.asarray(images.attributes[attr]) > 0).astype(np.int64)
         out = obfuscate(
-            net, images.as_float(), labels, sigma2=self.sigma2, K=self.K, use_f=self.use_f, seed=self._g_seed(rng)
+            net, images.as_float(), labels, sigma2=self.sigma2, K=self.K, use_f=self.use_f, seed=torch_seed(rng)
         )
         return np.clip(out, 0, 1)

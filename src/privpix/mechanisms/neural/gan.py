@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Mechanism, Param, register
-from privpix.noise import RNG
+from privpix.noise import RNG, torch_seed
 
 
 class _TrainedGAN(Mechanism):
@@ -67,9 +65,7 @@ class _TrainedGAN(Mechanism):
             )
         if self.name == "acgan" and images.labels is None:
             raise ParameterError("acgan draws one synthetic image per input of the same class: the images need labels")
-        seed = int(rng.integers(0, 2**62)) if isinstance(rng, np.random.Generator) else None
-        seed = seed if seed is not None else int.from_bytes(os.urandom(8), "little") >> 2
-        return np.clip(anonymize(gen, images.as_float(), images.labels, seed=seed), 0.0, 1.0)
+        return np.clip(anonymize(gen, images.as_float(), images.labels, seed=torch_seed(rng)), 0.0, 1.0)
 
 
 @register

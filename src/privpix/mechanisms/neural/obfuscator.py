@@ -22,7 +22,6 @@ and 64→64→62; decoder 64→128→128→102 with sigmoid).
 from __future__ import annotations
 
 import math
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,8 @@ from typing import Any
 import numpy as np
 
 from privpix.errors import ParameterError, require_torch
+from privpix.evaluation.inference import as_tensor
+from privpix.noise import torch_seed
 
 FORMAT = "privpix-ae-obfuscator/1"
 KINDS = ("image", "tabular")
@@ -140,12 +141,6 @@ def init_weights(net) -> None:
             nn.init.zeros_(m.bias)
 
 
-def _to_tensor(x: np.ndarray, kind: str):
-    from privpix.evaluation.inference import as_tensor
-
-    return as_tensor(x, kind)
-
-
 def train_obfuscator(
     kind: str,
     x_train: np.ndarray,
@@ -172,7 +167,7 @@ def train_obfuscator(
     torch.manual_seed(seed)
     n_feat = 0 if kind == "image" else int(np.asarray(x_train).shape[1])
     net = build_obfuscator(kind, n_feat or 102)
-    xt, xv = _to_tensor(x_train, kind), _to_tensor(x_val, kind)
+    xt, xv = as_tensor(x_train, kind), as_tensor(x_val, kind)
     yt, yv = (torch.from_numpy(np.asarray(y, dtype=np.int64)) for y in (y_train, y_val))
     # The paper's Adam (β1 = 0.5 as the authors' code); one optimiser per loss, as Algorithm 1 updates
     # different parameter sets with each.
@@ -250,7 +245,7 @@ def obfuscate(
     if sigma2 < 0 or K < 0:
         raise ParameterError(f"sigma2 and K must be >= 0, got sigma2={sigma2}, K={K}")
     kind = net.kind
-    xt = _to_tensor(x, kind)
+    xt = as_tensor(x, kind)
     if use_f:
         if labels is None:
             raise ParameterError("f needs each record's true utility label; give labels or set use_f=false")
@@ -258,7 +253,7 @@ def obfuscate(
         if lab.shape != (len(xt),) or not set(np.unique(lab)) <= {0, 1}:
             raise ParameterError(f"labels must be 0/1 with shape ({len(xt)},)")
     gen = torch.Generator()
-    gen.manual_seed(int(seed) if seed is not None else int.from_bytes(os.urandom(8), "little") >> 1)
+    gen.manual_seed(int(seed) if seed is not None else torch_seed())
     out = []
     net.eval()
     with torch.no_grad():

@@ -30,7 +30,6 @@ reweights the noise per image, so no (ε, δ)-DP statement follows. privpix mark
 from __future__ import annotations
 
 import math
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from privpix.errors import ParameterError, require_torch
+from privpix.noise import torch_seed
 
 FORMAT = "privpix-ppsgan/1"
 KINDS = ("ppsgan", "ppapnet", "acgan")
@@ -361,7 +361,7 @@ def anonymize(gen, images: np.ndarray, labels: np.ndarray | None = None, *, seed
     image per input of the same class (``labels`` required). ``seed`` fixes the noise."""
     torch = _torch()
     gen.eval()
-    g = torch.Generator().manual_seed(int(seed) if seed is not None else int.from_bytes(os.urandom(8), "little") >> 2)
+    g = torch.Generator().manual_seed(int(seed) if seed is not None else torch_seed())
     out = []
     with torch.no_grad():
         if gen.kind == "acgan":
