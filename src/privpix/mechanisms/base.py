@@ -186,8 +186,7 @@ class Mechanism:
         """Privatize ``images``; ``rng`` is a Generator, SecureRandom, or an integer seed."""
         if not isinstance(images, ImageSet):
             raise ParameterError(f"{self.name}: release expects an ImageSet, got {type(images).__name__}")
-        if rng is None or isinstance(rng, int | np.integer):
-            rng = make_rng(None if rng is None else int(rng))
+        rng = _as_rng(rng)
         t0 = time.perf_counter()
         out = np.asarray(self._privatize_set(images, rng), dtype=np.float32)
         released = images.with_images(out)
@@ -212,11 +211,17 @@ class Mechanism:
         """Privatize tabular records; ``rng`` as in :meth:`release`."""
         if not isinstance(records, RecordSet):
             raise ParameterError(f"{self.name}: release_records expects a RecordSet, got {type(records).__name__}")
-        if rng is None or isinstance(rng, int | np.integer):
-            rng = make_rng(None if rng is None else int(rng))
+        rng = _as_rng(rng)
         t0 = time.perf_counter()
         frame = self._privatize_records(records, rng)
         return RecordRelease(frame, self.guarantee((0, 0, 0)), self.name, self.parameters(), time.perf_counter() - t0)
+
+
+def _as_rng(rng: RNG | int | None) -> RNG:
+    """A Generator or SecureRandom passes through; an integer seeds a Generator; ``None`` takes OS entropy."""
+    if rng is None or isinstance(rng, int | np.integer):
+        return make_rng(None if rng is None else int(rng))
+    return rng
 
 
 MECHANISMS: dict[str, type[Mechanism]] = {}
