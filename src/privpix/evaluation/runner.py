@@ -11,7 +11,7 @@ import numpy as np
 from privpix.data.imageset import ImageSet
 from privpix.evaluation.quality import entropy, psnr, ssim
 from privpix.evaluation.utility import PROTOCOLS, utility
-from privpix.mechanisms.base import get_mechanism, mechanism_class
+from privpix.mechanisms.base import Mechanism, Release, get_mechanism, mechanism_class
 from privpix.noise import make_rng
 
 # Every row of :func:`evaluate` has at least these keys (the JSON contract of `privpix evaluate`).
@@ -47,38 +47,47 @@ def evaluate(
         for eps in eps_list:
             mech = get_mechanism(method, epsilon=eps, **params.get(method, {}))
             for rep in range(repeats):
-                cell_seed = _cell_seed(seed, method, eps, rep)
-                rng = make_rng(cell_seed)
-                rel_train = mech.release(train, rng)
-                rel_test = mech.release(test, rng)
-                u = utility(train, rel_train.images, test, rel_test.images, PROTOCOLS[0], seed=cell_seed)
-                ua = utility(train, rel_train.images, test, rel_test.images, PROTOCOLS[1], seed=cell_seed)
-                orig, out = test.as_float(), rel_test.images.as_float()
-                p = psnr(orig, out)
-                row = {
-                    "dataset": dataset or train.source,
-                    "method": method,
-                    "epsilon": eps,
-                    "repeat": rep,
-                    "seed": cell_seed,
-                    "accuracy": u.accuracy,
-                    "recall": u.recall,
-                    "f1": u.f1,
-                    "accuracy_release_all": ua.accuracy,
-                    "recall_release_all": ua.recall,
-                    "f1_release_all": ua.f1,
-                    "psnr": float(np.mean(p[np.isfinite(p)])) if np.isfinite(p).any() else math.inf,
-                    "ssim": float(np.mean(ssim(orig, out))),
-                    "entropy": float(np.mean(entropy(out))),
-                    "entropy_original": src_entropy,
-                    "seconds": rel_train.seconds + rel_test.seconds,
-                    "parameters": rel_test.parameters,
-                    "guarantee": rel_test.guarantee.to_dict(),
-                }
+                row, _, _ = evaluate_cell(mech, train, test, _cell_seed(seed, method, eps, rep), src_entropy)
+                row = {"dataset": dataset or train.source, "method": method, "repeat": rep, **row}
                 rows.append(row)
                 if progress is not None:
-                    progress(f"{method} ε={eps} rep {rep}: accuracy {u.accuracy:.3f}")
+                    progress(f"{method} ε={eps} rep {rep}: accuracy {row['accuracy']:.3f}")
     return rows
+
+
+def evaluate_cell(
+    mech: Mechanism, train: ImageSet, test: ImageSet, cell_seed: int, src_entropy: float | None = None
+) -> tuple[dict[str, Any], Release, Release]:
+    """One cell of :func:`evaluate`: release ``train`` then ``test`` with one seeded rng, score utility under
+    both protocols and the quality of the released test images. Returns the row (without ``dataset``,
+    ``method``, ``repeat``) and the two releases, for callers that attack them."""
+    rng = make_rng(cell_seed)
+    rel_train = mech.release(train, rng)
+    rel_test = mech.release(test, rng)
+    u = utility(train, rel_train.images, test, rel_test.images, PROTOCOLS[0], seed=cell_seed)
+    ua = utility(train, rel_train.images, test, rel_test.images, PROTOCOLS[1], seed=cell_seed)
+    orig, out = test.as_float(), rel_test.images.as_float()
+    p = psnr(orig, out)
+    if src_entropy is None:
+        src_entropy = float(np.mean(entropy(orig)))
+    row = {
+        "epsilon": mech.epsilon,
+        "seed": cell_seed,
+        "accuracy": u.accuracy,
+        "recall": u.recall,
+        "f1": u.f1,
+        "accuracy_release_all": ua.accuracy,
+        "recall_release_all": ua.recall,
+        "f1_release_all": ua.f1,
+        "psnr": float(np.mean(p[np.isfinite(p)])) if np.isfinite(p).any() else math.inf,
+        "ssim": float(np.mean(ssim(orig, out))),
+        "entropy": float(np.mean(entropy(out))),
+        "entropy_original": src_entropy,
+        "seconds": rel_train.seconds + rel_test.seconds,
+        "parameters": rel_test.parameters,
+        "guarantee": rel_test.guarantee.to_dict(),
+    }
+    return row, rel_train, rel_test
 
 
 def _cell_seed(seed: int, method: str, eps: float | None, rep: int) -> int:

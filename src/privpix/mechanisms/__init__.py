@@ -12,6 +12,7 @@ from privpix.mechanisms.base import (
     parse_method_spec,
     register,
 )
+from privpix.mechanisms.ldp import image  # noqa: F401  (registers)
 from privpix.mechanisms.neural import ae, gan  # noqa: F401  (registers; imports torch only when used)
 
 __all__ = [

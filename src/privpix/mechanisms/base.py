@@ -174,6 +174,18 @@ class Mechanism:
         """The guarantee a release of images of ``shape`` = (h, w, c) carries."""
         raise NotImplementedError
 
+    def audit_unit(self) -> tuple[str, int]:
+        """How two neighbouring inputs differ for the claim :meth:`guarantee` makes, for the empirical audit:
+        ``("image", 1)`` (one image replaced by any other), ``("column", 1)`` (one pixel column of one image),
+        ``("pixels", m)`` (up to m pixels of one image) or ``("dataset", 1)`` (two datasets that differ in one
+        image, for mechanisms whose output for one image depends on the others)."""
+        return ("image", 1)
+
+    def audit_claim(self, shape: tuple[int, int, int]) -> tuple[float | None, float]:
+        """(ε, δ) claimed for the :meth:`audit_unit` neighbours; ``(None, 0)`` when nothing is claimed."""
+        g = self.guarantee(shape)
+        return g.epsilon, g.delta
+
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         """(n, h, w, c) float in [0, 1] → released array of the same shape (float)."""
         raise NotImplementedError

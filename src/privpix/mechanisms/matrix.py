@@ -76,6 +76,9 @@ class _SingularValueMechanism(Mechanism):
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         return knob_guarantee(self.epsilon, _SVD_CAVEATS)
 
+    def audit_unit(self) -> tuple[str, int]:
+        return ("column", 1)
+
     def _perturb(self, s: np.ndarray, r: np.ndarray, eps: float, rng: RNG) -> np.ndarray:
         """Laplace(λ₁/eps) on each of the first r singular values (Δ₁ of D^{r×r} = its largest column L1 norm
         = λ₁), then the optional monotone post-processing of those r values."""
@@ -215,6 +218,9 @@ class LRA(Mechanism):
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         return knob_guarantee(self.epsilon, _LRA_CAVEATS)
+
+    def audit_unit(self) -> tuple[str, int]:
+        return ("column", 1)
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         n, h, w, c = x.shape

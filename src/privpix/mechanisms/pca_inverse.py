@@ -173,6 +173,16 @@ class PCAInverse(Mechanism):
             ),
         )
 
+    def audit_unit(self) -> tuple[str, int]:
+        # A private or DP basis makes every released image depend on the whole batch.
+        return ("image", 1) if self.basis == "public" else ("dataset", 1)
+
+    def audit_claim(self, shape: tuple[int, int, int]) -> tuple[float | None, float]:
+        if self.basis == "private":
+            # The paper's ε is per reduced attribute; the most its reading could promise for one image is d·ε.
+            return self.d * self.epsilon, 0.0
+        return super().audit_claim(shape)
+
     # ------------------------------------------------------------------------------------- privatize
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:

@@ -105,6 +105,11 @@ class PixelLaplace(Mechanism):
             caveats=tuple(caveats),
         )
 
+    def audit_unit(self) -> tuple[str, int]:
+        return {"pixel": ("pixels", 1), "pixels": ("pixels", self.m), "column": ("column", 1)}.get(
+            self.unit, ("image", 1)
+        )
+
     def data_sensitivity(self, x: np.ndarray) -> np.ndarray:
         """Paper 001's Δ₁A per image: max over columns j of Σ_i |a_ij| (channels summed). Shape (n,)."""
         return np.abs(x).sum(axis=(1, 3)).max(axis=1)
@@ -161,6 +166,9 @@ class DPPix(Mechanism):
                 f"assumes every pixel value lies in a range of width {self.pixel_range:g}",
             ),
         )
+
+    def audit_unit(self) -> tuple[str, int]:
+        return ("pixels", self.m)
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         n, h, w, c = x.shape

@@ -1,0 +1,318 @@
+"""Empirical ε audit: a lower bound on the ε a mechanism really spends, measured by distinguishing neighbours.
+
+For a pair of neighbouring inputs (x₀, x₁) (as the mechanism's :meth:`~privpix.mechanisms.Mechanism.audit_unit`
+defines them) the mechanism is run ``trials`` times on each. A test T (a statistic of the output and a
+threshold) that says "x₁" with false-positive rate α on x₀'s outputs and false-negative rate β on x₁'s
+outputs must, for any (ε, δ)-DP mechanism, satisfy 1 − β ≤ e^ε α + δ, so
+
+    ε ≥ ln((1 − δ − β) / α).
+
+The pair, the statistic, the threshold and the test's direction are chosen on the first half of the
+trials; α and β are then counted on the second half, and replaced by their one-sided Clopper–Pearson upper
+bounds (each at 97.5 %, so the bound holds with 95 % confidence jointly). The result is a *lower* bound:
+a mechanism whose bound exceeds its claim violates the claim (with 95 % confidence); one whose bound is at
+or below it is consistent, which is evidence, not proof. With ``n`` held-out trials per side no bound above
+about ln(n / 3.7) can be shown (``max_auditable_epsilon``): a larger claim cannot be refuted by this audit.
+
+Neighbour pairs are worst cases where the unit allows: an all-black image against one with a white column,
+pixel block or whole image (data-derived noise scales vanish on a black image), and the dataset's most
+typical image against its least typical one. For mechanisms whose output depends on the whole batch
+(``dataset`` unit) the pair is two datasets that differ in one image: ``batch`` copies of one image (a
+degenerate, zero-range batch) and a real batch, each against the same with one image replaced.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from privpix.data.imageset import ImageSet
+from privpix.errors import ParameterError
+from privpix.mechanisms.base import Mechanism
+from privpix.noise import make_rng
+
+CONFIDENCE = 0.95
+VERDICTS = ("consistent", "violated", "no-claim")
+
+
+@dataclass(frozen=True)
+class NeighbourPair:
+    """Two neighbouring inputs. ``a``/``b`` are ImageSets of one image (per-image units) or of a whole batch
+    (``dataset`` unit, differing at ``index``)."""
+
+    name: str
+    a: ImageSet
+    b: ImageSet
+    index: int = 0
+
+
+@dataclass
+class AuditResult:
+    """Outcome of :func:`audit`; ``to_dict`` is the JSON of ``privpix audit --json``.
+
+    ``refutable`` is false when the claimed ε is at or above ``max_auditable_epsilon``: then "consistent"
+    carries no information. ``perfect_distinguisher`` is true when the held-out test made no error at all:
+    on that pair the outputs do not overlap, so no finite ε holds (the bound is capped only by the trials).
+    """
+
+    method: str
+    parameters: dict[str, Any]
+    claimed_epsilon: float | None
+    claimed_delta: float
+    sound: bool
+    unit: str
+    audited_epsilon_lower: float
+    max_auditable_epsilon: float
+    trials: int
+    verdict: str
+    pair: str
+    statistic: str
+    false_positive_rate: float
+    false_negative_rate: float
+    refutable: bool = True
+    perfect_distinguisher: bool = False
+    confidence: float = CONFIDENCE
+    seconds: float = 0.0
+    pairs_tried: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------------------------- bounds
+
+
+def clopper_pearson_upper(k: int, n: int, alpha: float) -> float:
+    """One-sided upper confidence bound at level 1 − alpha for a binomial proportion k / n."""
+    if n <= 0:
+        raise ParameterError(f"n must be positive, got {n}")
+    if k >= n:
+        return 1.0
+    return float(stats.beta.ppf(1.0 - alpha, k + 1, n - k))
+
+
+def epsilon_lower_bound(fp: int, fn: int, n0: int, n1: int, delta: float = 0.0, alpha: float = 0.025) -> float:
+    """ε lower bound ln((1 − δ − β̄) / ᾱ) from a test's false positives ``fp`` of ``n0`` and false negatives
+    ``fn`` of ``n1``, with ᾱ, β̄ their Clopper–Pearson upper bounds at 1 − ``alpha`` each. 0 when the test
+    shows nothing."""
+    a_up = clopper_pearson_upper(fp, n0, alpha)
+    b_up = clopper_pearson_upper(fn, n1, alpha)
+    num = 1.0 - delta - b_up
+    if num <= 0 or a_up <= 0:
+        return 0.0
+    return max(0.0, math.log(num / a_up))
+
+
+def max_auditable_epsilon(n: int, delta: float = 0.0, alpha: float = 0.025) -> float:
+    """The largest bound ``n`` held-out trials per side can show (a perfect test)."""
+    return epsilon_lower_bound(0, 0, n, n, delta, alpha)
+
+
+# -------------------------------------------------------------------------------------- neighbours
+
+
+def _typical(images: np.ndarray) -> tuple[int, int]:
+    """Indices of the most and the least typical image (nearest to / farthest from the mean image)."""
+    flat = images.reshape(len(images), -1)
+    dist = np.linalg.norm(flat - flat.mean(axis=0), axis=1)
+    return int(np.argmin(dist)), int(np.argmax(dist))
+
+
+def _one(x: np.ndarray, source: str) -> ImageSet:
+    return ImageSet(images=x[None].astype(np.float32), source=source)
+
+
+def neighbour_pairs(mech: Mechanism, images: ImageSet) -> list[NeighbourPair]:
+    """Candidate worst-case neighbour pairs for ``mech``'s audit unit, built from ``images`` (float [0, 1])."""
+    kind, m = mech.audit_unit()
+    x = images.as_float()
+    if len(x) < 2:
+        raise ParameterError("audit needs at least 2 images to build neighbour pairs")
+    h, w = x.shape[1:3]
+    lo, hi = _typical(x)
+    typical = x[lo]
+    black = np.zeros_like(typical)
+    src = images.source
+    if kind == "dataset":
+        n = min(len(x), int(getattr(mech, "batch", 0) or len(x)))
+        if n < 2:
+            raise ParameterError("audit: a dataset-level audit needs at least 2 images")
+        same = np.repeat(typical[None], n, axis=0)
+        changed = same.copy()
+        changed[-1] = x[hi]
+        real = x[:n].copy()
+        real_changed = real.copy()
+        real_changed[-1] = x[hi] if hi >= n else black
+        mk = lambda arr: ImageSet(images=arr.astype(np.float32), source=src)  # noqa: E731
+        return [
+            NeighbourPair("identical batch vs one image replaced", mk(same), mk(changed), n - 1),
+            NeighbourPair("real batch vs one image replaced", mk(real), mk(real_changed), n - 1),
+        ]
+    if kind == "column":
+        col = int(np.argmax(np.abs(1.0 - 2.0 * typical).sum(axis=(0, 2))))
+        white_col, flipped = black.copy(), typical.copy()
+        white_col[:, 0, :] = 1.0
+        flipped[:, col, :] = 1.0 - flipped[:, col, :]
+        return [
+            NeighbourPair("black vs one white column", _one(black, src), _one(white_col, src)),
+            NeighbourPair("typical vs one column inverted", _one(typical, src), _one(flipped, src)),
+        ]
+    if kind == "pixels":
+        # m pixels in raster order inside the top-left block: for cell-averaging mechanisms they share a cell.
+        side = max(1, math.ceil(math.sqrt(m)))
+        ys, xs = np.unravel_index(np.arange(min(m, h * w)), (min(side, h), max(1, min(side, w))))
+        white_px, flipped = black.copy(), typical.copy()
+        white_px[ys, xs, :] = 1.0
+        flipped[ys, xs, :] = 1.0 - flipped[ys, xs, :]
+        return [
+            NeighbourPair(f"black vs {m} white pixel(s)", _one(black, src), _one(white_px, src)),
+            NeighbourPair(f"typical vs {m} pixel(s) inverted", _one(typical, src), _one(flipped, src)),
+        ]
+    if kind != "image":
+        raise ParameterError(f"{mech.name}: unknown audit unit {kind!r}")
+    return [
+        NeighbourPair("black vs white image", _one(black, src), _one(np.ones_like(typical), src)),
+        NeighbourPair("most vs least typical image", _one(typical, src), _one(x[hi], src)),
+    ]
+
+
+# ------------------------------------------------------------------------------------------ trials
+
+
+def _outputs(mech: Mechanism, pair_side: ImageSet, index: int, trials: int, rng, dataset_level: bool) -> np.ndarray:
+    """(trials, features) float32: the released image (per-image units, all trials in one vectorised call)
+    or, for a dataset pair, the released differing image and one unchanged image of each trial."""
+    if not dataset_level:
+        reps = pair_side.subset(np.zeros(trials, dtype=int))
+        return mech.release(reps, rng).images.flat().astype(np.float32)
+    out = np.empty((trials, 2 * int(np.prod(pair_side.shape))), dtype=np.float32)
+    for t in range(trials):
+        rel = mech.release(pair_side, rng).images.flat()
+        out[t] = np.concatenate([rel[index], rel[0]])
+    return out
+
+
+def _statistics(x0: np.ndarray, x1: np.ndarray) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
+    """Scalar statistics fitted on training outputs x0, x1: a projection on the mean difference, the single
+    most separated coordinate, and the two-sided (distance from x₀'s median) form of each."""
+    mu0, mu1 = x0.mean(axis=0), x1.mean(axis=0)
+    diff = (mu1 - mu0).astype(np.float64)
+    spread = np.sqrt(0.5 * (x0.var(axis=0) + x1.var(axis=0))) + 1e-9
+    j = int(np.argmax(np.abs(diff) / spread))
+    proj = (lambda z: z.astype(np.float64) @ diff) if np.any(diff) else (lambda z: z.astype(np.float64).sum(1))
+    coord = lambda z: z[:, j].astype(np.float64)  # noqa: E731
+    med_p, med_c = float(np.median(proj(x0))), float(np.median(coord(x0)))
+    return {
+        "projection on mean difference": proj,
+        f"pixel value {j}": coord,
+        "|projection − median under x₀|": lambda z: np.abs(proj(z) - med_p),
+        f"|pixel value {j} − median under x₀|": lambda z: np.abs(coord(z) - med_c),
+    }
+
+
+def _cp_upper(k: np.ndarray, n: int, alpha: float) -> np.ndarray:
+    """Vectorised :func:`clopper_pearson_upper`."""
+    k = np.asarray(k)
+    out = np.ones(k.shape)
+    ok = k < n
+    out[ok] = stats.beta.ppf(1.0 - alpha, k[ok] + 1, n - k[ok])
+    return out
+
+
+def _best_threshold(s0: np.ndarray, s1: np.ndarray, delta: float, alpha: float = 0.025) -> tuple[float, float, int]:
+    """(bound, threshold, sign) maximising the Clopper–Pearson ε bound on these samples; the test says x₁
+    when sign · s > sign · threshold."""
+    pooled = np.unique(np.concatenate([s0, s1]))
+    if len(pooled) > 400:
+        pooled = np.unique(np.quantile(pooled, np.linspace(0, 1, 400)))
+    cands = np.concatenate([pooled, [pooled[0] - 1.0]])
+    best = (0.0, 0.0, 1)
+    for sign in (1, -1):
+        a, b = np.sort(sign * s0), np.sort(sign * s1)
+        t = sign * cands
+        fp = len(a) - np.searchsorted(a, t, side="right")
+        fn = np.searchsorted(b, t, side="right")
+        num = 1.0 - delta - _cp_upper(fn, len(b), alpha)
+        den = _cp_upper(fp, len(a), alpha)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            eps = np.where(num > 0, np.log(np.maximum(num, 1e-300) / den), 0.0)
+        i = int(np.argmax(eps))
+        if eps[i] > best[0]:
+            best = (float(eps[i]), float(t[i]), sign)
+    return best
+
+
+def audit(
+    mech: Mechanism,
+    images: ImageSet,
+    trials: int = 2000,
+    seed: int = 0,
+    pairs: list[NeighbourPair] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> AuditResult:
+    """Audit ``mech`` on neighbour pairs built from ``images`` (see :func:`neighbour_pairs`).
+
+    ``trials`` releases per side of every pair (half choose the test, half measure it). Returns the lower
+    bound with 95 % confidence, the claim it is compared to (``mech.audit_claim``) and the verdict:
+    ``violated`` when the bound exceeds the claimed ε, ``consistent`` otherwise, ``no-claim`` when the
+    mechanism states no ε.
+    """
+    if trials < 20:
+        raise ParameterError(f"trials must be >= 20, got {trials}")
+    if not isinstance(images, ImageSet):
+        raise ParameterError("audit: images must be an ImageSet")
+    t_start = time.perf_counter()
+    rng = make_rng(seed)
+    kind, m = mech.audit_unit()
+    pairs = pairs if pairs is not None else neighbour_pairs(mech, images)
+    claim_eps, claim_delta = mech.audit_claim(images.shape)
+    guarantee = mech.guarantee(images.shape)
+    half = trials // 2
+    chosen: tuple[float, NeighbourPair, str, float, int, tuple] | None = None
+    for pair in pairs:
+        x0 = _outputs(mech, pair.a, pair.index, trials, rng, kind == "dataset")
+        x1 = _outputs(mech, pair.b, pair.index, trials, rng, kind == "dataset")
+        tr0, te0, tr1, te1 = x0[:half], x0[half:], x1[:half], x1[half:]
+        for sname, fn in _statistics(tr0, tr1).items():
+            score, thr, sign = _best_threshold(fn(tr0), fn(tr1), claim_delta)
+            if chosen is None or score > chosen[0]:
+                chosen = (score, pair, sname, thr, sign, (fn(te0), fn(te1)))
+        if progress is not None:
+            progress(f"audit {mech.name}: pair '{pair.name}' done")
+    assert chosen is not None
+    _, pair, sname, thr, sign, (s0, s1) = chosen
+    fp = int(np.sum(sign * s0 > sign * thr))
+    fn_ = int(np.sum(sign * s1 <= sign * thr))
+    bound = epsilon_lower_bound(fp, fn_, len(s0), len(s1), claim_delta)
+    if claim_eps is None:
+        verdict = "no-claim"
+    else:
+        verdict = "violated" if bound > claim_eps else "consistent"
+    unit = {"image": "one image replaced", "column": "one pixel column of one image",
+            "pixels": f"{m} pixel(s) of one image", "dataset": "one image of the dataset replaced"}[kind]  # fmt: skip
+    return AuditResult(
+        method=mech.name,
+        parameters=mech.parameters(),
+        claimed_epsilon=claim_eps,
+        claimed_delta=claim_delta,
+        sound=guarantee.sound,
+        unit=unit,
+        audited_epsilon_lower=bound,
+        max_auditable_epsilon=max_auditable_epsilon(len(s0), claim_delta),
+        trials=trials,
+        verdict=verdict,
+        pair=pair.name,
+        statistic=sname,
+        false_positive_rate=fp / len(s0),
+        false_negative_rate=fn_ / len(s1),
+        seconds=time.perf_counter() - t_start,
+        refutable=claim_eps is not None and claim_eps < max_auditable_epsilon(len(s0), claim_delta),
+        perfect_distinguisher=fp == 0 and fn_ == 0,
+        pairs_tried=[p.name for p in pairs],
+    )

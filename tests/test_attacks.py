@@ -1,0 +1,97 @@
+"""Attacks: each one succeeds against a release that leaks, and falls to chance against pure noise."""
+
+import numpy as np
+import pytest
+
+from privpix.data import ImageSet, load_dataset
+from privpix.errors import ParameterError
+from privpix.evaluation import attacks as A
+from privpix.mechanisms import get_mechanism
+
+
+@pytest.fixture(scope="module")
+def split():
+    d = load_dataset("builtin-mnist:train")
+    idx = np.random.default_rng(0).permutation(len(d))
+    return d.subset(idx[:300]), d.subset(idx[300:500]), d.subset(idx[1000:1200])
+
+
+def _noise_like(s: ImageSet, seed: int) -> ImageSet:
+    return s.with_images(np.random.default_rng(seed).random(s.images.shape, dtype=np.float32))
+
+
+def test_reidentification_identity_vs_noise(split):
+    train, test, _ = split
+    leak = A.reidentification(test, test, train, train)
+    assert leak["reid_pixel"] == leak["reid_pca"] == leak["reid_learned"] == 1.0
+    noise = A.reidentification(test, _noise_like(test, 1), train, _noise_like(train, 2))
+    for key in ("reid_pixel", "reid_pca", "reid_learned"):
+        assert noise[key] < 0.05  # chance is 1/200
+    assert noise["reid_chance"] == pytest.approx(1 / 200)
+
+
+def test_learned_matcher_undoes_a_deterministic_transform(split):
+    train, test, _ = split
+    mech = get_mechanism("gaussian-blur[sigma=2]")
+    rtr, rte = mech.release(train, 0).images, mech.release(test, 1).images
+    res = A.reidentification(test, rte, train, rtr)
+    assert res["reid_learned"] > 0.95 > res["reid_pixel"] + 0.2
+    assert res["reid_best"] == max(res["reid_pixel"], res["reid_pca"], res["reid_learned"])
+
+
+def test_identity_reidentification_on_faces(data_dir):
+    train, test = load_dataset("orl:train").resized(28, 23), load_dataset("orl:test").resized(28, 23)
+    res = A.reidentification(test, test, train, train)
+    assert res["identity_chance"] == pytest.approx(1 / 40)
+    assert res["identity_reid"] > 0.8
+    noise = A.identity_reidentification(train, _noise_like(test, 0))
+    assert noise["identity_reid"] < 0.15
+
+
+def test_attribute_inference_weak_and_strong(split):
+    train, test, _ = split
+    clear = A.attribute_inference(train, train, test, test, "label")
+    assert clear["attr_weak"] > 0.75 and clear["attr_strong"] > 0.75
+    noise = A.attribute_inference(train, _noise_like(train, 1), test, _noise_like(test, 2), "label")
+    assert noise["attr_strong"] < 0.25 and noise["attr_weak"] < 0.25
+    assert 0.1 <= noise["attr_majority"] < 0.2
+    with pytest.raises(ParameterError, match="not in"):
+        A.attribute_inference(train, train, test, test, "Smiling")
+
+
+def test_membership_distance_and_subspace(split):
+    members, non_members, _ = split
+    full = A.membership_inference(members, members, non_members)
+    assert full["mia_dcr_auc"] == pytest.approx(1.0)
+    noise = A.membership_inference(members, _noise_like(members, 3), non_members)
+    assert abs(noise["mia_dcr_auc"] - 0.5) < 0.1
+    # Paper 002's private basis leaves its members nearer the release's principal subspace.
+    rel = get_mechanism("pca-inverse[batch=300,d=20]", epsilon=100.0).release(members, 0).images
+    assert A.membership_inference(members, rel, non_members)["mia_subspace_auc"] > 0.6
+
+
+def test_membership_loss_attack_sees_the_fit_set(split):
+    members, non_members, other = split
+    aucs = {}
+    for name, fit_on in (("members", members), ("elsewhere", other)):
+        mech = get_mechanism("pca-inverse[basis=public,d=50]", epsilon=100.0).fit(fit_on)
+        res = A.membership_inference(
+            members, mech.release(members, 0).images, non_members, query=lambda s, m=mech: m.release(s, 1).images
+        )
+        aucs[name] = res["mia_loss_auc"]
+    assert aucs["members"] > aucs["elsewhere"] + 0.05
+
+
+def test_reconstruction_denoises(split):
+    train, test, _ = split
+    mech = get_mechanism("pixel-laplace[sensitivity=bound,unit=pixel]", epsilon=5.0)
+    rtr, rte = mech.release(train, 0).images, mech.release(test, 1).images
+    res = A.reconstruction(train, rtr, test, rte, cnn_epochs=1)
+    assert res["recon_ridge_psnr"] > res["release_psnr"] + 3
+    assert np.isfinite(res["recon_cnn_psnr"]) and 0 < res["recon_cnn_ssim"] <= 1
+
+
+def test_attacks_check_pairing(split):
+    train, test, _ = split
+    with pytest.raises(ParameterError, match="pair up"):
+        A.reidentification(test, train)
