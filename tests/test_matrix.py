@@ -115,3 +115,42 @@ def test_lra_guarantee_noise_level_and_divergence_error():
     assert err[1e4] < err[0.5] / 4  # less noise, closer to the image
     with pytest.raises(ParameterError, match=r"lra: SGD diverged at epsilon=0\.01"):
         get_mechanism("lra", epsilon=0.01, max_step=0, iterations=3).release(x, 0)
+
+
+def test_lra_vectorised_sgd_equals_the_entrywise_algorithm():
+    """The vectorised steps visit the same (i, j) entries, with the same noise, as a plain loop over entries
+    of steps 2–6: row update and column update both from the old values."""
+    from privpix.mechanisms.matrix import _clip_rows, _unit_laplace32
+
+    rng_x = np.random.default_rng(3)
+    x = rng_x.random((2, 7, 5, 1)).astype(np.float32)
+    mech = get_mechanism("lra", epsilon=2.0, iterations=2)
+    got = mech.release(ImageSet(images=x), np.random.default_rng(9)).images.as_float()
+
+    h, w, k = 7, 5, 5
+    mats = np.moveaxis(x.astype(np.float64), 3, 1).reshape(2, h, w)
+    q, s, pt = np.linalg.svd(mats, full_matrices=False)
+    root = np.sqrt(s[:, :k])
+    b = (q[:, :, :k] * root[:, None, :]).astype(np.float32)
+    lt = (pt[:, :k, :].transpose(0, 2, 1) * root[:, None, :]).astype(np.float32)
+    scale = (np.abs(lt).sum(axis=2).max(axis=1) / 2.0).astype(np.float32)
+    a, g, tau, cap = mats.astype(np.float32), np.float32(0.01), np.float32(0.1), np.float32(0.05)
+    rng = np.random.default_rng(9)
+    for _ in range(2):
+        for t in range(w):
+            for start in range(0, h, w):
+                rows = range(start, min(start + w, h))
+                noise = _unit_laplace32(rng, (2, len(rows), k))
+                for n in range(2):
+                    for r, i in enumerate(rows):
+                        j = (i + t) % w
+                        noisy = lt[n, j] + noise[n, r] * scale[n]
+                        e = a[n, i, j] - b[n, i] @ noisy
+                        new_b = b[n, i] + _clip_rows(g * (e * noisy - tau * b[n, i]), cap)
+                        lt[n, j] = lt[n, j] + _clip_rows(g * (e * b[n, i] - tau * lt[n, j]), cap)
+                        b[n, i] = new_b
+    from privpix.noise import laplace
+
+    final = lt + laplace(rng, 1.0, lt.shape).astype(np.float32) * scale[:, None, None]
+    want = np.clip(np.einsum("nik,njk->nij", b, final), 0, 1)
+    np.testing.assert_allclose(got[..., 0], want, atol=1e-5)

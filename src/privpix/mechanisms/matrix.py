@@ -248,19 +248,25 @@ class LRA(Mechanism):
         return np.clip(out, 0.0, 1.0) if self.clip else out
 
     def _sgd(self, a, b, lt, scale, rows, g, tau, cap, rng) -> None:
-        """The entry-wise SGD of steps 2–6, in place on B (N, h, k) and Lᵀ (N, w, k)."""
+        """The entry-wise SGD of steps 2–6, in place on B (N, h, k) and Lᵀ (N, w, k).
+
+        Rows of B are taken as slices (views, no copies): the B step is computed from the old rows before
+        the L step and added last, so both steps see the same old values, as in the printed algorithm."""
         n_mat, h, k = b.shape
         w = lt.shape[1]
         for _ in range(self.iterations):
             for t in range(w):
                 for start in range(0, h, w):
-                    i = rows[start : start + w]
+                    stop = min(start + w, h)
+                    i = rows[start:stop]
                     j = (i + t) % w  # distinct columns within one vectorised step
-                    noise = _unit_laplace32(rng, (n_mat, len(i), k))
-                    noisy = lt[:, j, :] + noise * scale[:, None, None]  # l_j + Lap(Δ₁L/ε)^k, steps 4-5
-                    bi = b[:, i, :]
+                    noise = _unit_laplace32(rng, (n_mat, stop - start, k))
+                    lj = lt[:, j, :]
+                    noisy = lj + noise * scale[:, None, None]  # l_j + Lap(Δ₁L/ε)^k, steps 4-5
+                    bi = b[:, start:stop, :]
                     e = a[:, i, j] - np.einsum("nik,nik->ni", bi, noisy)
-                    b[:, i, :] = bi + _clip_rows(g * (e[..., None] * noisy - tau * bi), cap)
-                    lt[:, j, :] += _clip_rows(g * (e[..., None] * bi - tau * lt[:, j, :]), cap)
+                    step_b = _clip_rows(g * (e[..., None] * noisy - tau * bi), cap)
+                    lt[:, j, :] = lj + _clip_rows(g * (e[..., None] * bi - tau * lj), cap)
+                    bi += step_b
             if not np.all(np.isfinite(b)):
                 return
