@@ -58,9 +58,11 @@ def audit(method, epsilon, delta, params, dataset, n_images, size, trials, seed,
         write_text_atomic(Path(json_path), json.dumps(out, indent=2, default=float))
     if quiet:
         return
-    table = Table(title=f"ε audit of {method} ({trials} trials per side, {time.perf_counter() - t0:.1f} s)")
-    table.add_column("")
-    table.add_column("")
+    table = Table(
+        title=f"ε audit of {method} ({trials} trials per side, {time.perf_counter() - t0:.1f} s)", show_header=False
+    )
+    table.add_column("what")
+    table.add_column("value")
     claimed = "none" if res.claimed_epsilon is None else f"{res.claimed_epsilon:g}"
     if res.claimed_delta:
         claimed += f" (δ = {res.claimed_delta:g})"
