@@ -161,11 +161,17 @@ def test_evaluate_json(run, data_dir, tmp_path):
 
 def test_demo_runs_offline(run, tmp_path, monkeypatch):
     monkeypatch.setenv("PRIVPIX_DATA", str(tmp_path / "nothing-here"))
-    r = run("demo", "--output", tmp_path / "d", "--epsilon", "1", "-q")
+    r = run("demo", "--output", tmp_path / "d", "--epsilon", "1", "--limit", 200, "--audit-trials", 200, "-q")
     assert r.exit_code == 0, r.output
     assert (tmp_path / "d" / "report.html").stat().st_size > 10_000
-    rows = json.loads((tmp_path / "d" / "results.json").read_text())
-    assert {r["method"] for r in rows} >= {"pixel-laplace", "dp-pix[b=4,m=1]"}
+    res = json.loads((tmp_path / "d" / "results.json").read_text())
+    assert {c["method"] for c in res["cells"]} >= {"pixel-laplace", "dp-pix[b=4,m=1]"}
+    verdicts = {a["method"]: a["verdict"] for a in res["audits"]}
+    assert verdicts["pixel-laplace"] == "violated" and verdicts["dp-pix[b=4,m=1]"] == "consistent"
+    # A second demo in the same directory replaces the first (other ε, limit and trials: no resume conflict).
+    r = run("demo", "--output", tmp_path / "d", "--epsilon", "2", "--limit", 100, "--audit-trials", 50, "-q")
+    assert r.exit_code == 0, r.output
+    assert {c["epsilon"] for c in json.loads((tmp_path / "d" / "results.json").read_text())["cells"]} <= {2.0, None}
 
 
 def test_usage_errors_are_one_line(run):

@@ -510,7 +510,9 @@ DEMO_METHODS = (
     "pixel-laplace",
     "pixel-laplace[sensitivity=bound,unit=pixel]",
     "dp-pix[b=4,m=1]",
-    "pixel-gaussian[sigma=0.3]",
+    "sra",
+    "pca-inverse",
+    "ldp-pixel",
     "gaussian-blur[sigma=1.5]",
 )
 
@@ -523,34 +525,69 @@ DEMO_METHODS = (
     show_default=True,
     help="A built-in dataset (no download, no data directory needed).",
 )
-@click.option("--epsilon", "epsilons", default="0.5,2,8,32", show_default=True)
+@click.option("--epsilon", "epsilons", default="0.5,2,8", show_default=True)
+@click.option("--limit", type=int, default=1000, show_default=True, help="Train and test images used.")
+@click.option("--audit-trials", type=int, default=1000, show_default=True, help="Audit releases per side.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--quiet", "-q", is_flag=True)
-def demo(output, dataset, epsilons, seed, quiet) -> None:
-    """Offline demo: a few mechanisms over a few ε on built-in data; writes report.html and results.json."""
-    from privpix.accounting import write_text_atomic
+def demo(output, dataset, epsilons, limit, audit_trials, seed, quiet) -> None:
+    """Offline demo: `privpix bench` over a few mechanisms and ε on built-in data (utility, attacks, ε audit)
+    → report.html, results.csv, results.json. Replaces an earlier demo in --output."""
+    from tqdm import tqdm
+
+    from privpix.bench import BenchConfig, run_bench
 
     t0 = time.perf_counter()
     out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
+    for name in ("config.json", "cells.jsonl", "audits.jsonl"):  # a demo always starts afresh
+        (out / name).unlink(missing_ok=True)
     eps = _floats(epsilons, "epsilon")
-    train, test = _load_pair(dataset, None, None, seed, None, False)
+    train, test = _load_pair(dataset, None, limit, seed, None, False)
+    config = BenchConfig(
+        dataset=dataset,
+        methods=list(DEMO_METHODS),
+        epsilons=eps,
+        seed=seed,
+        limit=limit,
+        cnn_epochs=0,
+        audit_trials=audit_trials,
+    )
     if not quiet:
         console.print(
             f"privpix demo: {dataset} ({len(train)} train / {len(test)} test images), "
-            f"{len(DEMO_METHODS)} mechanisms, ε ∈ {eps}"
+            f"{len(DEMO_METHODS)} mechanisms, ε ∈ {eps}: utility, attacks and an ε audit per cell"
         )
-    rows = _run_evaluation(train, test, list(DEMO_METHODS), eps, 1, seed, {}, dataset, quiet)
-    _print_summary(rows, quiet)
-    write_text_atomic(out / "results.json", json.dumps(rows, indent=2, default=float))
-    notes = [
-        "pixel-laplace with the paper's data-derived sensitivity is not differentially private: its ε is a "
-        "noise knob. The bound-based variant and dp-pix are sound, for the neighbouring unit stated; read "
-        "the per-image ε before publishing."
-    ]
-    _write_report(out / "report.html", rows, test, list(DEMO_METHODS), eps, seed, dataset, {}, notes)
-    if not quiet:
-        console.print(f"wrote {out / 'report.html'} and {out / 'results.json'} in {time.perf_counter() - t0:.0f} s")
+    bar = tqdm(total=2 * len(DEMO_METHODS) * len(eps), disable=quiet, desc="demo", unit="step")
+
+    def step(msg: str) -> None:
+        bar.set_postfix_str(msg[-60:])
+        bar.update(1)
+
+    res = run_bench(train, test, config, out, progress=step)
+    bar.close()
+    if quiet:
+        return
+    table = Table(title="demo: claimed versus audited ε, utility and re-identification")
+    for col in ("method", "ε", "sound", "audited ε ≥", "verdict", "accuracy", "re-id (best)"):
+        table.add_column(col)
+    cells = {(c["method"], c["epsilon"]): c for c in res["cells"]}
+    for a in res["audits"]:
+        c = cells[(a["method"], a["claimed_epsilon_requested"])]
+        table.add_row(
+            a["method"],
+            "—" if a["claimed_epsilon_requested"] is None else f"{a['claimed_epsilon_requested']:g}",
+            "yes" if a["sound"] else "NO",
+            f"{a['audited_epsilon_lower']:.2f}",
+            a["verdict"],
+            f"{c['accuracy']:.3f}",
+            f"{c['reid_best']:.3f}",
+        )
+    console.print(table)
+    console.print(
+        "NO in 'sound' means the ε is a paper's noise knob, not a DP guarantee; 'violated' means the audit "
+        "refuted the claim."
+    )
+    console.print(f"wrote {out / 'report.html'}, results.csv, results.json in {time.perf_counter() - t0:.0f} s")
 
 
 from privpix import cli_bench, cli_ldp, cli_neural  # noqa: E402,F401  (registers the sub-commands)
