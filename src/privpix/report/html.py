@@ -87,6 +87,24 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _figs(plots: Sequence[str]) -> str:
+    """Plots (base64 PNGs) side by side."""
+    return "<div class='figs'>" + "".join(f"<img src='data:image/png;base64,{p}'>" for p in plots) + "</div>"
+
+
+def _samples(grids: Sequence[tuple[str, str]], intro: str = "") -> list[str]:
+    """The sample-grid section: a heading, then each (caption, base64 PNG) as a figure."""
+    if not grids:
+        return []
+    out = [f"<h2>Samples</h2>{intro}"]
+    for caption, png in grids:
+        out.append(
+            f"<figure><img src='data:image/png;base64,{png}' style='max-width:100%'>"
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+        )
+    return out
+
+
 def _fmt(x: Any) -> str:
     if x is None:
         return "—"
@@ -202,16 +220,10 @@ def render_report(
             ],
             s_rows,
         ),
-        "<div class='figs'>" + "".join(f"<img src='data:image/png;base64,{p}'>" for p in plots) + "</div>",
+        _figs(plots),
+        *_samples(grids),
+        "</body></html>",
     ]
-    if grids:
-        parts.append("<h2>Samples</h2>")
-        for caption, png in grids:
-            parts.append(
-                f"<figure><img src='data:image/png;base64,{png}' style='max-width:100%'>"
-                f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-            )
-    parts.append("</body></html>")
     return "\n".join(parts)
 
 
@@ -389,16 +401,8 @@ def render_bench_report(results: dict[str, Any], grids: Sequence[tuple[str, str]
         "(AUC 0.5 = no information); inversion: a regressor from release back to original, trained on the "
         "training pairs.</p>",
         _table(["method", "ε", *(lab for _, lab in present)], a_rows),
-        "<div class='figs'>" + "".join(f"<img src='data:image/png;base64,{p}'>" for p in plots) + "</div>",
-    ]
-    if grids:
-        parts.append("<h2>Samples</h2><p>Test images (top row) and their releases, one row per ε.</p>")
-        for caption, png in grids:
-            parts.append(
-                f"<figure><img src='data:image/png;base64,{png}' style='max-width:100%'>"
-                f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-            )
-    parts += [
+        _figs(plots),
+        *_samples(grids, "<p>Test images (top row) and their releases, one row per ε.</p>"),
         "<h2>Environment and timings</h2>",
         _table(["", ""], [[html.escape(k), html.escape(str(v))] for k, v in env.items()]),
         _table(["method", "cells", "cell seconds (sum)", "audit seconds"], t_rows),
