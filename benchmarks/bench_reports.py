@@ -125,7 +125,9 @@ def audits_md(results: dict) -> str:
     lines += [
         "",
         f"Chance: re-identification {c0['reid_chance']:.4f}, identity {c0.get('identity_chance', '—')}, "
-        f"attribute majority {c0['attr_majority']:.3f}. Run time {results['run_seconds']:.0f} s.",
+        f"attribute majority {c0['attr_majority']:.3f}; inversion baseline (the mean training image, no release) "
+        f"{c0.get('recon_baseline_psnr', float('nan')):.1f} dB PSNR. Run time of the last invocation "
+        f"{results['run_seconds']:.0f} s (cells already done are skipped); per-cell seconds are in the table.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -228,8 +228,8 @@ def reconstruction(
 ) -> dict[str, float]:
     """Invert the release: ridge regression (in PCA coordinates of both sides) and, with ``cnn_epochs`` > 0,
     a small convolutional network, trained on the training pairs. Keys ``recon_ridge_psnr``,
-    ``recon_ridge_ssim`` (and ``recon_cnn_*``), plus ``release_psnr`` / ``release_ssim`` of the release itself
-    for comparison."""
+    ``recon_ridge_ssim`` (and ``recon_cnn_*``), plus for comparison ``release_psnr`` / ``release_ssim`` of the
+    release itself and ``recon_baseline_*`` of the mean training image (no release at all)."""
     _check_pair(train, rel_train, "reconstruction (train)")
     _check_pair(test, rel_test, "reconstruction (test)")
     xo, xr = _flat(train), _flat(rel_train)
@@ -241,6 +241,9 @@ def reconstruction(
     shape = orig.shape
     out = _quality("recon_ridge", orig, guess.reshape(shape))
     out.update(_quality("release", orig, rel_test.as_float()))
+    # What an attacker gets with no release at all: the mean training image for every test image. Inversion
+    # above this line is information taken from the release.
+    out.update(_quality("recon_baseline", orig, np.broadcast_to(train.as_float().mean(axis=0), shape)))
     if cnn_epochs > 0:
         out.update(_quality("recon_cnn", orig, _cnn_inverse(train, rel_train, rel_test, cnn_epochs, seed)))
     return out

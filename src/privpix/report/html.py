@@ -343,7 +343,8 @@ def render_bench_report(results: dict[str, Any], grids: Sequence[tuple[str, str]
         [_fmt(m), _fmt(e), *(_fmt(v[k]) for k, _ in present)] for m, e, v in _means(cells, [k for k, _ in present])
     ]
     chance = {
-        k: _means(cells, [k])[0][2][k] if cells else None for k in ("reid_chance", "identity_chance", "attr_majority")
+        k: _means(cells, [k])[0][2][k] if cells else None
+        for k in ("reid_chance", "identity_chance", "attr_majority", "recon_baseline_psnr")
     }
     plots = [
         tradeoff_plot(cells, "accuracy", "utility accuracy (train on released, test on original)"),
@@ -399,7 +400,8 @@ def render_bench_report(results: dict[str, Any], grids: Sequence[tuple[str, str]
         f"{_fmt(chance['identity_chance'])}); attribute: weak adversary trained on originals, strong on releases "
         f"(majority {_fmt(chance['attr_majority'])}); membership: was the image in the published training split "
         "(AUC 0.5 = no information); inversion: a regressor from release back to original, trained on the "
-        "training pairs.</p>",
+        f"training pairs (the mean training image, no release at all, scores {_fmt(chance['recon_baseline_psnr'])} "
+        "dB).</p>",
         _table(["method", "ε", *(lab for _, lab in present)], a_rows),
         _figs(plots),
         *_samples(grids, "<p>Test images (top row) and their releases, one row per ε.</p>"),
