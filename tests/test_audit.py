@@ -146,3 +146,10 @@ def test_cli_audit_json(run, tmp_path):
 def test_cli_audit_bad_input(run):
     res = run("audit", "--method", "nope", "--epsilon", 1)
     assert res.exit_code == 2
+
+
+def test_pairs_carry_labels_for_class_conditional_mechanisms(small):
+    for spec in ("sra", "dp-pix", "gaussian-blur", "pca-inverse[batch=8]"):
+        for p in neighbour_pairs(get_mechanism(spec, epsilon=None if spec == "gaussian-blur" else 1.0), small):
+            assert p.a.labels is not None and p.b.labels is not None
+            assert len(p.a.labels) == len(p.a) and len(p.b.labels) == len(p.b)

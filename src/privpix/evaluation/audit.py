@@ -124,8 +124,9 @@ def _typical(images: np.ndarray) -> tuple[int, int]:
     return int(np.argmin(dist)), int(np.argmax(dist))
 
 
-def _one(x: np.ndarray, source: str) -> ImageSet:
-    return ImageSet(images=x[None].astype(np.float32), source=source)
+def _one_image(x: np.ndarray, source: str, label: Any = None) -> ImageSet:
+    labels = None if label is None else np.array([label])
+    return ImageSet(images=x[None].astype(np.float32), labels=labels, source=source)
 
 
 def neighbour_pairs(mech: Mechanism, images: ImageSet) -> list[NeighbourPair]:
@@ -139,6 +140,11 @@ def neighbour_pairs(mech: Mechanism, images: ImageSet) -> list[NeighbourPair]:
     typical = x[lo]
     black = np.zeros_like(typical)
     src = images.source
+
+    def one(arr: np.ndarray, index: int = lo) -> ImageSet:
+        # Class-conditional mechanisms (ACGAN) need labels: a synthetic image takes the typical image's.
+        return _one_image(arr, src, None if images.labels is None else images.labels[index])
+
     if kind == "dataset":
         n = min(len(x), int(getattr(mech, "batch", 0) or len(x)))
         if n < 2:
@@ -149,10 +155,19 @@ def neighbour_pairs(mech: Mechanism, images: ImageSet) -> list[NeighbourPair]:
         real = x[:n].copy()
         real_changed = real.copy()
         real_changed[-1] = x[hi] if hi >= n else black
-        mk = lambda arr: ImageSet(images=arr.astype(np.float32), source=src)  # noqa: E731
+
+        def mk(arr: np.ndarray, idx: list[int]) -> ImageSet:
+            labels = None if images.labels is None else np.asarray([images.labels[i] for i in idx])
+            return ImageSet(images=arr.astype(np.float32), labels=labels, source=src)
+
+        ids_same, ids_real = [lo] * n, list(range(n))
         return [
-            NeighbourPair("identical batch vs one image replaced", mk(same), mk(changed), n - 1),
-            NeighbourPair("real batch vs one image replaced", mk(real), mk(real_changed), n - 1),
+            NeighbourPair(
+                "identical batch vs one image replaced", mk(same, ids_same), mk(changed, [*ids_same[:-1], hi]), n - 1
+            ),
+            NeighbourPair(
+                "real batch vs one image replaced", mk(real, ids_real), mk(real_changed, [*ids_real[:-1], hi]), n - 1
+            ),
         ]
     if kind == "column":
         col = int(np.argmax(np.abs(1.0 - 2.0 * typical).sum(axis=(0, 2))))
@@ -160,8 +175,8 @@ def neighbour_pairs(mech: Mechanism, images: ImageSet) -> list[NeighbourPair]:
         white_col[:, 0, :] = 1.0
         flipped[:, col, :] = 1.0 - flipped[:, col, :]
         return [
-            NeighbourPair("black vs one white column", _one(black, src), _one(white_col, src)),
-            NeighbourPair("typical vs one column inverted", _one(typical, src), _one(flipped, src)),
+            NeighbourPair("black vs one white column", one(black), one(white_col)),
+            NeighbourPair("typical vs one column inverted", one(typical), one(flipped)),
         ]
     if kind == "pixels":
         # m pixels in raster order inside the top-left block: for cell-averaging mechanisms they share a cell.
@@ -171,14 +186,14 @@ def neighbour_pairs(mech: Mechanism, images: ImageSet) -> list[NeighbourPair]:
         white_px[ys, xs, :] = 1.0
         flipped[ys, xs, :] = 1.0 - flipped[ys, xs, :]
         return [
-            NeighbourPair(f"black vs {m} white pixel(s)", _one(black, src), _one(white_px, src)),
-            NeighbourPair(f"typical vs {m} pixel(s) inverted", _one(typical, src), _one(flipped, src)),
+            NeighbourPair(f"black vs {m} white pixel(s)", one(black), one(white_px)),
+            NeighbourPair(f"typical vs {m} pixel(s) inverted", one(typical), one(flipped)),
         ]
     if kind != "image":
         raise ParameterError(f"{mech.name}: unknown audit unit {kind!r}")
     return [
-        NeighbourPair("black vs white image", _one(black, src), _one(np.ones_like(typical), src)),
-        NeighbourPair("most vs least typical image", _one(typical, src), _one(x[hi], src)),
+        NeighbourPair("black vs white image", one(black), one(np.ones_like(typical))),
+        NeighbourPair("most vs least typical image", one(typical), one(x[hi], hi)),
     ]
 
 
