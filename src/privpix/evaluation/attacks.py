@@ -217,6 +217,53 @@ def membership_inference(
     return out
 
 
+def encoder_membership(
+    encoder: Any,
+    members: ImageSet,
+    non_members: ImageSet,
+    reference: ImageSet,
+) -> dict[str, float]:
+    """Was an image among those a DCAConv encoder was fitted on? (paper 000: the data user fits the filters on
+    labelled images and hands them to every owner, so anyone can run them.)
+
+    DCA chooses filters that shrink within-class scatter of the *fitting* images' patches, so a member's
+    first-layer responses should separate its class better than a non-member's do. The attacker holds
+    labelled ``reference`` images (not members) to estimate each class's mean response map, and scores a
+    candidate by its margin: the distance to the nearest other class's mean map minus the distance to its
+    own class's. Labels of the candidates are known (they are sent in
+    the clear in paper 000's protocol). Keys ``mia_encoder_auc``, ``…_tpr_at_1pct_fpr``, ``…_tpr_at_0.1pct_fpr``.
+    """
+    from privpix.mechanisms.ldp.dcaconv import convolve
+    from privpix.mechanisms.ldp.encoders import as_gray
+
+    filters = getattr(encoder, "filters", None)
+    if not filters:
+        raise ParameterError("encoder_membership needs a fitted DCAConv encoder (one with filters)")
+    stride = encoder.config["stride"]
+    for name, s in (("members", members), ("non_members", non_members), ("reference", reference)):
+        if s.labels is None:
+            raise ParameterError(f"encoder_membership: {name} need labels")
+
+    def responses(s: ImageSet) -> np.ndarray:
+        return convolve(as_gray(s), filters[0], stride).reshape(len(s), -1)
+
+    ref = responses(reference)
+    means = {c: ref[reference.labels == c].mean(axis=0) for c in np.unique(reference.labels)}
+
+    classes = np.array(sorted(means))
+    centres = np.stack([means[c] for c in classes])
+
+    def score(s: ImageSet) -> np.ndarray:
+        if not set(np.unique(s.labels)) <= set(means):
+            raise ParameterError("encoder_membership: the reference images must cover every candidate's class")
+        dist = np.linalg.norm(responses(s)[:, None, :] - centres[None], axis=2)  # (n, classes)
+        own = dist[np.arange(len(s)), np.searchsorted(classes, s.labels)]
+        other = np.where(classes[None] == np.asarray(s.labels)[:, None], np.inf, dist).min(axis=1)
+        return other - own
+
+    return {f"mia_encoder_{k}": v for k, v in _mia_scores(score(members), score(non_members)).items()}
+
+
 def reconstruction(
     train: ImageSet,
     rel_train: ImageSet,
