@@ -77,8 +77,14 @@ def run_config(name, config, repeats, knn_repeats, knn_test, log, previous=()):
     """Run one (dataset, encoder) part. Rows in ``previous`` (an earlier run's rows for this part) are kept
     and their (ε, repeat, classifier) cells are not recomputed; every cell's seed depends only on its key,
     so an extended run equals a fresh one."""
-    done = {(x["epsilon"], x["repeat"], x["classifier"]): x for x in previous}
     train, test = _load(name)
+    # A KNN cell scored on another number of test images is not comparable: it is recomputed.
+    n_knn = min(knn_test, len(test))
+    done = {
+        (x["epsilon"], x["repeat"], x["classifier"]): x
+        for x in previous
+        if x["classifier"] != "knn" or x["n_test"] == n_knn
+    }
     enc_name, params = CONFIGS[config]
     params = dict(params)
     if enc_name == "hog-bovw" and DATASETS[name]["size"] is not None:
