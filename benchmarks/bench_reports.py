@@ -18,7 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from privpix.bench import BenchConfig, run_bench
+from privpix.bench import BenchConfig, run_bench, verdict_text
 from privpix.cli import _load_pair
 from privpix.mechanisms import mechanism_class
 
@@ -97,11 +97,7 @@ def audits_md(results: dict) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for a in results["audits"]:
-        verdict = a["verdict"]
-        if verdict == "consistent" and not a.get("refutable", True):
-            verdict += " (claim beyond audit range)"
-        if a.get("perfect_distinguisher"):
-            verdict += "; perfect distinguisher"
+        verdict = verdict_text(a)
         lines.append(
             f"| {a['method']} | {a['claimed_epsilon_requested']} | {'yes' if a['sound'] else 'NO'} | {a['unit']} | "
             f"{a['claimed_epsilon']} | {a['audited_epsilon_lower']:.2f} | {a['max_auditable_epsilon']:.2f} | "

@@ -214,6 +214,16 @@ def run_bench(
     return write_results(out, config, test, time.perf_counter() - t_run)
 
 
+def verdict_text(a: dict[str, Any]) -> str:
+    """An audit's verdict in words, qualified where the bare word would mislead."""
+    text = a["verdict"]
+    if text == "consistent" and not a.get("refutable", True):
+        text += " (claim beyond the audit's range)"
+    if a.get("perfect_distinguisher"):
+        text += "; perfect distinguisher"
+    return text
+
+
 def _selected(records: Sequence[dict], config: BenchConfig, with_repeat: bool) -> list[dict]:
     wanted = {
         (m, _eps_key(e))

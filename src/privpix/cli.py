@@ -535,7 +535,7 @@ def demo(output, dataset, epsilons, limit, audit_trials, seed, quiet) -> None:
     → report.html, results.csv, results.json. Replaces an earlier demo in --output."""
     from tqdm import tqdm
 
-    from privpix.bench import BenchConfig, run_bench
+    from privpix.bench import BenchConfig, run_bench, verdict_text
 
     t0 = time.perf_counter()
     out = Path(output)
@@ -574,11 +574,11 @@ def demo(output, dataset, epsilons, limit, audit_trials, seed, quiet) -> None:
     for a in res["audits"]:
         c = cells[(a["method"], a["claimed_epsilon_requested"])]
         table.add_row(
-            a["method"],
+            escape(a["method"]),
             "—" if a["claimed_epsilon_requested"] is None else f"{a['claimed_epsilon_requested']:g}",
             "yes" if a["sound"] else "NO",
             f"{a['audited_epsilon_lower']:.2f}",
-            a["verdict"],
+            verdict_text(a),
             f"{c['accuracy']:.3f}",
             f"{c['reid_best']:.3f}",
         )

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from privpix.cli import _floats, _load_pair, _method_params, _params, _size, _split_methods, console, main
@@ -119,7 +120,7 @@ def bench(
     """Utility, quality, attacks and the ε audit for every (method, ε): tidy results and report.html."""
     from tqdm import tqdm
 
-    from privpix.bench import BenchConfig, run_bench
+    from privpix.bench import BenchConfig, run_bench, verdict_text
     from privpix.mechanisms import mechanism_class
 
     method_list = _split_methods(methods)
@@ -168,12 +169,12 @@ def bench(
         mean = [sum(v[i] for v in vals) / len(vals) for i in (0, 1)] if vals else [float("nan")] * 2
         claimed = "—" if a["claimed_epsilon"] is None else f"{a['claimed_epsilon']:g}"
         table.add_row(
-            a["method"],
+            escape(a["method"]),
             "—" if a["claimed_epsilon_requested"] is None else f"{a['claimed_epsilon_requested']:g}",
             "yes" if a["sound"] else "NO",
             f"{claimed} ({a['unit']})",
             f"{a['audited_epsilon_lower']:.2f}",
-            a["verdict"],
+            verdict_text(a),
             f"{mean[0]:.3f}",
             f"{mean[1]:.3f}",
         )
