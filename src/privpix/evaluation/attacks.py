@@ -39,6 +39,7 @@ from sklearn.preprocessing import StandardScaler
 
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
+from privpix.evaluation.linkage import reidentification_rate
 from privpix.evaluation.quality import psnr, ssim
 
 
@@ -52,11 +53,6 @@ def _check_pair(original: ImageSet, released: ImageSet, what: str) -> None:
             f"{what}: originals {len(original)}×{original.shape} and release {len(released)}×{released.shape} "
             "must pair up image by image"
         )
-
-
-def _nn_rate(query: np.ndarray, gallery: np.ndarray) -> float:
-    _, idx = NearestNeighbors(n_neighbors=1, algorithm="brute").fit(gallery).kneighbors(query)
-    return float(np.mean(idx[:, 0] == np.arange(len(query))))
 
 
 def _pca(n_components: int, n: int, p: int, seed: int) -> PCA:
@@ -81,9 +77,9 @@ def reidentification(
     ``identity_reid`` and ``identity_chance``."""
     _check_pair(test, rel_test, "reidentification")
     a, b = _flat(rel_test), _flat(test)
-    out = {"reid_pixel": _nn_rate(a, b), "reid_chance": 1.0 / len(test)}
+    out = {"reid_pixel": reidentification_rate(a, b), "reid_chance": 1.0 / len(test)}
     pca = _pca(n_components, len(b), b.shape[1], seed).fit(b)
-    out["reid_pca"] = _nn_rate(pca.transform(a), pca.transform(b))
+    out["reid_pca"] = reidentification_rate(pca.transform(a), pca.transform(b))
     if train is not None and rel_train is not None:
         _check_pair(train, rel_train, "reidentification (training pairs)")
         # The matcher learns the mechanism's forward map (original → release, ridge between PCA coordinates
@@ -93,7 +89,7 @@ def reidentification(
         # Both sides in the originals' PCA coordinates: a PCA of noisy releases would keep noise directions.
         po = _pca(n_components, len(train), b.shape[1], seed).fit(_flat(train))
         forward = Ridge(alpha=1.0).fit(po.transform(_flat(train)), po.transform(_flat(rel_train)))
-        out["reid_learned"] = _nn_rate(po.transform(a), forward.predict(po.transform(b)))
+        out["reid_learned"] = reidentification_rate(po.transform(a), forward.predict(po.transform(b)))
     # Privacy is the worst case over attacks: the headline rate is the strongest linkage found.
     out["reid_best"] = max(v for k, v in out.items() if k in ("reid_pixel", "reid_pca", "reid_learned"))
     if train is not None and rel_train is not None:
