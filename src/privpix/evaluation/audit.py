@@ -88,25 +88,36 @@ class AuditResult:
 # --------------------------------------------------------------------------------------------- bounds
 
 
-def clopper_pearson_upper(k: int, n: int, alpha: float) -> float:
-    """One-sided upper confidence bound at level 1 − alpha for a binomial proportion k / n."""
+def _cp_upper(k: np.ndarray, n: int, alpha: float) -> np.ndarray:
+    """One-sided Clopper–Pearson upper bounds at level 1 − alpha for proportions k / n (k an array)."""
     if n <= 0:
         raise ParameterError(f"n must be positive, got {n}")
-    if k >= n:
-        return 1.0
-    return float(stats.beta.ppf(1.0 - alpha, k + 1, n - k))
+    k = np.asarray(k)
+    out = np.ones(k.shape)
+    ok = k < n
+    out[ok] = stats.beta.ppf(1.0 - alpha, k[ok] + 1, n - k[ok])
+    return out
+
+
+def _epsilon_bounds(fp, fn, n0: int, n1: int, delta: float, alpha: float) -> np.ndarray:
+    """Vectorised :func:`epsilon_lower_bound` over arrays of error counts."""
+    num = 1.0 - delta - _cp_upper(fn, n1, alpha)
+    den = _cp_upper(fp, n0, alpha)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eps = np.where((num > 0) & (den > 0), np.log(np.maximum(num, 1e-300) / den), 0.0)
+    return np.maximum(eps, 0.0)
+
+
+def clopper_pearson_upper(k: int, n: int, alpha: float) -> float:
+    """One-sided upper confidence bound at level 1 − alpha for a binomial proportion k / n."""
+    return float(_cp_upper(np.array([k]), n, alpha)[0])
 
 
 def epsilon_lower_bound(fp: int, fn: int, n0: int, n1: int, delta: float = 0.0, alpha: float = 0.025) -> float:
     """ε lower bound ln((1 − δ − β̄) / ᾱ) from a test's false positives ``fp`` of ``n0`` and false negatives
     ``fn`` of ``n1``, with ᾱ, β̄ their Clopper–Pearson upper bounds at 1 − ``alpha`` each. 0 when the test
     shows nothing."""
-    a_up = clopper_pearson_upper(fp, n0, alpha)
-    b_up = clopper_pearson_upper(fn, n1, alpha)
-    num = 1.0 - delta - b_up
-    if num <= 0 or a_up <= 0:
-        return 0.0
-    return max(0.0, math.log(num / a_up))
+    return float(_epsilon_bounds(np.array([fp]), np.array([fn]), n0, n1, delta, alpha)[0])
 
 
 def max_auditable_epsilon(n: int, delta: float = 0.0, alpha: float = 0.025) -> float:
@@ -231,15 +242,6 @@ def _statistics(x0: np.ndarray, x1: np.ndarray) -> dict[str, Callable[[np.ndarra
     }
 
 
-def _cp_upper(k: np.ndarray, n: int, alpha: float) -> np.ndarray:
-    """Vectorised :func:`clopper_pearson_upper`."""
-    k = np.asarray(k)
-    out = np.ones(k.shape)
-    ok = k < n
-    out[ok] = stats.beta.ppf(1.0 - alpha, k[ok] + 1, n - k[ok])
-    return out
-
-
 def _best_threshold(s0: np.ndarray, s1: np.ndarray, delta: float, alpha: float = 0.025) -> tuple[float, float, int]:
     """(bound, threshold, sign) maximising the Clopper–Pearson ε bound on these samples; the test says x₁
     when sign · s > sign · threshold."""
@@ -253,10 +255,7 @@ def _best_threshold(s0: np.ndarray, s1: np.ndarray, delta: float, alpha: float =
         t = sign * cands
         fp = len(a) - np.searchsorted(a, t, side="right")
         fn = np.searchsorted(b, t, side="right")
-        num = 1.0 - delta - _cp_upper(fn, len(b), alpha)
-        den = _cp_upper(fp, len(a), alpha)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            eps = np.where(num > 0, np.log(np.maximum(num, 1e-300) / den), 0.0)
+        eps = _epsilon_bounds(fp, fn, len(a), len(b), delta, alpha)
         i = int(np.argmax(eps))
         if eps[i] > best[0]:
             best = (float(eps[i]), float(t[i]), sign)
