@@ -433,19 +433,26 @@ def _method_params(method: str, common: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in common.items() if k in known}
 
 
-def _run_evaluation(train, test, methods, epsilons, repeats, seed, common, dataset, quiet):
+def _progress(total: int, desc: str, unit: str, quiet: bool):
+    """A tqdm bar and the ``progress(msg)`` callback the evaluation code calls once per finished step."""
     from tqdm import tqdm
 
+    bar = tqdm(total=total, disable=quiet, desc=desc, unit=unit)
+
+    def step(msg: str) -> None:
+        bar.set_postfix_str(msg[-60:])
+        bar.update(1)
+
+    return bar, step
+
+
+def _run_evaluation(train, test, methods, epsilons, repeats, seed, common, dataset, quiet):
     from privpix.evaluation import evaluate as run
     from privpix.mechanisms import mechanism_class
 
     per_method = {m: _method_params(m, common) for m in methods}
     cells = sum(repeats * (len(epsilons) if mechanism_class(m).uses_epsilon else 1) for m in methods)
-    bar = tqdm(total=cells, disable=quiet, desc="evaluate", unit="cell")
-
-    def step(msg: str) -> None:
-        bar.set_postfix_str(msg[-40:])
-        bar.update(1)
+    bar, step = _progress(cells, "evaluate", "cell", quiet)
 
     rows = run(
         train, test, methods, epsilons, repeats=repeats, seed=seed, params=per_method, dataset=dataset, progress=step
@@ -533,9 +540,8 @@ DEMO_METHODS = (
 def demo(output, dataset, epsilons, limit, audit_trials, seed, quiet) -> None:
     """Offline demo: `privpix bench` over a few mechanisms and ε on built-in data (utility, attacks, ε audit)
     → report.html, results.csv, results.json. Replaces an earlier demo in --output."""
-    from tqdm import tqdm
-
-    from privpix.bench import BenchConfig, run_bench, verdict_text
+    from privpix.bench import BenchConfig, run_bench
+    from privpix.cli_bench import print_audit_table
 
     t0 = time.perf_counter()
     out = Path(output)
@@ -557,32 +563,12 @@ def demo(output, dataset, epsilons, limit, audit_trials, seed, quiet) -> None:
             f"privpix demo: {dataset} ({len(train)} train / {len(test)} test images), "
             f"{len(DEMO_METHODS)} mechanisms, ε ∈ {eps}: utility, attacks and an ε audit per cell"
         )
-    bar = tqdm(total=2 * len(DEMO_METHODS) * len(eps), disable=quiet, desc="demo", unit="step")
-
-    def step(msg: str) -> None:
-        bar.set_postfix_str(msg[-60:])
-        bar.update(1)
-
+    bar, step = _progress(2 * len(DEMO_METHODS) * len(eps), "demo", "step", quiet)
     res = run_bench(train, test, config, out, progress=step)
     bar.close()
     if quiet:
         return
-    table = Table(title="demo: claimed versus audited ε, utility and re-identification")
-    for col in ("method", "ε", "sound", "audited ε ≥", "verdict", "accuracy", "re-id (best)"):
-        table.add_column(col)
-    cells = {(c["method"], c["epsilon"]): c for c in res["cells"]}
-    for a in res["audits"]:
-        c = cells[(a["method"], a["claimed_epsilon_requested"])]
-        table.add_row(
-            escape(a["method"]),
-            "—" if a["claimed_epsilon_requested"] is None else f"{a['claimed_epsilon_requested']:g}",
-            "yes" if a["sound"] else "NO",
-            f"{a['audited_epsilon_lower']:.2f}",
-            verdict_text(a),
-            f"{c['accuracy']:.3f}",
-            f"{c['reid_best']:.3f}",
-        )
-    console.print(table)
+    print_audit_table(res, "demo: claimed versus audited ε, utility and re-identification")
     console.print(
         "NO in 'sound' means the ε is a paper's noise knob, not a DP guarantee; 'violated' means the audit "
         "refuted the claim."

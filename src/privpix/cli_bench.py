@@ -10,7 +10,17 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from privpix.cli import _floats, _load_pair, _method_params, _params, _size, _split_methods, console, main
+from privpix.cli import (
+    _floats,
+    _load_pair,
+    _method_params,
+    _params,
+    _progress,
+    _size,
+    _split_methods,
+    console,
+    main,
+)
 
 
 @main.command()
@@ -118,9 +128,7 @@ def bench(
     data_dir, quiet,
 ) -> None:  # fmt: skip
     """Utility, quality, attacks and the ε audit for every (method, ε): tidy results and report.html."""
-    from tqdm import tqdm
-
-    from privpix.bench import BenchConfig, run_bench, verdict_text
+    from privpix.bench import BenchConfig, run_bench
     from privpix.mechanisms import mechanism_class
 
     method_list = _split_methods(methods)
@@ -142,11 +150,7 @@ def bench(
     )
     train, test = _load_pair(dataset, data_dir, limit, seed, hw, False)
     steps = sum((repeats + 1) * (len(eps) if mechanism_class(m).uses_epsilon else 1) for m in method_list)
-    bar = tqdm(total=steps, disable=quiet, desc="bench", unit="step")
-
-    def step(msg: str) -> None:
-        bar.set_postfix_str(msg[-60:])
-        bar.update(1)
+    bar, step = _progress(steps, "bench", "step", quiet)
 
     if not quiet:
         console.print(
@@ -158,10 +162,21 @@ def bench(
     bar.close()
     if quiet:
         return
-    table = Table(title="claimed versus audited ε")
+    print_audit_table(res, "claimed versus audited ε")
+    console.print(
+        f"wrote {Path(output) / 'report.html'}, results.csv, results.json in {time.perf_counter() - t0:.0f} s"
+    )
+
+
+def print_audit_table(res: dict, title: str) -> None:
+    """The bench's summary on the console: per (method, ε) the claim, the audited bound, the verdict, and the
+    mean utility and re-identification over repeats."""
+    from privpix.bench import verdict_text
+
+    table = Table(title=title)
     for col in ("method", "ε", "sound", "claimed (unit)", "audited ≥", "verdict", "accuracy", "re-id (best)"):
         table.add_column(col)
-    acc: dict[tuple, list[float]] = {}
+    acc: dict[tuple, list[tuple[float, float]]] = {}
     for c in res["cells"]:
         acc.setdefault((c["method"], c["epsilon"]), []).append((c["accuracy"], c["reid_best"]))
     for a in res["audits"]:
@@ -179,6 +194,3 @@ def bench(
             f"{mean[1]:.3f}",
         )
     console.print(table)
-    console.print(
-        f"wrote {Path(output) / 'report.html'}, results.csv, results.json in {time.perf_counter() - t0:.0f} s"
-    )
