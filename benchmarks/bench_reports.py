@@ -21,6 +21,7 @@ from pathlib import Path
 from privpix.bench import BenchConfig, run_bench, verdict_text
 from privpix.cli import _load_pair
 from privpix.mechanisms import mechanism_class
+from privpix.report.html import cell_means
 
 ROOT = Path(__file__).parent
 OUT = ROOT / "results"
@@ -108,15 +109,8 @@ def audits_md(results: dict) -> str:
     present = [k for k in keys if any(k in c for c in results["cells"])]
     lines += ["", "## Utility and attacks (mean over repeats)", "", "| method | ε | " + " | ".join(present) + " |"]
     lines.append("|---|---|" + "---|" * len(present))
-    groups: dict = {}
-    for c in results["cells"]:
-        groups.setdefault((c["method"], c["epsilon"]), []).append(c)
-    for (m, e), cs in groups.items():
-        vals = []
-        for k in present:
-            xs = [float(c[k]) for c in cs if k in c]
-            vals.append(f"{sum(xs) / len(xs):.3f}" if xs else "—")
-        lines.append(f"| {m} | {e} | " + " | ".join(vals) + " |")
+    for m, e, v in cell_means(results["cells"], present):
+        lines.append(f"| {m} | {e} | " + " | ".join("—" if v[k] is None else f"{v[k]:.3f}" for k in present) + " |")
     c0 = results["cells"][0]
     lines += [
         "",

@@ -172,16 +172,16 @@ def print_audit_table(res: dict, title: str) -> None:
     """The bench's summary on the console: per (method, ε) the claim, the audited bound, the verdict, and the
     mean utility and re-identification over repeats."""
     from privpix.bench import verdict_text
+    from privpix.report.html import cell_means
 
     table = Table(title=title)
     for col in ("method", "ε", "sound", "claimed (unit)", "audited ≥", "verdict", "accuracy", "re-id (best)"):
         table.add_column(col)
-    acc: dict[tuple, list[tuple[float, float]]] = {}
-    for c in res["cells"]:
-        acc.setdefault((c["method"], c["epsilon"]), []).append((c["accuracy"], c["reid_best"]))
+    keys = ("accuracy", "reid_best")
+    means = {(m, e): v for m, e, v in cell_means(res["cells"], keys)}
     for a in res["audits"]:
-        vals = acc.get((a["method"], a["claimed_epsilon_requested"]), [])
-        mean = [sum(v[i] for v in vals) / len(vals) for i in (0, 1)] if vals else [float("nan")] * 2
+        v = means.get((a["method"], a["claimed_epsilon_requested"]), {})
+        mean = [float("nan") if v.get(k) is None else v[k] for k in keys]
         claimed = "—" if a["claimed_epsilon"] is None else f"{a['claimed_epsilon']:g}"
         table.add_row(
             escape(a["method"]),

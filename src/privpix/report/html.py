@@ -260,7 +260,7 @@ ATTACK_COLUMNS = (
 )
 
 
-def _means(cells: Sequence[dict], keys: Sequence[str]) -> list[tuple[str, Any, dict[str, float | None]]]:
+def cell_means(cells: Sequence[dict], keys: Sequence[str]) -> list[tuple[str, Any, dict[str, float | None]]]:
     """(method, ε, {key: mean over repeats}) in first-seen order."""
     groups: dict[tuple[str, Any], list[dict]] = {}
     for c in cells:
@@ -279,7 +279,7 @@ def privacy_utility_plot(cells: Sequence[dict], privacy_key: str, xlabel: str) -
     """Utility accuracy against an attack's success, one line per method through its ε values."""
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     by_method: dict[str, list[tuple[float, float, Any]]] = defaultdict(list)
-    for m, e, v in _means(cells, [privacy_key, "accuracy"]):
+    for m, e, v in cell_means(cells, [privacy_key, "accuracy"]):
         if v[privacy_key] is not None and v["accuracy"] is not None:
             by_method[m].append((v[privacy_key], v["accuracy"], e))
     for m, pts in by_method.items():
@@ -337,13 +337,13 @@ def render_bench_report(results: dict[str, Any], grids: Sequence[tuple[str, str]
         caveats.setdefault(c["method"], tuple(c["guarantee"].get("caveats", ())))
     cav_rows = [[_fmt(m), "<br>".join(html.escape(x) for x in cs) or "—"] for m, cs in caveats.items()]
     util_keys = ["accuracy", "f1", "accuracy_release_all", "psnr", "ssim"]
-    u_rows = [[_fmt(m), _fmt(e), *(_fmt(v[k]) for k in util_keys)] for m, e, v in _means(cells, util_keys)]
+    u_rows = [[_fmt(m), _fmt(e), *(_fmt(v[k]) for k in util_keys)] for m, e, v in cell_means(cells, util_keys)]
     present = [(k, lab) for k, lab in ATTACK_COLUMNS if any(k in c for c in cells)]
     a_rows = [
-        [_fmt(m), _fmt(e), *(_fmt(v[k]) for k, _ in present)] for m, e, v in _means(cells, [k for k, _ in present])
+        [_fmt(m), _fmt(e), *(_fmt(v[k]) for k, _ in present)] for m, e, v in cell_means(cells, [k for k, _ in present])
     ]
     chance = {
-        k: _means(cells, [k])[0][2][k] if cells else None
+        k: cell_means(cells, [k])[0][2][k] if cells else None
         for k in ("reid_chance", "identity_chance", "attr_majority", "recon_baseline_psnr")
     }
     plots = [
