@@ -141,10 +141,7 @@ def _attack_row(mech, train, test, rel_train, rel_test, attribute, cnn_epochs, s
     row: dict[str, float] = {}
     row.update(attacks.reidentification(test, rel_test.images, train, rel_train.images, seed=seed))
     if attribute:
-        for key, value in attacks.attribute_inference(
-            train, rel_train.images, test, rel_test.images, attribute, seed=seed
-        ).items():
-            row[key] = value
+        row.update(attacks.attribute_inference(train, rel_train.images, test, rel_test.images, attribute, seed=seed))
     query_rng = np.random.default_rng(seed + 1)
 
     def query(s: ImageSet) -> ImageSet:
