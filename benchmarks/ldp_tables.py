@@ -381,9 +381,10 @@ def main() -> None:
     ap.add_argument("--speed", action="store_true", help="also measure the speed targets")
     ap.add_argument("--render", action="store_true", help="only rebuild tables and plots from the JSON")
     ap.add_argument("--speed-only", action="store_true", help="only re-measure the speeds into the JSON")
+    ap.add_argument("--json", type=Path, default=OUT / "ldp_tables.json", help="results file read and updated")
     args = ap.parse_args()
     OUT.mkdir(exist_ok=True)
-    path = OUT / "ldp_tables.json"
+    path = args.json
     data = json.loads(path.read_text()) if path.exists() else {"runs": {}}
     # Repeats can differ between parts (see --extend); the rendered tables count them from the rows.
     for stale in ("repeats", "knn_repeats"):
@@ -402,8 +403,12 @@ def main() -> None:
                 key = f"{ds}/{cfg}"
                 previous = data["runs"].get(key, {}).get("rows", []) if args.extend else []
                 rows, meta = run_config(ds, cfg, args.repeats, args.knn_repeats, args.knn_test, log, previous)
+                # Re-read before writing so that a concurrent run on other parts keeps its results; written
+                # after every part, so a crash loses one part.
+                if path.exists():
+                    data["runs"] = json.loads(path.read_text())["runs"]
                 data["runs"][key] = {"rows": rows, "meta": meta}
-                path.write_text(json.dumps(data, indent=1))  # after every part: a crash loses one part
+                path.write_text(json.dumps(data, indent=1))
         if args.speed:
             data["speed"] = speed(log)
             path.write_text(json.dumps(data, indent=1))

@@ -27,7 +27,7 @@ from privpix.data import load_dataset
 from privpix.evaluation.linkage import frechet_distance, reidentification_rate
 from privpix.evaluation.quality import ssim
 from privpix.mechanisms import get_mechanism
-from privpix.mechanisms.neural.ppsgan import TrunkClassifier, anonymize, train_ppsgan
+from privpix.mechanisms.neural.ppsgan import TrunkClassifier, anonymize, latent_noise_budget, train_ppsgan
 
 OUT = Path(__file__).parent / "results"
 JSON = OUT / "ppsgan.json"
@@ -56,12 +56,13 @@ def run_dataset(name: str, args) -> dict:
     train = train.subset(np.sort(rng.choice(len(train), args.limit, replace=False)))
     x, y, xt, yt = train.as_float(), train.labels, test.as_float(), test.labels
     probe = np.sort(rng.choice(len(x), args.probe, replace=False))  # images attacked for re-identification
-    kw = {"d": 128, "width": args.width, "batch_size": 256, "n_critic": args.n_critic}
+    kw = {"d": 128, "width": args.width, "batch_size": 256, "n_critic": args.n_critic, "recipe": args.recipe}
     cls_kw = {"width": args.width, "epochs": args.cls_epochs, "seed": 0}
     t0 = time.perf_counter()
     ref = TrunkClassifier(**cls_kw).fit(x, y)
     res: dict = {"n_train": len(x), "n_test": len(xt), "width": args.width, "epochs": args.epochs,
-                 "ae_epochs": args.ae_epochs, "n_critic": args.n_critic, "methods": {}}  # fmt: skip
+                 "ae_epochs": args.ae_epochs, "n_critic": args.n_critic, "recipe": args.recipe,
+                 "methods": {}}  # fmt: skip
     feat_real, feat_test = ref.features(x[probe]), ref.features(xt[:2000])
 
     def measure(label: str, released: np.ndarray, extra: dict | None = None) -> None:
@@ -127,6 +128,48 @@ def run_dataset(name: str, args) -> dict:
     res["grids"] = pictures(name, x, y, pics)
     res["tsne"] = tsne_picture(name, models["ppsgan-(1,0)"], x, y)
     return res
+
+
+def _subset(name: str, limit: int):
+    train, test = load_dataset(f"{name}:train"), load_dataset(f"{name}:test")
+    rng = np.random.default_rng(0)  # the same subset as run_dataset
+    train = train.subset(np.sort(rng.choice(len(train), limit, replace=False)))
+    return train.as_float(), train.labels, test.as_float(), test.labels
+
+
+def noise_budget(name: str, args) -> dict:
+    """Signal and noise sizes in z̃ right after the autoencoder pretraining, for every (ε, δ): why short
+    training cannot reach the paper's utility at the strong settings (see ``latent_noise_budget``)."""
+    x, y, _, _ = _subset(name, args.limit)
+    kw = {"d": 128, "width": args.width, "epochs": 0, "seed": 0}
+    _, hist = train_ppsgan("ppsgan", x, y, ae_epochs=args.ae_epochs, **kw)
+    out = {}
+    for eps, delta in SETTINGS:
+        for kind in ("ppsgan", "ppapnet"):
+            m, _ = train_ppsgan(kind, x, y, epsilon=eps, delta=delta, pretrained=hist["autoencoder"], **kw)
+            out[f"{kind}-({eps:g},{delta:g})"] = latent_noise_budget(m, x[:4000], seed=0)
+            log(f"{name} {kind}-({eps:g},{delta:g}): {out[f'{kind}-({eps:g},{delta:g})']}")
+    return out
+
+
+def curve(name: str, args) -> list[dict]:
+    """Utility of PPSGAN-(1, 0) along a longer training: accuracy on 5,000 real test images of a classifier
+    trained on the released training set, every ``--curve-every`` adversarial epochs."""
+    x, y, xt, yt = _subset(name, args.limit)
+    t0, rows = time.perf_counter(), []
+
+    def measure(ep, g):
+        if ep % args.curve_every:
+            return
+        rel = anonymize(g, x, seed=1)
+        acc = TrunkClassifier(width=args.width, epochs=args.cls_epochs, seed=0).fit(rel, y).score(xt[:5000], yt[:5000])
+        rows.append({"epoch": ep, "accuracy": acc, "minutes": (time.perf_counter() - t0) / 60})
+        log(f"{name} {args.recipe} epoch {ep}: accuracy {acc:.4f}")
+
+    train_ppsgan("ppsgan", x, y, epsilon=1.0, delta=0.0, d=128, width=args.width, ae_epochs=args.ae_epochs,
+                 epochs=args.curve_epochs, n_critic=args.n_critic, recipe=args.recipe, seed=0,
+                 callback=measure)  # fmt: skip
+    return rows
 
 
 def _timing(t0: float, hist: dict) -> dict:
@@ -208,6 +251,8 @@ def render(data: dict) -> None:
         "",
     ]
     for name, res in data.items():
+        if name == "analysis":
+            continue
         lines += [
             f"## {name}",
             "",
@@ -229,8 +274,40 @@ def render(data: dict) -> None:
                   + ", ".join(f"{k}: {100 * v:.1f}" for k, v in res["baselines_tried"].items()), "",
                   "Pictures (MNIST / Fashion-MNIST, public datasets): " + ", ".join(f"`{p}`" for p in res["grids"])
                   + f", `{res['tsne']}`.", ""]  # fmt: skip
+    lines += render_analysis(data.get("analysis", {}))
     (OUT / "ppsgan.md").write_text("\n".join(lines))
     log(f"wrote {OUT / 'ppsgan.md'}")
+
+
+def render_analysis(extra: dict) -> list[str]:
+    lines: list[str] = []
+    if extra.get("curves"):
+        lines += ["## Utility against training length", "",
+                  "PPSGAN-(1, 0): accuracy % on 5,000 real test images of a C_c-shaped classifier trained on the "
+                  "released training set, along one longer adversarial training (`--curve-epochs`).", "",
+                  "| run (dataset/recipe/width/train images) | " + " | ".join(["epoch: accuracy %"]) + " |",
+                  "|---|---|"]  # fmt: skip
+        for key, rows in extra["curves"].items():
+            pts = ", ".join(f"{r['epoch']}: {100 * r['accuracy']:.1f}" for r in rows)
+            mins = f" ({rows[-1]['minutes']:.0f} min)" if rows else ""
+            lines.append(f"| {key} | {pts}{mins} |")
+        lines.append("")
+    if extra.get("noise_budget"):
+        lines += ["## Latent noise budget after pretraining", "",
+                  "RMS sizes in z̃ right after the autoencoder pretraining (`latent_noise_budget`): `signal` is the "
+                  "spread of the image-dependent signal (A z for PPSGAN, z for PPAPNet) across images, `noise "
+                  "diff.` the noise left after removing its per-image common mode, `common %` the share of the "
+                  "noise energy in that common mode (one offset per image, which the decoder can learn to "
+                  "ignore), `SNR` = signal / noise diff.", ""]  # fmt: skip
+        for name, rows in extra["noise_budget"].items():
+            lines += [f"### {name}", "", "| setting | signal | noise diff. | common % | SNR |", "|---|---|---|---|---|"]
+            for label, b in rows.items():
+                lines.append(
+                    f"| {label} | {b['signal_spread']:.3g} | {b['noise_differential']:.3g} | "
+                    f"{100 * b['common_fraction']:.1f} | {b['snr']:.3g} |"
+                )
+            lines.append("")
+    return lines
 
 
 def main() -> None:
@@ -245,10 +322,25 @@ def main() -> None:
     ap.add_argument("--n-critic", type=int, default=5)
     ap.add_argument("--cls-epochs", type=int, default=3)
     ap.add_argument("--all-settings", action="store_true", help="all four (ε, δ) on every dataset, not only MNIST")
+    ap.add_argument("--recipe", choices=("paper", "authors"), default="paper", help="see train_ppsgan")
+    ap.add_argument("--budget", action="store_true", help="only the latent noise budget per (ε, δ)")
+    ap.add_argument("--curve-epochs", type=int, default=0, help="only a utility-vs-epoch curve this long")
+    ap.add_argument("--curve-every", type=int, default=6)
     ap.add_argument("--render", action="store_true")
     args = ap.parse_args()
     data = json.loads(JSON.read_text()) if JSON.exists() else {}
-    if not args.render:
+    if args.budget or args.curve_epochs:
+        for name in args.datasets.split(","):
+            if args.budget:
+                part, key, value = "noise_budget", name, noise_budget(name, args)
+            else:
+                part, key = "curves", f"{name}/{args.recipe}/width{args.width}/{args.limit}"
+                value = curve(name, args)
+            # Re-read first: another run of this script may have written its part meanwhile.
+            data = json.loads(JSON.read_text()) if JSON.exists() else {}
+            data.setdefault("analysis", {"noise_budget": {}, "curves": {}})[part][key] = value
+            JSON.write_text(json.dumps(data, indent=1, default=float))
+    elif not args.render:
         for name in args.datasets.split(","):
             data[name] = run_dataset(name, args)
             data[name]["probe"] = args.probe

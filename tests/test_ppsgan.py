@@ -17,6 +17,7 @@ from privpix.mechanisms.neural.ppsgan import (  # noqa: E402
     approximate_sensitivity,
     attention,
     build_networks,
+    latent_noise_budget,
     load_model,
     save_model,
     sigma_star,
@@ -133,6 +134,46 @@ def test_tiny_training_lowers_losses_and_is_reproducible(tmp_path):
         load_model(tmp_path / "bad.pt")
 
 
+def test_authors_recipe_recomputes_sensitivity_and_trains_classifier_on_real_only():
+    x, y = _digits()
+    kw = {"d": 16, "width": 4, "ae_epochs": 2, "epochs": 2, "batch_size": 32, "n_critic": 1, "seed": 3}
+    g, hist = train_ppsgan("ppsgan", x, y, recipe="authors", resensitize_every=5, **kw)
+    steps = len(x) // 32
+    # s_e is measured after pretraining and again every 5 generator steps, from the encoder as it is then.
+    assert len(hist["s_e_means"]) == (2 * steps - 1) // 5
+    assert float(g.sigma_star.mean()) == pytest.approx(hist["s_e_means"][-1], rel=1e-5)
+    assert hist["s_e_means"][-1] != pytest.approx(hist["s_e_mean"])
+    assert np.all(np.isfinite(hist["gen"])) and np.all(np.isfinite(hist["critic"]))
+    # The non-saturating term −log D(x̃) is non-negative, so the authors' generator loss is too; the paper's
+    # −L_d term is not.
+    assert min(hist["gen"]) > 0
+    _, paper = train_ppsgan("ppsgan", x, y, recipe="paper", **kw)
+    assert "s_e_means" not in paper
+    with pytest.raises(ParameterError, match="recipe"):
+        train_ppsgan("ppsgan", x, y, recipe="tensorflow", **kw)
+    with pytest.raises(ParameterError, match="resensitize_every"):
+        train_ppsgan("ppsgan", x, y, recipe="authors", resensitize_every=0, **kw)
+
+
+def test_latent_noise_budget_scales_with_epsilon_and_sees_the_common_mode():
+    x, y = _digits(256)
+    kw = {"d": 16, "width": 4, "ae_epochs": 1, "epochs": 0, "batch_size": 64, "seed": 0}
+    g, hist = train_ppsgan("ppsgan", x, y, epsilon=1.0, **kw)
+    p, _ = train_ppsgan("ppapnet", x, y, epsilon=1.0, pretrained=hist["autoencoder"], **kw)
+    b1 = latent_noise_budget(g, x, seed=4)
+    g.sigma_star.mul_(10.0)  # ε = 0.1: σ* ten times larger, the same α
+    b01 = latent_noise_budget(g, x, seed=4)
+    assert b01["snr"] == pytest.approx(b1["snr"] / 10, rel=1e-4)  # float32 arithmetic
+    assert b01["signal_spread"] == pytest.approx(b1["signal_spread"], rel=1e-9)
+    # (J − A) sums the noise of all d coordinates into each: most of it is one shared offset per image,
+    # whereas PPAPNet's i.i.d. noise has about 1/d of its energy there.
+    bp = latent_noise_budget(p, x, seed=4)
+    assert b1["common_fraction"] > 0.5 > 4 / 16 > bp["common_fraction"]
+    with pytest.raises(ParameterError, match="ACGAN"):
+        acgan, _ = train_ppsgan("acgan", x, y, **kw)
+        latent_noise_budget(acgan, x)
+
+
 def test_trunk_classifier_learns_digits():
     from privpix.mechanisms.neural.ppsgan import TrunkClassifier
 
@@ -149,8 +190,12 @@ def test_cli_train_and_release_all_three(run, data_dir, tmp_path):
             "train-ppsgan", "--model", kind, "--dataset", "mnist:train", "--limit", 128, "--width", 4,
             "--latent", 16, "--ae-epochs", 1, "--epochs", 1, "--batch-size", 32, "--n-critic", 1,
             "--delta", 1e-8, "--output", model, "--data-dir", data_dir, "-q",
+            *(["--recipe", "authors", "--resensitize-every", 2] if kind == "ppsgan" else []),
         )  # fmt: skip
         assert r.exit_code == 0, r.output
+        meta = load_model(model)[1]
+        assert meta["recipe"] == ("authors" if kind == "ppsgan" else "paper")
+        assert len(meta["history"].get("s_e_means", [])) == (1 if kind == "ppsgan" else 0)
         out = tmp_path / f"rel-{kind}"
         r = run(
             "release", "--dataset", "builtin-mnist:test", "--method", kind, "--param", f"model={model}",

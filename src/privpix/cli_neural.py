@@ -188,10 +188,16 @@ def _measure(net, x, y, priv, tr, val, sigma2s, K, quiet) -> list[dict]:
 @click.option("--batch-size", type=int, default=256, show_default=True)
 @click.option("--n-critic", type=int, default=5, show_default=True, help="Critic steps per generator step.")
 @click.option("--limit", type=int, default=None, help="Train on a seeded subset of this many images.")
+@click.option(
+    "--recipe", type=click.Choice(["paper", "authors"]), default="paper", show_default=True,
+    help="paper: §3.4 as written; authors: the released code's losses (non-saturating generator term, C_c on real "
+    "images only, s_e recomputed every --resensitize-every generator steps).",
+)  # fmt: skip
+@click.option("--resensitize-every", type=int, default=1000, show_default=True, help="With --recipe authors.")
 @_training_options
 def train_ppsgan(
-    kind, dataset, epsilon, delta, d, width, ae_epochs, epochs, batch_size, n_critic, limit, seed, data_dir, output,
-    force, quiet,
+    kind, dataset, epsilon, delta, d, width, ae_epochs, epochs, batch_size, n_critic, limit, recipe, resensitize_every,
+    seed, data_dir, output, force, quiet,
 ):  # fmt: skip
     """Train PPSGAN, PPAPNet or ACGAN (paper 004) and save the model file `privpix release` loads."""
     from privpix.data import ImageSet, load_dataset
@@ -209,7 +215,8 @@ def train_ppsgan(
     t0 = time.perf_counter()
     gen, hist = train_ppsgan(
         kind, data.as_float(), data.labels, epsilon=epsilon, delta=delta, d=d, width=width, ae_epochs=ae_epochs,
-        epochs=epochs, batch_size=batch_size, n_critic=n_critic, seed=seed, progress=not quiet,
+        epochs=epochs, batch_size=batch_size, n_critic=n_critic, seed=seed, recipe=recipe,
+        resensitize_every=resensitize_every, progress=not quiet,
     )  # fmt: skip
     hist.pop("autoencoder", None)  # tensors; the model file holds the trained weights
     h, w, c = data.shape
@@ -219,6 +226,7 @@ def train_ppsgan(
         "width": width,
         "epsilon": epsilon,
         "delta": delta,
+        "recipe": recipe,
         "history": hist,
         "fitted_on": f"{dataset} ({len(data)} images, seed {seed})",
         "train_seconds": round(time.perf_counter() - t0, 1),

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from privpix.noise import torch_seed
 
 FORMAT = "privpix-ppsgan/1"
 KINDS = ("ppsgan", "ppapnet", "acgan")
+RECIPES = ("paper", "authors")
 
 
 def _torch():
@@ -197,6 +199,9 @@ def train_ppsgan(
     lr: float = 1e-4,
     seed: int = 0,
     pretrained: dict | None = None,
+    recipe: str = "paper",
+    resensitize_every: int = 1000,
+    callback: Callable[[int, Any], None] | None = None,
     progress: bool = False,
 ) -> tuple[Any, dict]:
     """Train PPSGAN, PPAPNet (pretrained autoencoder + Algorithm 1) or ACGAN on ``images`` (n, h, w, c) in
@@ -205,12 +210,30 @@ def train_ppsgan(
     which then skips the pretraining).
 
     One epoch is ``len(images) / batch_size`` generator steps, each after ``n_critic`` critic steps.
+
+    ``recipe`` chooses between the paper's text and the authors' released TensorFlow code, which differ in
+    three places (the ACGAN and PPAPNet losses follow the same choice):
+
+    * ``"paper"`` (§3.4 as written): the generator minimises ``L_c(x̃) − L_d(x̃) + L_zero`` (the saturating
+      minimax term), the classifier C_c learns from real and anonymized images, s_e is computed once after the
+      autoencoder pretraining.
+    * ``"authors"`` (MIMICLab/PPSGAN ``train.py``): the generator's adversarial term is the non-saturating
+      ``−log D(x̃)``, C_c learns from real images only (so the generator cannot agree a private code with it),
+      and s_e and σ* are recomputed from the current encoder every ``resensitize_every`` generator steps.
+
+    ``callback(epoch, generator)`` runs after each adversarial epoch (1-based) with the generator in eval mode,
+    e.g. to measure utility along the training; the training resumes in train mode afterwards.
     """
     torch = _torch()
     from tqdm import tqdm
 
     if kind not in KINDS:
         raise ParameterError(f"kind must be one of {KINDS}, got {kind!r}")
+    if recipe not in RECIPES:
+        raise ParameterError(f"recipe must be one of {RECIPES}, got {recipe!r}")
+    if resensitize_every < 1:
+        raise ParameterError(f"resensitize_every must be >= 1, got {resensitize_every}")
+    authors = recipe == "authors"
     x = _as_tensor(images)
     y_np = np.asarray(labels)
     if y_np.shape != (len(x),):
@@ -243,10 +266,15 @@ def train_ppsgan(
                 tot += loss.item()
             hist["ae_mse"].append(tot / steps)
         hist["autoencoder"] = {k: v.detach().clone() for k, v in g.state_dict().items()}
+        g.gaussian.fill_(delta > 0)
+
+    def resensitize() -> float:
         s_e = approximate_sensitivity(g, x)
         g.sigma_star.copy_(torch.from_numpy(sigma_star(s_e, epsilon, delta).astype(np.float32)))
-        g.gaussian.fill_(delta > 0)
-        hist["s_e_mean"] = float(s_e.mean())
+        return float(s_e.mean())
+
+    if kind != "acgan":
+        hist["s_e_mean"] = resensitize()
     opt_g = torch.optim.AdamW(g.parameters(), lr=lr, weight_decay=1e-4, betas=(0.5, 0.9))
     opt_c = torch.optim.AdamW(c.parameters(), lr=lr, weight_decay=1e-4, betas=(0.5, 0.9))
     bce, ce = torch.nn.functional.binary_cross_entropy_with_logits, torch.nn.functional.cross_entropy
@@ -256,24 +284,24 @@ def train_ppsgan(
             return g.sample(y[idx], gen_rng)
         return g(x[idx], gen_rng)
 
+    gen_steps = 0
     for ep in range(epochs):
         t0 = time.perf_counter()
-        g.train()
-        c.train()
         tot_c = tot_g = tot_z = 0.0
         for _ in tqdm(range(steps), desc=f"adversarial {ep + 1}", disable=not progress, leave=False):
+            if authors and kind != "acgan" and gen_steps and gen_steps % resensitize_every == 0:
+                hist.setdefault("s_e_means", []).append(resensitize())
+            g.train()
+            c.train()
             for _ in range(n_critic):
                 i, j = batch(), batch()
                 with torch.no_grad():
                     xt = fake(i)
                 r_real, c_real = c(x[j])
                 r_fake, c_fake = c(xt)
-                loss_c = (
-                    bce(r_real, torch.ones_like(r_real))
-                    + bce(r_fake, torch.zeros_like(r_fake))
-                    + ce(c_real, y[j])
-                    + ce(c_fake, y[i])
-                )
+                loss_c = bce(r_real, torch.ones_like(r_real)) + bce(r_fake, torch.zeros_like(r_fake)) + ce(c_real, y[j])
+                if not authors:
+                    loss_c = loss_c + ce(c_fake, y[i])
                 opt_c.zero_grad()
                 loss_c.backward()
                 opt_c.step()
@@ -284,12 +312,15 @@ def train_ppsgan(
                 loss_g = bce(r_fake, torch.ones_like(r_fake)) + ce(c_fake, y[i])
                 zero = torch.zeros(())
             else:
-                # Paper: minimise L_c − L_d + L_zero, L_d the critic's cross-entropy on x̃ labelled fake.
+                # Paper: minimise L_c − L_d + L_zero, L_d the critic's cross-entropy on x̃ labelled fake; the
+                # authors' code swaps −L_d for the non-saturating −log D(x̃).
                 zero = torch.nn.functional.mse_loss(g.decode(g.encode(x[i])), x[i])
-                loss_g = ce(c_fake, y[i]) - bce(r_fake, torch.zeros_like(r_fake)) + zero
+                adv = bce(r_fake, torch.ones_like(r_fake)) if authors else -bce(r_fake, torch.zeros_like(r_fake))
+                loss_g = ce(c_fake, y[i]) + adv + zero
             opt_g.zero_grad()
             loss_g.backward()
             opt_g.step()
+            gen_steps += 1
             tot_c += loss_c.item()
             tot_g += loss_g.item()
             tot_z += zero.item()
@@ -297,6 +328,10 @@ def train_ppsgan(
         hist["gen"].append(tot_g / steps)
         hist["zero"].append(tot_z / steps)
         hist["sec"].append(time.perf_counter() - t0)
+        if callback is not None:
+            g.eval()
+            g.classes_ = classes
+            callback(ep + 1, g)
     g.eval()
     g.classes_ = classes
     return g, hist
@@ -379,6 +414,52 @@ def anonymize(gen, images: np.ndarray, labels: np.ndarray | None = None, *, seed
             for i in range(0, len(x), 512):
                 out.append(gen(x[i : i + 512], g).numpy())
     return np.moveaxis(np.concatenate(out), 1, 3)
+
+
+def latent_noise_budget(gen, images: np.ndarray, *, seed: int = 0) -> dict[str, float]:
+    """How much of the decoder's input z̃ is signal and how much is noise, for a PPSGAN or PPAPNet generator.
+
+    z̃ splits into a signal part (``A z`` for PPSGAN, ``z`` for PPAPNet) and a noise part (``(J − A)(α ∘ σ*)``
+    or ``α ∘ σ*``). Each part is split again into its per-image mean over the d coordinates (the common mode, a
+    single number per image, which a decoder can learn to ignore) and the rest (the differential part). Returns
+    root-mean-square sizes over images and coordinates:
+
+    * ``signal_spread``: RMS deviation of the differential signal from its mean over images (what tells images
+      apart), ``noise_differential`` and ``noise_common``: RMS of the two noise parts;
+    * ``common_fraction``: share of the noise energy in the common mode;
+    * ``snr``: ``signal_spread / noise_differential`` (below 1 the decoder sees more noise than image).
+    """
+    torch = _torch()
+    if gen.kind == "acgan":
+        raise ParameterError("ACGAN has no encoder: its latent is pure noise")
+    gen.eval()
+    x = _as_tensor(images)
+    g = torch.Generator().manual_seed(int(seed))
+    sig, noi = [], []
+    with torch.no_grad():
+        for i in range(0, len(x), 512):
+            z = gen.encode(x[i : i + 512])
+            n = gen.noise(len(z), g)
+            if gen.kind == "ppapnet":
+                sig.append(z)
+                noi.append(n)
+            else:
+                att = attention(z)
+                sig.append((att @ z[:, :, None])[:, :, 0])
+                noi.append(((1.0 - att) @ n[:, :, None])[:, :, 0])
+    s, n = torch.cat(sig).double(), torch.cat(noi).double()
+    s_diff = s - s.mean(1, keepdim=True)
+    n_common = n.mean(1, keepdim=True).expand_as(n)
+    n_diff = n - n_common
+    spread = float((s_diff - s_diff.mean(0)).pow(2).mean().sqrt())
+    nd, nc = float(n_diff.pow(2).mean().sqrt()), float(n_common.pow(2).mean().sqrt())
+    return {
+        "signal_spread": spread,
+        "noise_differential": nd,
+        "noise_common": nc,
+        "common_fraction": nc**2 / max(nc**2 + nd**2, 1e-300),
+        "snr": spread / max(nd, 1e-300),
+    }
 
 
 def save_model(path: str | Path, gen, meta: dict) -> Path:
