@@ -296,15 +296,16 @@ def render_analysis(extra: dict) -> list[str]:
         lines += ["## Latent noise budget after pretraining", "",
                   "RMS sizes in z̃ right after the autoencoder pretraining (`latent_noise_budget`): `signal` is the "
                   "spread of the image-dependent signal (A z for PPSGAN, z for PPAPNet) across images, `noise "
-                  "diff.` the noise left after removing its per-image common mode, `common %` the share of the "
-                  "noise energy in that common mode (one offset per image, which the decoder can learn to "
-                  "ignore), `SNR` = signal / noise diff.", ""]  # fmt: skip
+                  "diff.` the noise left after removing its per-image common mode, `noise common` that common "
+                  "mode (one offset per image, which the decoder must learn to cancel), `common %` its share of "
+                  "the noise energy, `SNR` = signal / noise diff.", ""]  # fmt: skip
         for name, rows in extra["noise_budget"].items():
-            lines += [f"### {name}", "", "| setting | signal | noise diff. | common % | SNR |", "|---|---|---|---|---|"]
+            head = "| setting | signal | noise diff. | noise common | common % | SNR |"
+            lines += [f"### {name}", "", head, "|---|---|---|---|---|---|"]
             for label, b in rows.items():
                 lines.append(
-                    f"| {label} | {b['signal_spread']:.3g} | {b['noise_differential']:.3g} | "
-                    f"{100 * b['common_fraction']:.1f} | {b['snr']:.3g} |"
+                    f"| {label} | {b['signal_spread']:.3g} | {b['noise_differential']:.3g} | {b['noise_common']:.3g} "
+                    f"| {100 * b['common_fraction']:.4g} | {b['snr']:.3g} |"
                 )
             lines.append("")
     return lines
