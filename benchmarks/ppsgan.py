@@ -51,9 +51,7 @@ def log(msg):
 
 
 def run_dataset(name: str, args) -> dict:
-    train, test = load_dataset(f"{name}:train"), load_dataset(f"{name}:test")
-    rng = np.random.default_rng(0)
-    train = train.subset(np.sort(rng.choice(len(train), args.limit, replace=False)))
+    train, test, rng = _subset(name, args.limit)
     x, y, xt, yt = train.as_float(), train.labels, test.as_float(), test.labels
     probe = np.sort(rng.choice(len(x), args.probe, replace=False))  # images attacked for re-identification
     kw = {"d": 128, "width": args.width, "batch_size": 256, "n_critic": args.n_critic, "recipe": args.recipe}
@@ -131,31 +129,34 @@ def run_dataset(name: str, args) -> dict:
 
 
 def _subset(name: str, limit: int):
+    """(seeded training subset, test set, the rng that drew the subset, for further seeded draws)."""
     train, test = load_dataset(f"{name}:train"), load_dataset(f"{name}:test")
-    rng = np.random.default_rng(0)  # the same subset as run_dataset
-    train = train.subset(np.sort(rng.choice(len(train), limit, replace=False)))
-    return train.as_float(), train.labels, test.as_float(), test.labels
+    rng = np.random.default_rng(0)
+    return train.subset(np.sort(rng.choice(len(train), limit, replace=False))), test, rng
 
 
 def noise_budget(name: str, args) -> dict:
     """Signal and noise sizes in z̃ right after the autoencoder pretraining, for every (ε, δ): why short
     training cannot reach the paper's utility at the strong settings (see ``latent_noise_budget``)."""
-    x, y, _, _ = _subset(name, args.limit)
+    train, _, _ = _subset(name, args.limit)
+    x, y = train.as_float(), train.labels
     kw = {"d": 128, "width": args.width, "epochs": 0, "seed": 0}
     _, hist = train_ppsgan("ppsgan", x, y, ae_epochs=args.ae_epochs, **kw)
     out = {}
     for eps, delta in SETTINGS:
         for kind in ("ppsgan", "ppapnet"):
             m, _ = train_ppsgan(kind, x, y, epsilon=eps, delta=delta, pretrained=hist["autoencoder"], **kw)
-            out[f"{kind}-({eps:g},{delta:g})"] = latent_noise_budget(m, x[:4000], seed=0)
-            log(f"{name} {kind}-({eps:g},{delta:g}): {out[f'{kind}-({eps:g},{delta:g})']}")
+            label = f"{kind}-({eps:g},{delta:g})"
+            out[label] = latent_noise_budget(m, x[:4000], seed=0)
+            log(f"{name} {label}: {out[label]}")
     return out
 
 
 def curve(name: str, args) -> list[dict]:
     """Utility of PPSGAN-(1, 0) along a longer training: accuracy on 5,000 real test images of a classifier
     trained on the released training set, every ``--curve-every`` adversarial epochs."""
-    x, y, xt, yt = _subset(name, args.limit)
+    train, test, _ = _subset(name, args.limit)
+    x, y, xt, yt = train.as_float(), train.labels, test.as_float(), test.labels
     t0, rows = time.perf_counter(), []
 
     def measure(ep, g):

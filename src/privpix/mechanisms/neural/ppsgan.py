@@ -117,12 +117,17 @@ def build_networks(kind: str, shape: tuple[int, int, int], d: int = 128, width: 
                 alpha = -torch.sign(u) * torch.log1p(-2 * u.abs())  # inverse CDF of Lap(0, 1)
             return alpha * self.sigma_star
 
-        def amplify(self, z, generator=None):
+        def parts(self, z, generator=None):
+            """z̃'s two summands: (signal, noise) = (A z, (J − A)(α ∘ σ*)) for PPSGAN, (z, α ∘ σ*) for PPAPNet."""
             noise = self.noise(len(z), generator)
             if self.kind == "ppapnet":
-                return z + noise
+                return z, noise
             att = attention(z)
-            return (att @ z[:, :, None])[:, :, 0] + ((1.0 - att) @ noise[:, :, None])[:, :, 0]
+            return (att @ z[:, :, None])[:, :, 0], ((1.0 - att) @ noise[:, :, None])[:, :, 0]
+
+        def amplify(self, z, generator=None):
+            signal, noise = self.parts(z, generator)
+            return signal + noise
 
         def forward(self, x, generator=None):
             return self.decode(self.amplify(self.encode(x), generator))
@@ -212,7 +217,8 @@ def train_ppsgan(
     One epoch is ``len(images) / batch_size`` generator steps, each after ``n_critic`` critic steps.
 
     ``recipe`` chooses between the paper's text and the authors' released TensorFlow code, which differ in
-    three places (the ACGAN and PPAPNet losses follow the same choice):
+    three places (PPAPNet follows the same choice; ACGAN's generator term is non-saturating under both, and
+    its C_c follows the choice):
 
     * ``"paper"`` (§3.4 as written): the generator minimises ``L_c(x̃) − L_d(x̃) + L_zero`` (the saturating
       minimax term), the classifier C_c learns from real and anonymized images, s_e is computed once after the
@@ -288,11 +294,12 @@ def train_ppsgan(
     for ep in range(epochs):
         t0 = time.perf_counter()
         tot_c = tot_g = tot_z = 0.0
+        g.train()  # the callback of the previous epoch left it in eval mode
+        c.train()
         for _ in tqdm(range(steps), desc=f"adversarial {ep + 1}", disable=not progress, leave=False):
             if authors and kind != "acgan" and gen_steps and gen_steps % resensitize_every == 0:
                 hist.setdefault("s_e_means", []).append(resensitize())
-            g.train()
-            c.train()
+                g.train()  # approximate_sensitivity measures in eval mode
             for _ in range(n_critic):
                 i, j = batch(), batch()
                 with torch.no_grad():
@@ -438,15 +445,9 @@ def latent_noise_budget(gen, images: np.ndarray, *, seed: int = 0) -> dict[str, 
     sig, noi = [], []
     with torch.no_grad():
         for i in range(0, len(x), 512):
-            z = gen.encode(x[i : i + 512])
-            n = gen.noise(len(z), g)
-            if gen.kind == "ppapnet":
-                sig.append(z)
-                noi.append(n)
-            else:
-                att = attention(z)
-                sig.append((att @ z[:, :, None])[:, :, 0])
-                noi.append(((1.0 - att) @ n[:, :, None])[:, :, 0])
+            signal, noise = gen.parts(gen.encode(x[i : i + 512]), g)
+            sig.append(signal)
+            noi.append(noise)
     s, n = torch.cat(sig).double(), torch.cat(noi).double()
     s_diff = s - s.mean(1, keepdim=True)
     n_common = n.mean(1, keepdim=True).expand_as(n)
