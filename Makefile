@@ -33,6 +33,7 @@ test: $(STAMP) browser
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check .
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache

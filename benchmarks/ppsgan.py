@@ -11,14 +11,17 @@ CPU scale (stated in the results): a seeded subset of the training set, conv wid
 epochs. The paper trained on a Titan V.
 
 Run: ``.venv/bin/python benchmarks/ppsgan.py [--datasets mnist,fashion-mnist] [--limit 12000]`` →
-``benchmarks/results/ppsgan.{json,md}``, ``ppsgan_*.png``.
+``benchmarks/results/ppsgan.{json,md}``, ``ppsgan_*.png``. Further seeds of the learned methods:
+``--seeds 1,2`` (one process per dataset may run side by side; rows are merged under a lock).
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -54,60 +57,22 @@ def run_dataset(name: str, args) -> dict:
     train, test, rng = _subset(name, args.limit)
     x, y, xt, yt = train.as_float(), train.labels, test.as_float(), test.labels
     probe = np.sort(rng.choice(len(x), args.probe, replace=False))  # images attacked for re-identification
-    kw = {"d": 128, "width": args.width, "batch_size": 256, "n_critic": args.n_critic, "recipe": args.recipe}
     cls_kw = {"width": args.width, "epochs": args.cls_epochs, "seed": 0}
     t0 = time.perf_counter()
-    ref = TrunkClassifier(**cls_kw).fit(x, y)
     res: dict = {"n_train": len(x), "n_test": len(xt), "width": args.width, "epochs": args.epochs,
                  "ae_epochs": args.ae_epochs, "n_critic": args.n_critic, "recipe": args.recipe,
                  "methods": {}}  # fmt: skip
-    feat_real, feat_test = ref.features(x[probe]), ref.features(xt[:2000])
+    measure = Measure(name, x, y, xt, yt, probe, args)
 
-    def measure(label: str, released: np.ndarray, extra: dict | None = None) -> None:
-        t = time.perf_counter()
-        clf = TrunkClassifier(**cls_kw).fit(released, y)
-        f_rel = ref.features(released[probe])
-        row = {
-            "accuracy": clf.score(xt, yt),
-            "reid_pixel": reidentification_rate(released[probe], x[probe]),
-            "reid_feature": reidentification_rate(f_rel, feat_real),
-            "ssim": float(np.mean(ssim(x[probe], released[probe]))),
-            "frechet": frechet_distance(ref.features(released[:2000]), feat_test),
-            **(extra or {}),
-        }
+    def keep(label: str, row: dict) -> None:
         res["methods"][label] = row
-        log(f"{name} {label}: " + ", ".join(f"{k} {v:.4g}" for k, v in row.items() if isinstance(v, float))
-            + f" ({time.perf_counter() - t:.0f} s)")  # fmt: skip
 
-    measure("original", x)
+    keep("original", measure("original", x, seed=0))
     res["reference_classifier_seconds"] = round(time.perf_counter() - t0, 1)
     pics: dict[str, np.ndarray] = {}
-    pretrained, models = None, {}
-    settings = SETTINGS if name == "mnist" or args.all_settings else SETTINGS[:1]
-    for eps, delta in settings:
-        t = time.perf_counter()
-        epochs = args.epochs if (eps, delta) == (1.0, 0.0) else args.epochs_other
-        g, hist = train_ppsgan("ppsgan", x, y, epsilon=eps, delta=delta, ae_epochs=args.ae_epochs, seed=0,
-                               pretrained=pretrained, epochs=epochs, **kw)  # fmt: skip
-        pretrained = hist.pop("autoencoder")
-        label = f"ppsgan-({eps:g},{delta:g})"
-        rel = anonymize(g, x, seed=1)
+    models = learned_methods(name, x, y, args, seed=0, measure=measure, keep=keep)
+    for label, (_, rel) in models.items():
         pics[label] = rel
-        models[label] = g
-        losses = {"gen_loss": hist["gen"], "critic_loss": hist["critic"], "zero_loss": hist["zero"]}
-        measure(label, rel, {**_timing(t, hist), "epochs": epochs, "s_e_mean": hist["s_e_mean"], **losses})
-    for kind in ("ppapnet", "acgan") if name == "mnist" else ("acgan",):
-        t = time.perf_counter()
-        init = pretrained if kind == "ppapnet" else None
-        g, hist = train_ppsgan(kind, x, y, epsilon=1.0, delta=0.0, ae_epochs=args.ae_epochs, seed=0,
-                               pretrained=init, epochs=args.epochs, **kw)  # fmt: skip
-        hist.pop("autoencoder", None)
-        label = f"{kind}-(1,0)" if kind == "ppapnet" else "acgan"
-        rel = anonymize(g, x, y, seed=1)
-        pics[label] = rel
-        measure(
-            label, rel, {"train_minutes": (time.perf_counter() - t) / 60, "sec_per_epoch": float(np.mean(hist["sec"]))}
-        )
     # Conventional baselines: pick, per method, the hyperparameter whose utility is nearest PPSGAN-(1,0)'s.
     target = res["methods"]["ppsgan-(1,0)"]["accuracy"]
     tried = {}
@@ -121,11 +86,131 @@ def run_dataset(name: str, args) -> dict:
                 best = (key, val, acc, rel)
         key, val, _, rel = best
         pics[f"{method} {key}={val}"] = rel
-        measure(f"{method} {key}={val}", rel, {"chosen_to_match": "ppsgan-(1,0)"})
+        keep(f"{method} {key}={val}", measure(f"{method} {key}={val}", rel, seed=0,
+                                               extra={"chosen_to_match": "ppsgan-(1,0)"}))  # fmt: skip
     res["baselines_tried"] = tried
     res["grids"] = pictures(name, x, y, pics)
-    res["tsne"] = tsne_picture(name, models["ppsgan-(1,0)"], x, y)
+    res["tsne"] = tsne_picture(name, models["ppsgan-(1,0)"][0], x, y)
     return res
+
+
+class Measure:
+    """Utility and measured privacy of one release of the training subset ``x``: the utility classifier is
+    trained with the given seed; re-identification uses one fixed reference classifier (seed 0) as the
+    attacker's feature extractor, so repeats differ only in the release and the utility classifier."""
+
+    def __init__(self, name, x, y, xt, yt, probe, args):
+        self.name, self.x, self.y, self.xt, self.yt, self.probe = name, x, y, xt, yt, probe
+        self.width, self.cls_epochs = args.width, args.cls_epochs
+        self.ref = TrunkClassifier(width=self.width, epochs=self.cls_epochs, seed=0).fit(x, y)
+        self.feat_real, self.feat_test = self.ref.features(x[probe]), self.ref.features(xt[:2000])
+
+    def __call__(self, label: str, released: np.ndarray, *, seed: int, extra: dict | None = None) -> dict:
+        t = time.perf_counter()
+        clf = TrunkClassifier(width=self.width, epochs=self.cls_epochs, seed=seed).fit(released, self.y)
+        p = self.probe
+        row = {
+            "accuracy": clf.score(self.xt, self.yt),
+            "reid_pixel": reidentification_rate(released[p], self.x[p]),
+            "reid_feature": reidentification_rate(self.ref.features(released[p]), self.feat_real),
+            "ssim": float(np.mean(ssim(self.x[p], released[p]))),
+            "frechet": frechet_distance(self.ref.features(released[:2000]), self.feat_test),
+            **(extra or {}),
+        }
+        log(f"{self.name} seed {seed} {label}: "
+            + ", ".join(f"{k} {v:.4g}" for k, v in row.items() if isinstance(v, float))
+            + f" ({time.perf_counter() - t:.0f} s)")  # fmt: skip
+        return row
+
+
+def learned_methods(name: str, x, y, args, *, seed: int, measure: Measure, keep, skip=frozenset()) -> dict:
+    """Train and measure every learned release at one seed: PPSGAN at each (ε, δ) (all four on MNIST or with
+    ``--all-settings``), PPAPNet-(1, 0) and ACGAN. ``keep(label, row)`` gets each measurement as soon as it is
+    made; labels in ``skip`` are not trained. Returns {label: (generator, released images)}."""
+    kw = {"d": 128, "width": args.width, "batch_size": 256, "n_critic": args.n_critic, "recipe": args.recipe,
+          "ae_epochs": args.ae_epochs, "seed": seed}  # fmt: skip
+    out: dict = {}
+    pretrained = None
+    settings = SETTINGS if name == "mnist" or args.all_settings else SETTINGS[:1]
+    kinds = ("ppapnet", "acgan") if name == "mnist" or args.all_settings else ("acgan",)
+    runs = [("ppsgan", eps, delta) for eps, delta in settings] + [(kind, 1.0, 0.0) for kind in kinds]
+    for kind, eps, delta in runs:
+        label = {"ppsgan": f"ppsgan-({eps:g},{delta:g})", "ppapnet": "ppapnet-(1,0)"}.get(kind, kind)
+        if label in skip:
+            continue
+        if pretrained is None and kind != "acgan":  # one autoencoder pretraining per seed, shared
+            _, hist = train_ppsgan("ppsgan", x, y, epochs=0, **kw)
+            pretrained = hist["autoencoder"]
+        t = time.perf_counter()
+        epochs = args.epochs if (eps, delta) == (1.0, 0.0) else args.epochs_other
+        g, hist = train_ppsgan(kind, x, y, epsilon=eps, delta=delta, epochs=epochs,
+                               pretrained=None if kind == "acgan" else pretrained, **kw)  # fmt: skip
+        hist.pop("autoencoder", None)
+        rel = anonymize(g, x, y, seed=1 + 1000 * seed)
+        out[label] = (g, rel)
+        extra = {**_timing(t, hist), "epochs": epochs, "seed": seed}
+        if kind != "acgan":
+            extra["s_e_mean"] = hist["s_e_mean"]
+        if kind == "ppsgan":
+            extra |= {"gen_loss": hist["gen"], "critic_loss": hist["critic"], "zero_loss": hist["zero"]}
+        keep(label, measure(label, rel, seed=seed, extra=extra))
+    return out
+
+
+def run_repeats(name: str, args) -> None:
+    """Further seeds of every learned method (``--seeds``), each row merged into ppsgan.json as soon as it is
+    measured, so another process may write its own dataset meanwhile and an interrupted run resumes. Seed 0
+    rows live in the main table; a seed's labels already measured are skipped."""
+    train, test, rng = _subset(name, args.limit)
+    x, y, xt, yt = train.as_float(), train.labels, test.as_float(), test.labels
+    probe = np.sort(rng.choice(len(x), args.probe, replace=False))
+    measure = Measure(name, x, y, xt, yt, probe, args)
+    for seed in (int(s) for s in args.seeds.split(",")):
+        data = json.loads(JSON.read_text())
+        done = set(_seed_rows(data[name], seed))
+
+        def keep(label: str, row: dict, seed=seed) -> None:
+            def put(fresh: dict) -> None:
+                if seed == 0:
+                    fresh[name]["methods"][label] = row
+                else:
+                    fresh[name].setdefault("repeats", {}).setdefault(str(seed), {})[label] = row
+
+            _merge(put)
+
+        if "original" not in done:  # the utility classifier's own spread, for scale
+            keep("original", measure("original", x, seed=seed))
+        learned_methods(name, x, y, args, seed=seed, measure=measure, keep=keep, skip=done)
+
+
+def _seed_rows(res: dict, seed: int) -> dict:
+    if seed == 0:
+        return {k: v for k, v in res["methods"].items() if k.startswith(("original", "ppsgan", "ppapnet", "acgan"))}
+    return res.get("repeats", {}).get(str(seed), {})
+
+
+def _merge(update) -> None:
+    """Apply ``update(data)`` to ppsgan.json as it is on disk now, under a lock: several runs of this script
+    (one per dataset, or a curve beside repeats) may each add their part meanwhile."""
+    with open(JSON.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = json.loads(JSON.read_text()) if JSON.exists() else {}
+        update(data)
+        _write(data)
+
+
+def _put(name: str, res: dict, data: dict) -> None:
+    data[name] = res  # a new main run replaces the dataset's entry, its older repeats included
+
+
+def _put_analysis(part: str, key: str, value, data: dict) -> None:
+    data.setdefault("analysis", {"noise_budget": {}, "curves": {}}).setdefault(part, {})[key] = value
+
+
+def _write(data: dict) -> None:
+    tmp = JSON.with_suffix(".json.tmp")  # write whole, then rename: a reader never sees half a file
+    tmp.write_text(json.dumps(data, indent=1, default=float))
+    tmp.replace(JSON)
 
 
 def _subset(name: str, limit: int):
@@ -264,13 +349,14 @@ def render(data: dict) -> None:
             "| method | accuracy % | paper % | re-id pixel | re-id feature | SSIM | Fréchet | epochs | train min |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
-        for label, r in res["methods"].items():
+        for label, r in sorted(res["methods"].items(), key=lambda kv: _order(kv[0])):
             paper = PAPER.get(name, {}).get(label, "")
             minutes = f"{r['train_minutes']:.1f}" if "train_minutes" in r else ""
             lines.append(
                 f"| {label} | {100 * r['accuracy']:.2f} | {paper} | {r['reid_pixel']:.3f} | {r['reid_feature']:.3f} "
                 f"| {r['ssim']:.3f} | {r['frechet']:.3g} | {r.get('epochs', '')} | {minutes} |"
             )
+        lines += render_repeats(res)
         lines += ["", "Conventional hyperparameters tried (accuracy %): "
                   + ", ".join(f"{k}: {100 * v:.1f}" for k, v in res["baselines_tried"].items()), "",
                   "Pictures (MNIST / Fashion-MNIST, public datasets): " + ", ".join(f"`{p}`" for p in res["grids"])
@@ -278,6 +364,37 @@ def render(data: dict) -> None:
     lines += render_analysis(data.get("analysis", {}))
     (OUT / "ppsgan.md").write_text("\n".join(lines))
     log(f"wrote {OUT / 'ppsgan.md'}")
+
+
+def _order(label: str) -> int:
+    """Table order: the original, PPSGAN by setting, PPAPNet, ACGAN, then the conventional baselines."""
+    learned = ["original", *(f"ppsgan-({e:g},{d:g})" for e, d in SETTINGS), "ppapnet-(1,0)", "acgan"]
+    return learned.index(label) if label in learned else len(learned)
+
+
+def render_repeats(res: dict) -> list[str]:
+    """Mean ± sample std over the seeds measured (seed 0 is the row above; ``--seeds`` adds the others)."""
+    if not res.get("repeats"):
+        return []
+    by_label: dict[str, list[dict]] = {}
+    for seed in ["0", *sorted(res["repeats"], key=int)]:
+        for label, row in _seed_rows(res, int(seed)).items():
+            by_label.setdefault(label, []).append(row)
+    lines = ["", "Over seeds (training, release noise and utility classifier reseeded; same training subset and "
+             "attacker): mean ± sample std.", "",
+             "| method | seeds | accuracy % | re-id pixel | re-id feature | SSIM | Fréchet |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+
+    def ms(rows, key, scale=1.0, fmt=".3f"):
+        v = scale * np.array([r[key] for r in rows])
+        sd = v.std(ddof=1) if len(v) > 1 else float("nan")
+        return f"{v.mean():{fmt}} ± {sd:{fmt}}"
+
+    for label, rows in sorted(by_label.items(), key=lambda kv: _order(kv[0])):
+        cells = [ms(rows, "accuracy", 100, ".2f"), ms(rows, "reid_pixel"), ms(rows, "reid_feature"),
+                 ms(rows, "ssim"), ms(rows, "frechet", fmt=".0f")]  # fmt: skip
+        lines.append(f"| {label} | {len(rows)} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def render_analysis(extra: dict) -> list[str]:
@@ -306,7 +423,7 @@ def render_analysis(extra: dict) -> list[str]:
             for label, b in rows.items():
                 lines.append(
                     f"| {label} | {b['signal_spread']:.3g} | {b['noise_differential']:.3g} | {b['noise_common']:.3g} "
-                    f"| {100 * b['common_fraction']:.4g} | {b['snr']:.3g} |"
+                    f"| {100 * b['common_fraction']:.3g} | {b['snr']:.3g} |"
                 )
             lines.append("")
     return lines
@@ -328,6 +445,7 @@ def main() -> None:
     ap.add_argument("--budget", action="store_true", help="only the latent noise budget per (ε, δ)")
     ap.add_argument("--curve-epochs", type=int, default=0, help="only a utility-vs-epoch curve this long")
     ap.add_argument("--curve-every", type=int, default=6)
+    ap.add_argument("--seeds", default="", help="only further seeds of the learned methods, e.g. 1,2 (see run_repeats)")
     ap.add_argument("--render", action="store_true")
     args = ap.parse_args()
     data = json.loads(JSON.read_text()) if JSON.exists() else {}
@@ -338,15 +456,17 @@ def main() -> None:
             else:
                 part, key = "curves", f"{name}/{args.recipe}/width{args.width}/{args.limit}"
                 value = curve(name, args)
-            # Re-read first: another run of this script may have written its part meanwhile.
-            data = json.loads(JSON.read_text()) if JSON.exists() else {}
-            data.setdefault("analysis", {"noise_budget": {}, "curves": {}})[part][key] = value
-            JSON.write_text(json.dumps(data, indent=1, default=float))
+            _merge(partial(_put_analysis, part, key, value))
+        data = json.loads(JSON.read_text())
+    elif args.seeds:
+        for name in args.datasets.split(","):
+            run_repeats(name, args)
+        data = json.loads(JSON.read_text())
     elif not args.render:
         for name in args.datasets.split(","):
-            data[name] = run_dataset(name, args)
-            data[name]["probe"] = args.probe
-            JSON.write_text(json.dumps(data, indent=1, default=float))
+            res = run_dataset(name, args) | {"probe": args.probe}
+            _merge(partial(_put, name, res))
+        data = json.loads(JSON.read_text())
     render(data)
 
 
