@@ -403,7 +403,7 @@ def render_analysis(extra: dict) -> list[str]:
         lines += ["## Utility against training length", "",
                   "PPSGAN-(1, 0): accuracy % on 5,000 real test images of a C_c-shaped classifier trained on the "
                   "released training set, along one longer adversarial training (`--curve-epochs`).", "",
-                  "| run (dataset/recipe/width/train images) | " + " | ".join(["epoch: accuracy %"]) + " |",
+                  "| run (dataset/recipe/width/train images/epochs) | " + " | ".join(["epoch: accuracy %"]) + " |",
                   "|---|---|"]  # fmt: skip
         for key, rows in extra["curves"].items():
             pts = ", ".join(f"{r['epoch']}: {100 * r['accuracy']:.1f}" for r in rows)
@@ -454,7 +454,7 @@ def main() -> None:
             if args.budget:
                 part, key, value = "noise_budget", name, noise_budget(name, args)
             else:
-                part, key = "curves", f"{name}/{args.recipe}/width{args.width}/{args.limit}"
+                part, key = "curves", f"{name}/{args.recipe}/width{args.width}/{args.limit}/{args.curve_epochs} epochs"
                 value = curve(name, args)
             _merge(partial(_put_analysis, part, key, value))
         data = json.loads(JSON.read_text())
