@@ -41,6 +41,14 @@ PAPER = {  # Table 2, accuracy %
     "fashion-mnist": {"original": 96.61, "acgan": 87.35, "ppsgan-(1,0)": 95.01, "ppsgan-(1,1e-08)": 95.07,
                       "ppsgan-(0.1,0)": 94.53, "ppsgan-(0.1,1e-08)": 94.31},
 }  # fmt: skip
+
+
+def _label(kind: str, eps: float = 1.0, delta: float = 0.0) -> str:
+    return {"ppsgan": f"ppsgan-({eps:g},{delta:g})", "ppapnet": "ppapnet-(1,0)"}.get(kind, kind)
+
+
+# Rows a seed can hold (the original's classifier is reseeded too), in table order.
+LEARNED = ["original", *(_label("ppsgan", e, d) for e, d in SETTINGS), _label("ppapnet"), _label("acgan")]
 BASELINES = {  # conventional methods and the hyperparameters tried; the one nearest PPSGAN's utility is compared
     "gaussian-blur": [("sigma", v) for v in (1.0, 1.5, 2.0, 3.0)],
     "pixel-gaussian": [("sigma", v) for v in (0.2, 0.4, 0.6, 0.8)],
@@ -56,23 +64,20 @@ def log(msg):
 def run_dataset(name: str, args) -> dict:
     train, test, rng = _subset(name, args.limit)
     x, y, xt, yt = train.as_float(), train.labels, test.as_float(), test.labels
-    probe = np.sort(rng.choice(len(x), args.probe, replace=False))  # images attacked for re-identification
     cls_kw = {"width": args.width, "epochs": args.cls_epochs, "seed": 0}
     t0 = time.perf_counter()
     res: dict = {"n_train": len(x), "n_test": len(xt), "width": args.width, "epochs": args.epochs,
                  "ae_epochs": args.ae_epochs, "n_critic": args.n_critic, "recipe": args.recipe,
                  "methods": {}}  # fmt: skip
-    measure = Measure(name, x, y, xt, yt, probe, args)
+    measure = Measure(name, x, y, xt, yt, rng, args)
 
     def keep(label: str, row: dict) -> None:
         res["methods"][label] = row
 
     keep("original", measure("original", x, seed=0))
     res["reference_classifier_seconds"] = round(time.perf_counter() - t0, 1)
-    pics: dict[str, np.ndarray] = {}
     models = learned_methods(name, x, y, args, seed=0, measure=measure, keep=keep)
-    for label, (_, rel) in models.items():
-        pics[label] = rel
+    pics = {label: rel for label, (_, rel) in models.items()}
     # Conventional baselines: pick, per method, the hyperparameter whose utility is nearest PPSGAN-(1,0)'s.
     target = res["methods"]["ppsgan-(1,0)"]["accuracy"]
     tried = {}
@@ -99,7 +104,9 @@ class Measure:
     trained with the given seed; re-identification uses one fixed reference classifier (seed 0) as the
     attacker's feature extractor, so repeats differ only in the release and the utility classifier."""
 
-    def __init__(self, name, x, y, xt, yt, probe, args):
+    def __init__(self, name, x, y, xt, yt, rng, args):
+        """``rng``: the generator that drew the training subset; it draws the re-identification probe next."""
+        probe = np.sort(rng.choice(len(x), args.probe, replace=False))
         self.name, self.x, self.y, self.xt, self.yt, self.probe = name, x, y, xt, yt, probe
         self.width, self.cls_epochs = args.width, args.cls_epochs
         self.ref = TrunkClassifier(width=self.width, epochs=self.cls_epochs, seed=0).fit(x, y)
@@ -135,7 +142,7 @@ def learned_methods(name: str, x, y, args, *, seed: int, measure: Measure, keep,
     kinds = ("ppapnet", "acgan") if name == "mnist" or args.all_settings else ("acgan",)
     runs = [("ppsgan", eps, delta) for eps, delta in settings] + [(kind, 1.0, 0.0) for kind in kinds]
     for kind, eps, delta in runs:
-        label = {"ppsgan": f"ppsgan-({eps:g},{delta:g})", "ppapnet": "ppapnet-(1,0)"}.get(kind, kind)
+        label = _label(kind, eps, delta)
         if label in skip:
             continue
         if pretrained is None and kind != "acgan":  # one autoencoder pretraining per seed, shared
@@ -145,7 +152,6 @@ def learned_methods(name: str, x, y, args, *, seed: int, measure: Measure, keep,
         epochs = args.epochs if (eps, delta) == (1.0, 0.0) else args.epochs_other
         g, hist = train_ppsgan(kind, x, y, epsilon=eps, delta=delta, epochs=epochs,
                                pretrained=None if kind == "acgan" else pretrained, **kw)  # fmt: skip
-        hist.pop("autoencoder", None)
         rel = anonymize(g, x, y, seed=1 + 1000 * seed)
         out[label] = (g, rel)
         extra = {**_timing(t, hist), "epochs": epochs, "seed": seed}
@@ -163,20 +169,13 @@ def run_repeats(name: str, args) -> None:
     rows live in the main table; a seed's labels already measured are skipped."""
     train, test, rng = _subset(name, args.limit)
     x, y, xt, yt = train.as_float(), train.labels, test.as_float(), test.labels
-    probe = np.sort(rng.choice(len(x), args.probe, replace=False))
-    measure = Measure(name, x, y, xt, yt, probe, args)
+    measure = Measure(name, x, y, xt, yt, rng, args)
     for seed in (int(s) for s in args.seeds.split(",")):
         data = json.loads(JSON.read_text())
         done = set(_seed_rows(data[name], seed))
 
         def keep(label: str, row: dict, seed=seed) -> None:
-            def put(fresh: dict) -> None:
-                if seed == 0:
-                    fresh[name]["methods"][label] = row
-                else:
-                    fresh[name].setdefault("repeats", {}).setdefault(str(seed), {})[label] = row
-
-            _merge(put)
+            _merge(partial(_put_row, name, seed, label, row))
 
         if "original" not in done:  # the utility classifier's own spread, for scale
             keep("original", measure("original", x, seed=seed))
@@ -185,7 +184,7 @@ def run_repeats(name: str, args) -> None:
 
 def _seed_rows(res: dict, seed: int) -> dict:
     if seed == 0:
-        return {k: v for k, v in res["methods"].items() if k.startswith(("original", "ppsgan", "ppapnet", "acgan"))}
+        return {k: v for k, v in res["methods"].items() if k in LEARNED}
     return res.get("repeats", {}).get(str(seed), {})
 
 
@@ -201,6 +200,12 @@ def _merge(update) -> None:
 
 def _put(name: str, res: dict, data: dict) -> None:
     data[name] = res  # a new main run replaces the dataset's entry, its older repeats included
+
+
+def _put_row(name: str, seed: int, label: str, row: dict, data: dict) -> None:
+    """Where ``_seed_rows`` reads it: seed 0 in the main table, other seeds under ``repeats``."""
+    rows = data[name]["methods"] if seed == 0 else data[name].setdefault("repeats", {}).setdefault(str(seed), {})
+    rows[label] = row
 
 
 def _put_analysis(part: str, key: str, value, data: dict) -> None:
@@ -368,8 +373,7 @@ def render(data: dict) -> None:
 
 def _order(label: str) -> int:
     """Table order: the original, PPSGAN by setting, PPAPNet, ACGAN, then the conventional baselines."""
-    learned = ["original", *(f"ppsgan-({e:g},{d:g})" for e, d in SETTINGS), "ppapnet-(1,0)", "acgan"]
-    return learned.index(label) if label in learned else len(learned)
+    return LEARNED.index(label) if label in LEARNED else len(LEARNED)
 
 
 def render_repeats(res: dict) -> list[str]:
@@ -448,7 +452,6 @@ def main() -> None:
     ap.add_argument("--seeds", default="", help="only further seeds of the learned methods, e.g. 1,2 (see run_repeats)")
     ap.add_argument("--render", action="store_true")
     args = ap.parse_args()
-    data = json.loads(JSON.read_text()) if JSON.exists() else {}
     if args.budget or args.curve_epochs:
         for name in args.datasets.split(","):
             if args.budget:
@@ -457,17 +460,14 @@ def main() -> None:
                 part, key = "curves", f"{name}/{args.recipe}/width{args.width}/{args.limit}/{args.curve_epochs} epochs"
                 value = curve(name, args)
             _merge(partial(_put_analysis, part, key, value))
-        data = json.loads(JSON.read_text())
     elif args.seeds:
         for name in args.datasets.split(","):
             run_repeats(name, args)
-        data = json.loads(JSON.read_text())
     elif not args.render:
         for name in args.datasets.split(","):
             res = run_dataset(name, args) | {"probe": args.probe}
             _merge(partial(_put, name, res))
-        data = json.loads(JSON.read_text())
-    render(data)
+    render(json.loads(JSON.read_text()) if JSON.exists() else {})
 
 
 if __name__ == "__main__":
