@@ -1,23 +1,67 @@
-"""Budget accounting across releases of the same data (basic sequential composition)."""
+"""Budget accounting across releases of the same data (basic sequential composition), on a locked file."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from privpix.errors import BudgetExceededError, ParameterError, check_delta, check_positive
+from filelock import FileLock, Timeout
+
+from privpix.errors import BudgetExceededError, DataError, ParameterError, check_delta, check_positive
 from privpix.guarantees import Guarantee
 
 
 @dataclass
 class LedgerEntry:
+    """One charge. ``status`` is ``"charged"`` for a finished release and ``"reserved"`` while a release is being
+    written: a reservation counts against the budget like a charge, so a run killed half-way never gives back ε
+    it may have spent."""
+
     label: str
     epsilon: float
     delta: float
     guarantee: dict
+    status: str = "charged"
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str) -> LedgerEntry:
+        """Validate one entry read from a file: one-line :class:`DataError` naming it when anything is off."""
+        if not isinstance(d, dict):
+            raise DataError(f"{where}: not an object")
+        unknown = set(d) - {"label", "epsilon", "delta", "guarantee", "status"}
+        if unknown:
+            raise DataError(f"{where}: unknown field(s) {sorted(unknown)}")
+        label = d.get("label", "")
+        if not isinstance(label, str):
+            raise DataError(f"{where}: label must be a string, got {label!r}")
+        eps = _number(d.get("epsilon"), f"{where}: epsilon")
+        delta = _number(d.get("delta", 0.0), f"{where}: delta")
+        if delta >= 1.0:
+            raise DataError(f"{where}: delta must be in [0, 1), got {delta!r}")
+        guarantee = d.get("guarantee", {})
+        if not isinstance(guarantee, dict):
+            raise DataError(f"{where}: guarantee must be an object")
+        status = d.get("status", "charged")
+        if status not in ("charged", "reserved"):
+            raise DataError(f"{where}: status must be 'charged' or 'reserved', got {status!r}")
+        return cls(label, eps, delta, guarantee, status)
+
+
+def _number(value: Any, what: str) -> float:
+    """A finite non-negative JSON number (not a string, not a boolean), else a DataError naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise DataError(f"{what} must be a number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v < 0:
+        raise DataError(f"{what} must be finite and >= 0, got {value!r}")
+    return v
 
 
 @dataclass
@@ -26,6 +70,7 @@ class PrivacyLedger:
 
     Composition is basic sequential composition: ε and δ add up. Only sound DP guarantees can be accounted;
     a release whose guarantee is unsound, empirical or none is refused, since no ε can be charged for it.
+    Used on a file, go through :func:`open_ledger`, which locks it across check, charge and publish.
 
     Args:
         epsilon_budget: total per-image ε allowed.
@@ -42,11 +87,11 @@ class PrivacyLedger:
 
     @property
     def spent_epsilon(self) -> float:
-        return float(sum(e.epsilon for e in self.entries))
+        return float(math.fsum(e.epsilon for e in self.entries))
 
     @property
     def spent_delta(self) -> float:
-        return float(sum(e.delta for e in self.entries))
+        return float(math.fsum(e.delta for e in self.entries))
 
     @property
     def remaining_epsilon(self) -> float:
@@ -72,15 +117,18 @@ class PrivacyLedger:
                 f"release needs δ={guarantee.delta:g} but only {self.delta_budget - self.spent_delta:g} remains"
             )
 
-    def spend(self, guarantee: Guarantee, label: str = "") -> LedgerEntry:
+    def spend(self, guarantee: Guarantee, label: str = "", status: str = "charged") -> LedgerEntry:
         """Charge a release; raises :class:`BudgetExceededError` (and records nothing) if over budget."""
         self.check(guarantee)
-        entry = LedgerEntry(label, float(guarantee.per_image_epsilon), float(guarantee.delta), guarantee.to_dict())
+        entry = LedgerEntry(
+            label, float(guarantee.per_image_epsilon), float(guarantee.delta), guarantee.to_dict(), status
+        )
         self.entries.append(entry)
         return entry
 
     def to_dict(self) -> dict:
         return {
+            "format": LEDGER_FORMAT,
             "epsilon_budget": self.epsilon_budget,
             "delta_budget": self.delta_budget,
             "spent_epsilon": self.spent_epsilon,
@@ -90,18 +138,135 @@ class PrivacyLedger:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write atomically (temporary file, then rename)."""
-        write_text_atomic(Path(path), json.dumps(self.to_dict(), indent=2))
+        p = Path(path)
+        try:
+            write_text_atomic(p, json.dumps(self.to_dict(), indent=2, allow_nan=False))
+        except OSError as exc:
+            raise DataError(f"{p}: cannot write the ledger ({exc.strerror or exc})") from None
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> PrivacyLedger:
+        """Read and validate a ledger file; every problem is a one-line :class:`DataError` naming the entry."""
         p = Path(path)
         try:
-            d = json.loads(p.read_text())
-            ledger = cls(d["epsilon_budget"], d.get("delta_budget", 0.0))
-            ledger.entries = [LedgerEntry(**e) for e in d.get("entries", [])]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ParameterError(f"{p}: not a privpix ledger file ({exc})") from None
+            d = json.loads(p.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise DataError(f"{p}: cannot read the ledger ({exc.strerror or exc})") from None
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise DataError(f"{p}: not a privpix ledger file ({type(exc).__name__}: {exc})") from None
+        if not isinstance(d, dict) or "epsilon_budget" not in d:
+            raise DataError(f"{p}: not a privpix ledger file (no epsilon_budget)")
+        budget = _number(d["epsilon_budget"], f"{p}: epsilon_budget")
+        delta_budget = _number(d.get("delta_budget", 0.0), f"{p}: delta_budget")
+        if budget <= 0 or delta_budget >= 1:
+            raise DataError(f"{p}: budgets out of range (epsilon_budget > 0, delta_budget in [0, 1) expected)")
+        raw = d.get("entries", [])
+        if not isinstance(raw, list):
+            raise DataError(f"{p}: entries must be a list")
+        ledger = cls(budget, delta_budget)
+        ledger.entries = [LedgerEntry.from_dict(e, f"{p}: entry {i + 1}") for i, e in enumerate(raw)]
         return ledger
+
+
+LEDGER_FORMAT = "privpix-ledger-1"
+
+
+class LedgerSession:
+    """A ledger file held under its lock; see :func:`open_ledger`."""
+
+    def __init__(self, path: Path, ledger: PrivacyLedger) -> None:
+        self.path = path
+        self.ledger = ledger
+
+    @contextmanager
+    def reserve(self, guarantee: Guarantee, label: str = "") -> Iterator[Reservation]:
+        """Check and record the charge *before* anything is written, as a reservation on disk.
+
+        On normal exit the reservation becomes a charge. On an exception it is rolled back only if the caller
+        never called :meth:`Reservation.published`; once a release may be visible the charge stays. A process
+        killed inside the block leaves the reservation on disk: it keeps counting, which never overspends."""
+        entry = self.ledger.spend(guarantee, label, status="reserved")
+        try:
+            self.ledger.save(self.path)
+        except BaseException:
+            self.ledger.entries.remove(entry)
+            raise
+        res = Reservation(entry)
+        try:
+            yield res
+        except BaseException:
+            if not res.is_published:
+                self.ledger.entries.remove(entry)
+                self.ledger.save(self.path)
+            else:
+                entry.status = "charged"
+                self.ledger.save(self.path)
+            raise
+        entry.status = "charged"
+        self.ledger.save(self.path)
+
+
+@dataclass
+class Reservation:
+    entry: LedgerEntry
+    is_published: bool = False
+
+    def published(self) -> None:
+        """Mark the release as (about to be) visible: from now on the charge is never rolled back."""
+        self.is_published = True
+
+
+@contextmanager
+def open_ledger(
+    path: str | os.PathLike,
+    *,
+    budget: float | None = None,
+    delta_budget: float | None = None,
+    wait: Callable[[str], None] | None = None,
+) -> Iterator[LedgerSession]:
+    """Lock the ledger file at ``path`` for the whole block, then load it (or create it with ``budget``).
+
+    The lock (``PATH.lock``, an OS file lock that dies with its process) is held across check, charge and
+    publish, so concurrent releases on one ledger run one after the other and can never overspend it.
+    A ``budget`` (or ``delta_budget``) that differs from an existing ledger's is an error, never ignored.
+    ``wait`` is told once when another process holds the lock."""
+    p = Path(path)
+    if p.exists() and not p.is_file():
+        raise ParameterError(f"--ledger {p}: is not a file")
+    if not p.parent.is_dir():
+        raise ParameterError(f"--ledger {p}: folder {p.parent} does not exist")
+    lock = FileLock(str(p) + ".lock")
+    try:
+        try:
+            lock.acquire(timeout=1)
+        except Timeout:
+            if wait is not None:
+                wait(f"waiting for the ledger {p}: another release holds it")
+            lock.acquire()
+    except OSError as exc:
+        raise DataError(
+            f"--ledger {p}: cannot lock the ledger ({exc.strerror or exc}); nothing was published"
+        ) from None
+    try:
+        if p.exists():
+            ledger = PrivacyLedger.load(p)
+            if budget is not None and not math.isclose(budget, ledger.epsilon_budget, rel_tol=1e-12, abs_tol=0):
+                raise ParameterError(
+                    f"--budget {budget:g} differs from the budget {ledger.epsilon_budget:g} recorded in the ledger "
+                    f"{p}; a ledger's budget is fixed when it is created (omit --budget to use it)"
+                )
+            if delta_budget is not None and not math.isclose(delta_budget, ledger.delta_budget, abs_tol=0):
+                raise ParameterError(
+                    f"--delta-budget {delta_budget:g} differs from the δ budget {ledger.delta_budget:g} recorded in "
+                    f"the ledger {p}"
+                )
+        elif budget is None:
+            raise ParameterError(f"--ledger {p}: file does not exist; give --budget to start a new ledger")
+        else:
+            ledger = PrivacyLedger(budget, delta_budget or 0.0)
+        yield LedgerSession(p, ledger)
+    finally:
+        lock.release()
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -122,6 +287,11 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        # Name the file the caller asked for, not the temporary one.
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

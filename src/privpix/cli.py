@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
@@ -23,48 +26,116 @@ err_console = Console(stderr=True, soft_wrap=True)
 
 
 class _Group(click.Group):
-    """Turns privpix errors and usage errors into a one-line message and exit code 2."""
+    """The one place errors reach the user: every failure is one line on stderr, never a traceback.
+
+    Exit codes: 2 for what the user or the environment can fix (bad arguments and files, permissions, full or
+    read-only disks, too little memory), 1 for an internal error (a bug: please report it), 130 for Ctrl-C.
+    ``--debug`` (or ``PRIVPIX_DEBUG=1``) re-raises instead, so the traceback shows.
+    """
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         try:
             return super().main(*args, **kwargs)
         except click.exceptions.UsageError as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # bare `privpix` or `privpix ldp` (click >= 8.2)
+                exc.show()  # the help, as it is, not squeezed onto an error line
+                sys.exit(exc.exit_code)
             ctx = exc.ctx
             hint = ""
             if ctx is not None:
-                hint = " (see `privpix --help`)" if ctx.parent is None else f" (see `privpix {ctx.info_name} --help`)"
-            err_console.print(f"[red]error:[/red] {escape(exc.format_message() + hint)}", highlight=False)
-            sys.exit(2)
+                names = []  # the sub-command path under the root, which is `privpix` whatever it was run as
+                while ctx.parent is not None:
+                    names.append(ctx.info_name)
+                    ctx = ctx.parent
+                hint = f" (see `{' '.join(['privpix', *reversed(names)])} --help`)"
+            _fail(exc.format_message() + hint, 2)
+        except click.exceptions.ClickException as exc:  # e.g. FileError: not a usage mistake, no help hint
+            _fail(exc.format_message(), exc.exit_code)
         except click.exceptions.Abort:
             err_console.print("[red]aborted[/red]")
             sys.exit(1)
+        except Exception as exc:  # raised outside any command, e.g. while converting an option's value
+            argv = kwargs.get("args", args[0] if args else None)
+            argv = sys.argv[1:] if argv is None else argv
+            _report(exc, _debug("--debug" in argv))
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except PrivpixError as exc:
-            err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
-            sys.exit(2)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise  # click's own: main() above reports them
         except KeyboardInterrupt:
             err_console.print("interrupted: nothing partial was published")
             sys.exit(130)
+        except Exception as exc:
+            _report(exc, _debug(bool(ctx.find_root().params.get("debug"))))
+
+
+def _report(exc: Exception, debug: bool) -> None:
+    """One line for ``exc`` and the exit code of its kind; with ``debug``, re-raise it for the traceback."""
+    if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
+        raise exc  # stdout closed early (`privpix mechanisms | head`): click exits quietly
+    if debug:
+        raise exc
+    if isinstance(exc, PrivpixError):
+        _fail(str(exc), 2)
+    if isinstance(exc, OSError):
+        _fail(_os_error_text(exc), 2)
+    if isinstance(exc, MemoryError):
+        what = str(exc) or "an allocation failed"
+        _fail(f"out of memory: {what} (try a smaller --size, --limit or --batch-size)", 2)
+    why = f"{type(exc).__name__}: {exc}"
+    if len(why) > 300:  # torch lists every mismatched tensor; the first ones say enough
+        why = why[:300].rstrip() + "…"
+    _fail(f"{why} (rerun with --debug for the traceback; please report it)", 1, "internal error")
+
+
+def _debug(flag: bool) -> bool:
+    """``privpix --debug`` or a PRIVPIX_DEBUG other than empty/0/false: let tracebacks through."""
+    env = os.environ.get("PRIVPIX_DEBUG", "").strip().lower()
+    return flag or env not in ("", "0", "false", "no", "off")
+
+
+def _os_error_text(exc: OSError) -> str:
+    """'PATH: Permission denied' (both paths for a failed rename or copy), naming the file the OS refused."""
+    what = exc.strerror or str(exc)
+    files = [str(f) for f in (exc.filename, exc.filename2) if f is not None]
+    return f"{' → '.join(files)}: {what}" if files else what
+
+
+def _plain(text: str) -> None:
+    """Print text that holds user input (paths, name[key=value] labels) literally, not as rich markup."""
+    console.print(escape(text), highlight=False)
+
+
+def _fail(message: str, code: int, label: str = "error") -> NoReturn:
+    """Print ``label: message`` as exactly one line (escaped: paths may hold rich markup) and exit."""
+    text = " ".join(line.strip() for line in str(message).splitlines() if line.strip())
+    err_console.print(f"[red]{label}:[/red] {escape(text)}", highlight=False)
+    sys.exit(code)
 
 
 def _floats(text: str | None, name: str) -> list[float]:
+    """Comma-separated numbers > 0 for option ``name`` (``epsilon`` or ``--epsilon``); None → []."""
     from privpix.errors import ParameterError, check_positive
 
     if text is None:
         return []
+    opt = name if name.startswith("-") else f"--{name}"
     out = []
     for part in text.split(","):
         part = part.strip()
         if not part:
             continue
         try:
-            out.append(check_positive(name, float(part)))
+            float(part)
         except ValueError:
-            raise ParameterError(f"{name}: {part!r} is not a number") from None
+            raise ParameterError(f"{opt}: {part!r} is not a number") from None
+        out.append(check_positive(opt, part))  # the text, so the message quotes what was typed
+    if not out:
+        # An empty list would run nothing and still report success.
+        raise ParameterError(f"{opt} {text!r}: no values given; expected comma-separated numbers, e.g. 0.1,1,10")
     return out
 
 
@@ -74,13 +145,23 @@ def _params(items: Sequence[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:
         key, eq, value = item.partition("=")
-        if not eq or not key.strip():
+        key, value = key.strip(), value.strip()
+        if not eq or not key:
             raise ParameterError(f"--param {item!r}: expected key=value")
-        out[key.strip()] = value.strip()
+        # A repeat that disagrees would silently drop one value; the same value twice is harmless.
+        if key in out and out[key] != value:
+            raise ParameterError(f"--param {key}: given twice ({key}={out[key]} and {key}={value}); give it once")
+        out[key] = value
     return out
 
 
-def _size(text: str | None) -> tuple[int, int] | None:
+# Beyond this one image no longer fits comfortably in memory (8192x8192 float32 RGB is 768 MiB); a bigger
+# --size is a typo, and refusing it up front beats an allocation failure or the OOM killer half-way.
+MAX_PIXELS = 8192 * 8192
+
+
+def _size(text: str | None, name: str = "--size") -> tuple[int, int] | None:
+    """HEIGHTxWIDTH for option ``name``; None when not given."""
     from privpix.errors import ParameterError
 
     if not text:
@@ -88,15 +169,97 @@ def _size(text: str | None) -> tuple[int, int] | None:
     try:
         h, w = (int(v) for v in text.lower().split("x"))
     except ValueError:
-        raise ParameterError(f"--size {text!r}: expected HEIGHTxWIDTH, e.g. 64x64") from None
+        raise ParameterError(f"{name} {text!r}: expected HEIGHTxWIDTH, e.g. 64x64") from None
     if h < 1 or w < 1:
-        raise ParameterError(f"--size {text!r}: both sides must be >= 1")
+        raise ParameterError(f"{name} {text!r}: both sides must be >= 1")
+    if h * w > MAX_PIXELS:
+        raise ParameterError(f"{name} {text!r}: at most {MAX_PIXELS} pixels per image (e.g. 8192x8192)")
     return h, w
+
+
+def _check_resize_fits(n: int, hw: tuple[int, int] | None, channels: int, what: str = "--size") -> None:
+    """Refuse a resize of ``n`` images to ``hw`` that cannot fit in memory, before allocating any of it.
+
+    Resizing holds each image as float64 while stacking, then a float32 copy: about 20 bytes a pixel at peak.
+    Linux overcommits, so an oversized resize is often not a MemoryError but the OOM killer's silent SIGKILL.
+    """
+    from privpix.errors import ParameterError
+
+    if hw is None:
+        return
+    need = 20 * n * hw[0] * hw[1] * max(channels, 1)
+    have = _available_memory()
+    if have is not None and need > have:
+        raise ParameterError(
+            f"{what} {hw[0]}x{hw[1]}: resizing {n} images needs about {need / 2**30:.1f} GiB of memory, but only "
+            f"{have / 2**30:.1f} GiB is available (use a smaller size or --limit)"
+        )
+
+
+# Longest file name (bytes) on Linux file systems, and what an atomic write adds for its temporary file
+# (".NAME.XXXXXXXX.tmp"): a name that fits but whose temporary file does not would fail only at the end.
+NAME_MAX = 255
+ATOMIC_SUFFIX = 14
+
+
+def _check_output_path(path: str | os.PathLike, option: str, *, folder: bool = False) -> None:
+    """Refuse an output that cannot be written before any work is done: a name too long for the file system,
+    a parent that is a file, or a folder that cannot be written in (permissions, read-only file system).
+
+    ``folder``: ``path`` is a folder the command creates and fills; else a file written atomically beside."""
+    from privpix.errors import ParameterError
+
+    p = Path(path)
+    for part in p.parts:
+        size = len(os.fsencode(part))
+        if size > NAME_MAX:
+            raise ParameterError(f"{option} {p}: the name {part[:24]}… is {size} bytes; at most {NAME_MAX} fit")
+    if not folder and len(os.fsencode(p.name)) > NAME_MAX - ATOMIC_SUFFIX:
+        raise ParameterError(
+            f"{option} {p}: the file name is {len(os.fsencode(p.name))} bytes; at most {NAME_MAX - ATOMIC_SUFFIX} "
+            f"fit (it is written through a temporary file {ATOMIC_SUFFIX} bytes longer)"
+        )
+    if folder and p.exists() and not p.is_dir():
+        raise ParameterError(f"{option} {p}: exists and is not a folder")
+    base = p if folder else p.parent
+    while not base.exists():  # the nearest folder that exists is where the first write happens
+        base = base.parent
+    if not base.is_dir():
+        raise ParameterError(f"{option} {p}: {base} is a file, not a folder")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise ParameterError(f"{option} {p}: cannot write in {base} (permission denied or read-only file system)")
+
+
+@contextlib.contextmanager
+def _writing(path: str | os.PathLike, option: str) -> Iterator[None]:
+    """Name ``option PATH`` in an OS error that names no file: a full disk or quota fails in write(), whose
+    error carries no file name, so the one-line message would not say what could not be written."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno in (None, errno.EPIPE):
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), f"{option} {path}") from exc
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available now (MemAvailable), or the physical total; None where neither is known."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="privpix")
-def main() -> None:
+@click.option("--debug", is_flag=True, help="Show the full traceback of an error (also: PRIVPIX_DEBUG=1).")
+def main(debug: bool) -> None:
     """Publish image data privately, and measure what the publication protects."""
 
 
@@ -117,8 +280,8 @@ def datasets(data_dir: str | None) -> None:
         if data_dir is not None:
             raise
         root = None
-        err_console.print(f"[yellow]note:[/yellow] {exc}")
-    table = Table(title=f"datasets (data directory: {root or 'not found'})")
+        err_console.print(f"[yellow]note:[/yellow] {escape(str(exc))}", highlight=False)
+    table = Table(title=escape(f"datasets (data directory: {root or 'not found'})"))
     for col in ("name", "found", "where", "size on disk", "description", "splits", "terms"):
         table.add_column(col)
     for info in DATASETS.values():
@@ -128,7 +291,7 @@ def datasets(data_dir: str | None) -> None:
             p = root / info.folder if root else None
             ok = p is not None and p.is_dir()
             found = "yes" if ok else "no"
-            where = str(p) if p else "—"
+            where = escape(str(p)) if p else "—"
             size = f"{sum(f.stat().st_size for f in p.rglob('*') if f.is_file()) / 1e6:.1f} MB" if ok else "—"
         table.add_row(info.name, found, where, size, info.description, ",".join(info.splits), info.terms)
     console.print(table)
@@ -184,160 +347,6 @@ def mechanisms(as_json: bool) -> None:
 
 
 @main.command()
-@click.option("--dataset", "dataset", default=None, help="NAME[:SPLIT], e.g. orl or mnist:test.")
-@click.option(
-    "--input",
-    "input_dir",
-    type=click.Path(),
-    default=None,
-    help="A folder of images (flat, or one sub-folder per class).",
-)
-@click.option("--method", required=True, help="Mechanism name (see `privpix mechanisms`).")
-@click.option("--epsilon", type=float, default=None, help="Privacy parameter ε (for DP mechanisms).")
-@click.option("--delta", type=float, default=None, help="δ for (ε, δ) mechanisms.")
-@click.option("--param", "params", multiple=True, help="Mechanism parameter key=value (repeatable).")
-@click.option("--seed", type=int, default=None, help="Seed for a reproducible release.")
-@click.option("--secure", is_flag=True, help="Draw noise from the OS CSPRNG with exact samplers (no seed).")
-@click.option("--output", required=True, type=click.Path(), help="Directory for the PNGs and manifest.json.")
-@click.option("--size", default=None, help="Resize every image to HEIGHTxWIDTH first.")
-@click.option("--batch-size", type=int, default=256, show_default=True, help="Images in memory at once.")
-@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Dataset directory.")
-@click.option(
-    "--ledger",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Privacy ledger file: the release is charged to it and refused when over budget.",
-)
-@click.option("--budget", type=float, default=None, help="Per-image ε budget for a new --ledger file.")
-@click.option("--force", is_flag=True, help="Replace an earlier release in --output.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
-def release(
-    dataset,
-    input_dir,
-    method,
-    epsilon,
-    delta,
-    params,
-    seed,
-    secure,
-    output,
-    size,
-    batch_size,
-    data_dir,
-    ledger,
-    budget,
-    force,
-    quiet,
-) -> None:
-    """Privatize a dataset or a folder of images and write PNGs plus manifest.json."""
-    from tqdm import tqdm
-
-    from privpix.accounting import PrivacyLedger
-    from privpix.data import ImageSet, iter_folder, list_image_files, load_dataset
-    from privpix.errors import ParameterError
-    from privpix.mechanisms import get_mechanism
-    from privpix.noise import make_rng
-    from privpix.publish import check_output, release_to_dir
-
-    if (dataset is None) == (input_dir is None):
-        raise ParameterError("give exactly one of --dataset NAME[:SPLIT] or --input DIR")
-    if batch_size < 1:
-        raise ParameterError(f"--batch-size must be >= 1, got {batch_size}")
-    mech = get_mechanism(method, epsilon=epsilon, delta=delta, **_params(params))
-    if "batch" in mech.values:
-        # Dataset-level mechanisms privatize in batches of their own; stream whole batches of them.
-        batch_size = max(1, batch_size // mech.batch) * mech.batch
-    rng = make_rng(seed, secure=secure)
-    check_output(Path(output), force)
-    hw = _size(size)
-    book = None
-    if ledger is not None:
-        lp = Path(ledger)
-        if lp.exists():
-            book = PrivacyLedger.load(lp)
-        elif budget is None:
-            raise ParameterError(f"--ledger {lp}: file does not exist; give --budget to start a new ledger")
-        else:
-            book = PrivacyLedger(budget)
-    if input_dir is not None:
-        files, skipped = list_image_files(input_dir)
-        for s in skipped:
-            err_console.print(f"[yellow]skipped[/yellow] (not an image): {s}")
-        total = len(files)
-        batches = iter_folder(input_dir, batch_size=batch_size, size=hw)
-        source = str(input_dir)
-    else:
-        data = load_dataset(dataset, data_dir)
-        if not isinstance(data, ImageSet):
-            if not mech.supports_records:
-                raise ParameterError(f"--dataset {dataset}: holds records, not images, and {method} releases images")
-            _release_records(mech, data, dataset, output, rng, seed, secure, force, ledger, book, quiet)
-            return
-        if hw is not None:
-            data = data.resized(*hw)
-        total = len(data)
-        batches = data.batches(batch_size)
-        source = dataset
-    if mech.values.get("public") and mech.values.get("basis") == "public":
-        mech.fit(load_dataset(mech.values["public"], data_dir))  # public data from the same --data-dir
-    else:
-        mech.fit(None)
-    if book is not None:
-        # Charge before writing anything: a refused release writes nothing.
-        first = next(iter(batches))
-        book.check(mech.guarantee(first.shape))
-        batches = _chain(first, batches)
-    bar = tqdm(total=total, unit="img", disable=quiet, desc=f"{mech.name}")
-    t0 = time.perf_counter()
-    manifest = release_to_dir(
-        mech,
-        batches,
-        output,
-        rng,
-        force=force,
-        metadata={"source": source, "seed": seed, "secure_rng": secure},
-        on_batch=bar.update,
-    )
-    bar.close()
-    what = f"{len(manifest['files'])} images and {output}/manifest.json"
-    _finish_release(mech, manifest, source, output, ledger, book, quiet, what, t0)
-
-
-def _finish_release(mech, manifest, source, output, ledger, book, quiet, what, t0) -> None:
-    """Charge the ledger (if any) and print what was written and the guarantee."""
-    from privpix.guarantees import Guarantee
-
-    g = Guarantee.from_dict(manifest["guarantee"])
-    if book is not None:
-        book.spend(g, label=f"{mech.name} on {source} → {output}")
-        book.save(ledger)
-    if not quiet:
-        console.print(f"wrote {what} in {time.perf_counter() - t0:.1f} s")
-        console.print(g.text(), highlight=False)
-        if book is not None:
-            console.print(f"ledger {ledger}: spent ε={book.spent_epsilon:.4g} of {book.epsilon_budget:.4g}")
-
-
-def _release_records(mech, data, dataset, output, rng, seed, secure, force, ledger, book, quiet) -> None:
-    from privpix.publish import release_records_to_dir
-
-    mech.fit(None)
-    if book is not None:
-        book.check(mech.guarantee((0, 0, 0)))  # refuse before writing anything
-    t0 = time.perf_counter()
-    manifest = release_records_to_dir(
-        mech, data, output, rng, force=force, metadata={"source": dataset, "seed": seed, "secure_rng": secure}
-    )
-    what = f"{manifest['records']} records to {output}/records.csv and manifest.json"
-    _finish_release(mech, manifest, dataset, output, ledger, book, quiet, what, t0)
-
-
-def _chain(first, rest):
-    yield first
-    yield from rest
-
-
-@main.command()
 @click.option("--dataset", required=True, help="Dataset NAME with train/test splits (e.g. orl, mnist).")
 @click.option(
     "--method",
@@ -368,20 +377,26 @@ def evaluate(
     method_list = [m for spec in methods for m in _split_methods(spec)]
     eps_list = _floats(epsilons, "epsilon")
     common = _params(params)
-    name = dataset.split(":")[0]
+    _check_methods(method_list, common, "--method")
+    for opt, path in (("--json", json_path), ("--report", report_path)):
+        if path:
+            _check_output_path(path, opt)  # before the evaluation, not after it
+    name = _pair_name(dataset)
     train, test = _load_pair(name, data_dir, limit, seed, _size(size), grayscale)
     rows = _run_evaluation(train, test, method_list, eps_list, repeats, seed, common, name, quiet)
     _print_summary(rows, quiet)
     if json_path:
         from privpix.accounting import write_text_atomic
 
-        write_text_atomic(Path(json_path), json.dumps(rows, indent=2, default=float))
+        with _writing(json_path, "--json"):
+            write_text_atomic(Path(json_path), json.dumps(rows, indent=2, default=float))
         if not quiet:
-            console.print(f"wrote {json_path}")
+            console.print(f"wrote {escape(json_path)}", highlight=False)
     if report_path:
-        _write_report(report_path, rows, test, method_list, eps_list, seed, name, common)
+        with _writing(report_path, "--report"):
+            _write_report(report_path, rows, test, method_list, eps_list, seed, name, common)
         if not quiet:
-            console.print(f"wrote {report_path}")
+            console.print(f"wrote {escape(report_path)}", highlight=False)
 
 
 def _split_methods(spec: str) -> list[str]:
@@ -400,12 +415,40 @@ def _split_methods(spec: str) -> list[str]:
     return out
 
 
+def _check_methods(methods: Sequence[str], common: dict[str, str], option: str) -> None:
+    """Every method known and its ``--param`` values consistent with what it pins, before any data is loaded."""
+    from privpix.errors import ParameterError
+    from privpix.mechanisms.base import method_params
+
+    if not methods:
+        raise ParameterError(f"{option}: no method given")
+    for m in methods:
+        if not m:
+            raise ParameterError(f"{option}: an empty method name in the list (a stray comma?)")
+        method_params(m, _method_params(m, common))
+
+
+def _pair_name(spec: str) -> str:
+    """The dataset name of ``spec`` for commands that use its train and test splits both: a split named there
+    would be ignored, so it is refused (a misspelt one as much as a real one)."""
+    from privpix.data.loaders import parse_dataset_spec
+    from privpix.errors import ParameterError
+
+    name, split = parse_dataset_spec(spec)
+    if split is not None:
+        raise ParameterError(
+            f"--dataset {spec}: this command uses both the train and the test split; give the name only ({name})"
+        )
+    return name
+
+
 def _load_pair(name, data_dir, limit, seed, hw, grayscale):
     import numpy as np
 
     from privpix.data import ImageSet, load_dataset
     from privpix.errors import ParameterError
 
+    name = _pair_name(name)
     train = load_dataset(f"{name}:train", data_dir)
     test = load_dataset(f"{name}:test", data_dir)
     if not isinstance(train, ImageSet):
@@ -421,6 +464,7 @@ def _load_pair(name, data_dir, limit, seed, hw, grayscale):
     if grayscale:
         train, test = train.grayscale(), test.grayscale()
     if hw is not None:
+        _check_resize_fits(len(train) + len(test), hw, train.shape[2])
         train, test = train.resized(*hw), test.resized(*hw)
     return train, test
 
@@ -471,7 +515,7 @@ def _print_summary(rows, quiet):
         table.add_column(col)
     for s in summary_rows(rows):
         table.add_row(
-            s["method"],
+            escape(s["method"]),  # name[key=value] labels are not markup
             "—" if s["epsilon"] is None else f"{s['epsilon']:g}",
             f"{s['accuracy']:.3f}",
             f"{s['f1']:.3f}",
@@ -479,7 +523,7 @@ def _print_summary(rows, quiet):
             f"{s['psnr']:.1f}",
             f"{s['ssim']:.3f}",
             f"{s['entropy']:.2f}",
-            s["guarantee_compact"],
+            escape(s["guarantee_compact"]),
         )
     console.print(table)
 
@@ -560,8 +604,11 @@ def demo(output, dataset, epsilons, limit, audit_trials, seed, quiet) -> None:
     )
     if not quiet:
         console.print(
-            f"privpix demo: {dataset} ({len(train)} train / {len(test)} test images), "
-            f"{len(DEMO_METHODS)} mechanisms, ε ∈ {eps}: utility, attacks and an ε audit per cell"
+            escape(
+                f"privpix demo: {dataset} ({len(train)} train / {len(test)} test images), "
+                f"{len(DEMO_METHODS)} mechanisms, ε ∈ {eps}: utility, attacks and an ε audit per cell"
+            ),
+            highlight=False,
         )
     bar, step = _progress(2 * len(DEMO_METHODS) * len(eps), "demo", "step", quiet)
     res = run_bench(train, test, config, out, progress=step)
@@ -573,10 +620,13 @@ def demo(output, dataset, epsilons, limit, audit_trials, seed, quiet) -> None:
         "NO in 'sound' means the ε is a paper's noise knob, not a DP guarantee; 'violated' means the audit "
         "refuted the claim."
     )
-    console.print(f"wrote {out / 'report.html'}, results.csv, results.json in {time.perf_counter() - t0:.0f} s")
+    console.print(
+        escape(f"wrote {out / 'report.html'}, results.csv, results.json in {time.perf_counter() - t0:.0f} s"),
+        highlight=False,
+    )
 
 
-from privpix import cli_bench, cli_ldp, cli_neural  # noqa: E402,F401  (registers the sub-commands)
+from privpix import cli_bench, cli_ldp, cli_neural, cli_release  # noqa: E402,F401  (registers the sub-commands)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -11,13 +11,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from privpix.cli import (
+    _check_methods,
+    _check_output_path,
+    _check_resize_fits,
     _floats,
     _load_pair,
     _method_params,
     _params,
+    _plain,
     _progress,
     _size,
     _split_methods,
+    _writing,
     console,
     main,
 )
@@ -52,6 +57,9 @@ def audit(method, epsilon, delta, params, dataset, n_images, size, trials, seed,
     from privpix.mechanisms import get_mechanism
 
     mech = get_mechanism(method, epsilon=epsilon, delta=delta, **_params(params))
+    hw = _size(size)  # a bad --size or --json fails before any data is loaded
+    if json_path:
+        _check_output_path(json_path, "--json")
     spec = dataset if ":" in dataset else f"{dataset}:test"
     data = load_dataset(spec, data_dir)
     if not isinstance(data, ImageSet):
@@ -59,18 +67,20 @@ def audit(method, epsilon, delta, params, dataset, n_images, size, trials, seed,
     if n_images < 2:
         raise ParameterError(f"--images must be >= 2, got {n_images}")
     data = data.subset(np.arange(min(n_images, len(data))))
-    hw = _size(size)
     if hw is not None:
+        _check_resize_fits(len(data), hw, data.shape[2])
         data = data.resized(*hw)
     t0 = time.perf_counter()
-    res = run_audit(mech, data, trials=trials, seed=seed, progress=None if quiet else console.print)
+    res = run_audit(mech, data, trials=trials, seed=seed, progress=None if quiet else _plain)
     out = {"dataset": spec, **res.to_dict()}
     if json_path:
-        write_text_atomic(Path(json_path), json.dumps(out, indent=2, default=float))
+        with _writing(json_path, "--json"):
+            write_text_atomic(Path(json_path), json.dumps(out, indent=2, default=float))
     if quiet:
         return
     table = Table(
-        title=f"ε audit of {method} ({trials} trials per side, {time.perf_counter() - t0:.1f} s)", show_header=False
+        title=escape(f"ε audit of {method} ({trials} trials per side, {time.perf_counter() - t0:.1f} s)"),
+        show_header=False,
     )
     table.add_column("what")
     table.add_column("value")
@@ -86,7 +96,7 @@ def audit(method, epsilon, delta, params, dataset, n_images, size, trials, seed,
         ("held-out FPR / FNR", f"{res.false_positive_rate:.4f} / {res.false_negative_rate:.4f}"),
         ("verdict", res.verdict),
     ]:
-        table.add_row(k, v)
+        table.add_row(k, escape(v))
     console.print(table)
     if res.perfect_distinguisher:
         console.print(
@@ -105,7 +115,7 @@ def audit(method, epsilon, delta, params, dataset, n_images, size, trials, seed,
     elif res.verdict == "violated":
         console.print("[red]violated[/red]: the claimed ε is refuted with 95 % confidence.")
     if json_path:
-        console.print(f"wrote {json_path}")
+        _plain(f"wrote {json_path}")
 
 
 @main.command()
@@ -129,12 +139,25 @@ def bench(
 ) -> None:  # fmt: skip
     """Utility, quality, attacks and the ε audit for every (method, ε): tidy results and report.html."""
     from privpix.bench import BenchConfig, run_bench
+    from privpix.errors import ParameterError
+    from privpix.evaluation.attacks import attribute_values
     from privpix.mechanisms import mechanism_class
 
     method_list = _split_methods(methods)
     common = _params(params)
+    _check_methods(method_list, common, "--methods")
     eps = _floats(epsilons, "epsilon")
     hw = _size(size)
+    # Checked here, not by the run: it writes config.json into --output first, and a later run with the
+    # corrected value would then be refused as "a benchmark with different" settings.
+    for opt, value, least in (
+        ("--repeats", repeats, 1),
+        ("--audit-trials", audit_trials, 20),
+        ("--cnn-epochs", cnn_epochs, 0),
+    ):
+        if value < least:
+            raise ParameterError(f"{opt} must be >= {least}, got {value}")
+    _check_output_path(output, "--output", folder=True)
     config = BenchConfig(
         dataset=dataset,
         methods=method_list,
@@ -149,23 +172,27 @@ def bench(
         size=hw,
     )
     train, test = _load_pair(dataset, data_dir, limit, seed, hw, False)
+    if attribute:
+        try:
+            attribute_values(train, attribute)
+        except ParameterError as exc:
+            raise ParameterError(f"--attribute: {exc}") from None
     steps = sum((repeats + 1) * (len(eps) if mechanism_class(m).uses_epsilon else 1) for m in method_list)
     bar, step = _progress(steps, "bench", "step", quiet)
 
     if not quiet:
-        console.print(
+        _plain(
             f"privpix bench: {dataset} ({len(train)} train / {len(test)} test), {len(method_list)} methods, "
             f"ε ∈ {eps}, {repeats} repeat(s) → {output}"
         )
     t0 = time.perf_counter()
-    res = run_bench(train, test, config, output, progress=step)
+    with _writing(output, "--output"):
+        res = run_bench(train, test, config, output, progress=step)
     bar.close()
     if quiet:
         return
     print_audit_table(res, "claimed versus audited ε")
-    console.print(
-        f"wrote {Path(output) / 'report.html'}, results.csv, results.json in {time.perf_counter() - t0:.0f} s"
-    )
+    _plain(f"wrote {Path(output) / 'report.html'}, results.csv, results.json in {time.perf_counter() - t0:.0f} s")
 
 
 def print_audit_table(res: dict, title: str) -> None:

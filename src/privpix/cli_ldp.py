@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from privpix.cli import _params, _size, console, err_console, main
+from privpix.cli import _check_output_path, _check_resize_fits, _params, _plain, _size, _writing, err_console, main
 
 
 def _images(dataset, input_dir, data_dir, size, limit, seed, what="images"):
@@ -39,6 +39,7 @@ def _images(dataset, input_dir, data_dir, size, limit, seed, what="images"):
             data = data.subset(np.sort(np.random.default_rng(seed).choice(len(data), limit, replace=False)))
             source = f"{source} (seeded subset of {limit})"
     if size is not None:
+        _check_resize_fits(len(data), size, data.shape[2])
         data = data.resized(*size)
     return data.grayscale(), source
 
@@ -50,6 +51,7 @@ def _fit_to_encoder(data, encoder, quiet):
             err_console.print(
                 f"[yellow]note:[/yellow] resizing {data.shape[0]}x{data.shape[1]} images to the encoder's {h}x{w}"
             )
+        _check_resize_fits(len(data), (h, w), data.shape[2], "the encoder's image size")
         data = data.resized(h, w)
     return data
 
@@ -79,6 +81,7 @@ def fit_encoder(name, levels, params, dataset, input_dir, shape, size, limit, se
     from privpix.mechanisms.ldp import make_encoder
 
     out = Path(output)
+    _check_output_path(out, "--output")
     if out.exists() and not force:
         raise ParameterError(f"--output {out}: exists; pass --force to replace it")
     kw = _params(params)
@@ -91,17 +94,20 @@ def fit_encoder(name, levels, params, dataset, input_dir, shape, size, limit, se
     if shape is not None:
         if name != "pixel" or dataset or input_dir:
             raise ParameterError("--shape makes a pixel encoder without data; do not combine it with --dataset/--input")
-        enc.fit_unsupervised_shape(*_size(shape))
+        hw = _size(shape, "--shape")
+        if hw is None:
+            raise ParameterError("--shape: empty; expected HEIGHTxWIDTH, e.g. 28x28")
+        enc.fit_unsupervised_shape(*hw)
     else:
         data, source = _images(dataset, input_dir, data_dir, _size(size), limit, seed, "fitting images")
         enc.fit(data, source=source, seed=seed, progress=not quiet)
-    enc.save(out)
+    with _writing(out, "--output"):
+        enc.save(out)
     if not quiet:
-        console.print(
+        _plain(
             f"wrote {out}: encoder {enc.name}, d = {enc.d}, m = {enc.n_features} features per "
             f"{enc.image_shape[0]}x{enc.image_shape[1]} image, fitted on {enc.fitted_on} in "
-            f"{time.perf_counter() - t0:.1f} s",
-            highlight=False,
+            f"{time.perf_counter() - t0:.1f} s"
         )
 
 
@@ -125,10 +131,11 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
     from privpix.mechanisms.ldp import load_encoder
     from privpix.mechanisms.ldp.reports import perturb as run
     from privpix.mechanisms.ldp.reports import write_reports
-    from privpix.mechanisms.ldp.rr import check_epsilon
     from privpix.noise import make_rng
+    from privpix.release_folder import check_output
 
-    check_epsilon(epsilon)
+    if not epsilon > 0:  # also NaN
+        raise ParameterError(f"--epsilon must be > 0 (or inf for no perturbation), got {epsilon}")
     if secure and seed is not None:
         raise ParameterError("--secure draws from the OS CSPRNG and takes no --seed")
     enc = load_encoder(encoder_file)
@@ -137,21 +144,32 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
     rng = make_rng(seed, secure=secure)
     out = Path(output)
     # Refuse a bad --output before any work is done.
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise ParameterError(f"--output {out}: not empty; pass --force to replace earlier reports")
+    _check_output_path(out, "--output", folder=True)
+    inputs = [Path(input_dir)] if input_dir is not None else []
+    check_output(out, force, inputs)
+    if seed is not None and not quiet:
+        _plain("note: --seed makes the randomized response reproducible by anyone who knows the seed")
     bar = tqdm(total=len(data), unit="img", disable=quiet, desc=f"perturb ε={epsilon:g}")
     reports = run(enc, data, epsilon, rng, source=source, on_batch=bar.update)
     bar.close()
-    manifest = write_reports(
-        reports, out, force=force, extra={"seed": seed, "encoder_file": str(Path(encoder_file).resolve())}
-    )
-    if not quiet:
-        console.print(
-            f"wrote {manifest['n']} reports of m = {manifest['m']} features (d = {manifest['d']}) to {out} in "
-            f"{reports.meta['seconds']:.1f} s",
-            highlight=False,
+    with _writing(out, "--output"):
+        # No seed in the manifest: with it, anyone could recompute the responses' randomness.
+        manifest = write_reports(
+            reports,
+            out,
+            force=force,
+            extra={
+                "rng": "secure" if secure else ("seeded" if seed is not None else "os-seeded"),
+                "encoder_file": str(Path(encoder_file).resolve()),
+            },
+            inputs=inputs,
         )
-        console.print(reports.guarantee.text(), highlight=False)
+    if not quiet:
+        _plain(
+            f"wrote {manifest['n']} reports of m = {manifest['m']} features (d = {manifest['d']}) to {out} in "
+            f"{reports.meta['seconds']:.1f} s"
+        )
+        _plain(reports.guarantee.text())
 
 
 @ldp.command()
@@ -185,6 +203,8 @@ def train(
     from privpix.mechanisms.ldp import load_encoder
     from privpix.mechanisms.ldp.reports import MANIFEST, read_reports
 
+    if json_path:
+        _check_output_path(json_path, "--json")
     reports = read_reports(reports_dir)
     if reports.labels is None:
         raise ParameterError(f"--reports {reports_dir}: the reports carry no labels, so no classifier can be fitted")
@@ -211,10 +231,12 @@ def train(
     if (test_dataset is None) != (test_input is None):
         if encoder_file is None:
             encoder_file = json.loads((Path(reports_dir) / MANIFEST).read_text()).get("encoder_file")
-            if not encoder_file:
+            if not encoder_file or not isinstance(encoder_file, str):
                 raise ParameterError("give --encoder: the reports' manifest names no encoder file")
         enc = load_encoder(encoder_file)
-        if enc.describe()["config"] != reports.encoder["config"] or enc.name != reports.encoder["encoder"]:
+        # Same name and config is not enough: a pixel encoder for 8x8 images has the config of one for 28x28.
+        keys = ("encoder", "config", "d", "image_shape", "n_features")
+        if any(enc.describe()[k] != reports.encoder.get(k) for k in keys):
             raise ParameterError(f"--encoder {encoder_file}: is not the encoder these reports were made with")
         test, tsource = _images(test_dataset, test_input, data_dir, None, limit, seed, "test images")
         test = _fit_to_encoder(test, enc, quiet)
@@ -232,11 +254,12 @@ def train(
     elif test_dataset is not None:
         raise ParameterError("give only one of --test-dataset or --test-input")
     if json_path:
-        write_text_atomic(Path(json_path), json.dumps(result, indent=2, default=str))
+        with _writing(json_path, "--json"):
+            write_text_atomic(Path(json_path), json.dumps(result, indent=2, default=str))
     if not quiet:
         eps = "∞" if math.isinf(reports.epsilon) else f"{reports.epsilon:g}"
         line = f"{classifier} on {len(reports)} reports (d = {reports.d}, m = {reports.n_features}, ε/feature = {eps})"
         if "accuracy" in result:
             line += f": accuracy {result['accuracy']:.4f} on {result['n_test']} images of {result['test']}"
-        console.print(line, highlight=False)
-        console.print(reports.guarantee.text(), highlight=False)
+        _plain(line)
+        _plain(reports.guarantee.text())

@@ -9,7 +9,11 @@ from pathlib import Path
 import click
 import numpy as np
 
-from privpix.cli import console, main
+from privpix.cli import _check_output_path, _plain, _writing, main
+
+# Out-of-range numbers are usage errors naming the option, before any data is loaded; a learning rate or a
+# noise knob of 0 trains nothing useful, so both must be strictly positive (and finite: FloatRange checks).
+_POSITIVE = click.FloatRange(min=0, min_open=True, max=1e300)
 
 
 def celeba_64(data):
@@ -39,19 +43,25 @@ def _training_options(fn):
 @click.option("--dataset", required=True, help="celeba[:train] (images) or adult[:train] (records).")
 @click.option("--utility", default=None, help="Utility feature: a CelebA attribute (default Smiling) or income.")
 @click.option("--private", "private", default=None, help="Private feature, recorded in the model (default Male/sex).")
-@click.option("--epochs", type=int, default=20, show_default=True)
-@click.option("--batch-size", type=int, default=64, show_default=True)
-@click.option("--lr", type=float, default=1e-3, show_default=True)
-@click.option("--patience", type=int, default=3, show_default=True, help="Early stopping on validation loss.")
+@click.option("--epochs", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--lr", type=_POSITIVE, default=1e-3, show_default=True)
+@click.option(
+    "--patience", type=click.IntRange(min=1), default=3, show_default=True, help="Early stopping on validation loss."
+)
 @click.option("--val-fraction", type=float, default=0.1, show_default=True)
-@click.option("--limit", type=int, default=None, help="Train on a seeded subset of this many records.")
+@click.option(
+    "--limit", type=click.IntRange(min=10), default=None, help="Train on a seeded subset of this many records."
+)
 @click.option(
     "--measure",
     default=None,
     help="Comma-separated σ² values: measure weak/strong adversaries and the utility provider on the validation "
     "split at each (with f and --measure-k) and store the accuracies in the model file, for every release to carry.",
 )
-@click.option("--measure-k", type=float, default=None, help="K for --measure (default 3000 images, 50 records).")
+@click.option(
+    "--measure-k", type=click.FloatRange(min=0), default=None, help="K for --measure (default 3000 images, 50 records)."
+)
 @_training_options
 def train_obfuscator(
     dataset,
@@ -78,6 +88,7 @@ def train_obfuscator(
     from privpix.mechanisms.neural.obfuscator import train_obfuscator as fit
 
     out = Path(output)
+    _check_output_path(out, "--output")  # before hours of training, not after
     if out.exists() and not force:
         raise ParameterError(f"--output {out}: exists; pass --force to replace it")
     if not 0 < val_fraction < 1:
@@ -149,16 +160,16 @@ def train_obfuscator(
 
         k = measure_k if measure_k is not None else (3000.0 if kind == "image" else 50.0)
         meta["measured"] = _measure(net, x, y, priv, tr, val, _floats(measure, "--measure"), k, quiet)
-    save_obfuscator(out, net, meta)
+    with _writing(out, "--output"):
+        save_obfuscator(out, net, meta)
     if not quiet:
         sec = np.mean(hist["sec"])
-        console.print(
+        _plain(
             f"wrote {out}: {kind} obfuscator for {utility} (private {private}), {hist['epochs_run']} epochs, "
             f"{sec:.1f} s/epoch on {len(tr)} records; validation MSE {hist['val_ae'][-1]:.4f}, "
-            f"utility accuracy {hist['val_acc'][-1]:.3f}",
-            highlight=False,
+            f"utility accuracy {hist['val_acc'][-1]:.3f}"
         )
-        console.print(json.dumps({k: hist[k][-1] for k in ("val_ae", "val_nll", "val_acc")}), highlight=False)
+        _plain(json.dumps({k: hist[k][-1] for k in ("val_ae", "val_nll", "val_acc")}))
 
 
 def _measure(net, x, y, priv, tr, val, sigma2s, K, quiet) -> list[dict]:
@@ -172,28 +183,48 @@ def _measure(net, x, y, priv, tr, val, sigma2s, K, quiet) -> list[dict]:
         r = measure_release(obfuscator_release(net, sigma2=s2, K=K, use_f=True), train, test, weak_adversary=weak)
         rows.append({"sigma2": s2, "K": K, "use_f": True, **r})
         if not quiet:
-            console.print(f"measured at σ²={s2:g}, K={K:g}: {json.dumps(r)}", highlight=False)
+            _plain(f"measured at σ²={s2:g}, K={K:g}: {json.dumps(r)}")
     return rows
 
 
 @main.command("train-ppsgan")
 @click.option("--model", "kind", type=click.Choice(["ppsgan", "ppapnet", "acgan"]), default="ppsgan", show_default=True)
 @click.option("--dataset", required=True, help="NAME[:SPLIT] with labels, e.g. mnist:train or fashion-mnist:train.")
-@click.option("--epsilon", type=float, default=1.0, show_default=True, help="Noise knob ε (not a DP guarantee).")
-@click.option("--delta", type=float, default=0.0, show_default=True, help="Noise knob δ: 0 → Laplace, > 0 → Gaussian.")
-@click.option("--latent", "d", type=int, default=128, show_default=True, help="Latent size d.")
-@click.option("--width", type=int, default=128, show_default=True, help="First conv width (paper 128; 32 on a CPU).")
-@click.option("--ae-epochs", type=int, default=5, show_default=True, help="Autoencoder pretraining epochs.")
-@click.option("--epochs", type=int, default=5, show_default=True, help="Adversarial epochs (Algorithm 1).")
-@click.option("--batch-size", type=int, default=256, show_default=True)
-@click.option("--n-critic", type=int, default=5, show_default=True, help="Critic steps per generator step.")
-@click.option("--limit", type=int, default=None, help="Train on a seeded subset of this many images.")
+@click.option("--epsilon", type=_POSITIVE, default=1.0, show_default=True, help="Noise knob ε (not a DP guarantee).")
+@click.option(
+    "--delta",
+    type=click.FloatRange(0, 1, max_open=True),
+    default=0.0,
+    show_default=True,
+    help="Noise knob δ: 0 → Laplace, > 0 → Gaussian.",
+)
+@click.option("--latent", "d", type=click.IntRange(min=1), default=128, show_default=True, help="Latent size d.")
+@click.option(
+    "--width",
+    type=click.IntRange(min=1),
+    default=128,
+    show_default=True,
+    help="First conv width (paper 128; 32 on a CPU).",
+)
+@click.option(
+    "--ae-epochs", type=click.IntRange(min=0), default=5, show_default=True, help="Autoencoder pretraining epochs."
+)
+@click.option(
+    "--epochs", type=click.IntRange(min=1), default=5, show_default=True, help="Adversarial epochs (Algorithm 1)."
+)
+@click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True)
+@click.option(
+    "--n-critic", type=click.IntRange(min=1), default=5, show_default=True, help="Critic steps per generator step."
+)
+@click.option("--limit", type=click.IntRange(min=2), default=None, help="Train on a seeded subset of this many images.")
 @click.option(
     "--recipe", type=click.Choice(["paper", "authors"]), default="paper", show_default=True,
     help="paper: §3.4 as written; authors: the released code's losses (non-saturating generator term, C_c on real "
     "images only, s_e recomputed every --resensitize-every generator steps).",
 )  # fmt: skip
-@click.option("--resensitize-every", type=int, default=1000, show_default=True, help="With --recipe authors.")
+@click.option(
+    "--resensitize-every", type=click.IntRange(min=1), default=1000, show_default=True, help="With --recipe authors."
+)
 @_training_options
 def train_ppsgan(
     kind, dataset, epsilon, delta, d, width, ae_epochs, epochs, batch_size, n_critic, limit, recipe, resensitize_every,
@@ -205,6 +236,7 @@ def train_ppsgan(
     from privpix.mechanisms.neural.ppsgan import save_model, train_ppsgan
 
     out = Path(output)
+    _check_output_path(out, "--output")  # before hours of training, not after
     if out.exists() and not force:
         raise ParameterError(f"--output {out}: exists; pass --force to replace it")
     data = load_dataset(dataset, data_dir)
@@ -231,11 +263,11 @@ def train_ppsgan(
         "fitted_on": f"{dataset} ({len(data)} images, seed {seed})",
         "train_seconds": round(time.perf_counter() - t0, 1),
     }
-    save_model(out, gen, meta)
+    with _writing(out, "--output"):
+        save_model(out, gen, meta)
     if not quiet:
         sec = np.mean(hist["sec"]) if hist["sec"] else 0.0
-        console.print(
+        _plain(
             f"wrote {out}: {kind} on {len(data)} images, {epochs} adversarial epochs ({sec:.1f} s/epoch); "
-            f"ε = {epsilon}, δ = {delta} are noise knobs, not a DP guarantee",
-            highlight=False,
+            f"ε = {epsilon}, δ = {delta} are noise knobs, not a DP guarantee"
         )

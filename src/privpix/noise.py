@@ -280,11 +280,19 @@ def add_laplace(values: np.ndarray, scale: float | np.ndarray, rng: RNG, *, grid
     """
     _check_rng(rng)
     values = np.asarray(values, dtype=np.float64)
-    sc = np.broadcast_to(np.asarray(scale, dtype=np.float64), values.shape)
-    if not np.all(np.isfinite(sc)) or np.any(sc < 0):
+    scale_arr = np.asarray(scale, dtype=np.float64)
+    sc = np.broadcast_to(scale_arr, values.shape)
+    # Checked before broadcasting (same verdict): a broadcast check would allocate arrays as large as the data.
+    if values.size and (not np.all(np.isfinite(scale_arr)) or np.any(scale_arr < 0)):
         raise ParameterError("scale must be finite and >= 0")
     if not isinstance(rng, SecureRandom):
-        return values + rng.laplace(0.0, 1.0, values.shape) * sc
+        if values.ndim == 0:
+            return values + rng.laplace(0.0, 1.0, values.shape) * sc
+        # In place on the one noise array: noise·scale + values equals values + noise·scale bit for bit.
+        noise = rng.laplace(0.0, 1.0, values.shape)
+        noise *= sc
+        noise += values
+        return noise
     out = np.round(values / grid) * grid
     flat_sc = sc.ravel()
     flat_out = out.ravel()
@@ -299,7 +307,11 @@ def add_laplace(values: np.ndarray, scale: float | np.ndarray, rng: RNG, *, grid
 def add_gaussian(values: np.ndarray, sigma: float, rng: RNG) -> np.ndarray:
     """``values + N(0, sigma²)`` elementwise."""
     values = np.asarray(values, dtype=np.float64)
-    return values + gaussian(rng, sigma, values.shape)
+    if values.ndim == 0:
+        return values + gaussian(rng, sigma, values.shape)
+    noise = np.asarray(gaussian(rng, sigma, values.shape), dtype=np.float64)
+    noise += values  # in place; addition commutes exactly, so the values equal values + noise
+    return noise
 
 
 def randomized_response(rng: RNG, values: np.ndarray, d: int, epsilon: float) -> np.ndarray:

@@ -1,5 +1,6 @@
 """Datasets: staged real datasets in their original formats, built-in offline sets, and image folders."""
 
+from privpix.data.files import DEFAULT_MAX_PIXELS, read_image, set_mode
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.loaders import (
     DATASETS,
@@ -15,6 +16,7 @@ from privpix.data.loaders import (
 
 __all__ = [
     "DATASETS",
+    "DEFAULT_MAX_PIXELS",
     "ENV_VAR",
     "DatasetInfo",
     "ImageSet",
@@ -24,5 +26,7 @@ __all__ = [
     "load_dataset",
     "load_folder",
     "parse_dataset_spec",
+    "read_image",
     "resolve_data_dir",
+    "set_mode",
 ]

@@ -10,6 +10,31 @@ import pandas as pd
 
 from privpix.errors import DataError, ParameterError
 
+# Elementwise work on a whole set goes in blocks of about this many values, so temporaries stay small (a few
+# tens of MB) however large the images are.
+BLOCK_VALUES = 1 << 22
+
+
+def blocks(shape: tuple[int, ...], size: int | None = None) -> Iterator[tuple]:
+    """Index tuples that cut an ``(n, h, ...)`` array into consecutive C-order pieces of at most ``size``
+    values (at least one row): whole images grouped when they are small, runs of rows of one image when it is
+    large. Visiting them in order visits every value once, in the array's own order, so sequential random
+    draws made block by block equal one draw over the whole array. ``size`` defaults to ``BLOCK_VALUES``."""
+    size = BLOCK_VALUES if size is None else size
+    n = shape[0] if shape else 0
+    per_image = int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else 1
+    if per_image <= size:
+        step = max(1, size // max(per_image, 1))
+        for i in range(0, n, step):
+            yield (slice(i, min(n, i + step)),)
+        return
+    h = shape[1]
+    per_row = max(1, per_image // max(h, 1))
+    rows = max(1, size // per_row)
+    for i in range(n):
+        for r in range(0, h, rows):
+            yield (i, slice(r, min(h, r + rows)))
+
 
 @dataclass
 class ImageSet:
@@ -41,7 +66,8 @@ class ImageSet:
             raise ParameterError(f"images must have shape (n, h, w, c), got {imgs.shape}")
         if imgs.dtype != np.uint8:
             imgs = imgs.astype(np.float32, copy=False)
-            if imgs.size and not np.all(np.isfinite(imgs)):
+            # Checked block by block: np.isfinite over the whole set is a bool array as large as the images.
+            if any(not np.isfinite(imgs[b]).all() for b in blocks(imgs.shape)):
                 raise ParameterError("images contain NaN or infinite values")
         self.images = imgs
         n = imgs.shape[0]
@@ -69,14 +95,24 @@ class ImageSet:
     def as_float(self) -> np.ndarray:
         """Images as float32 in [0, 1], shape (n, h, w, c)."""
         if self.images.dtype == np.uint8:
-            return self.images.astype(np.float32) / 255.0
+            # In place: the same float32 division as ``astype(np.float32) / 255.0``, without a second array.
+            out = self.images.astype(np.float32)
+            np.divide(out, 255.0, out=out)
+            return out
         return self.images
 
     def as_uint8(self) -> np.ndarray:
         """Images as uint8 0–255 (rounded, clipped)."""
         if self.images.dtype == np.uint8:
             return self.images
-        return np.clip(np.rint(self.images * 255.0), 0, 255).astype(np.uint8)
+        out = np.empty(self.images.shape, np.uint8)
+        for b in blocks(self.images.shape):
+            # Per block, the same float32 steps as the whole-array expression: x·255, rint, clip, to uint8.
+            t = self.images[b] * 255.0
+            np.rint(t, out=t)
+            np.clip(t, 0, 255, out=t)
+            out[b] = t
+        return out
 
     def flat(self) -> np.ndarray:
         """(n, h·w·c) float32 in [0, 1]."""

@@ -258,9 +258,13 @@ def parse_method_spec(spec: str) -> tuple[str, dict[str, str]]:
     params: dict[str, str] = {}
     for item in filter(None, (s.strip() for s in inner.split(","))):
         key, eq, value = item.partition("=")
-        if not eq or not key.strip():
+        key, value = key.strip(), value.strip()
+        if not eq or not key:
             raise ParameterError(f"method: parameter {item!r} in {spec!r} must be key=value")
-        params[key.strip()] = value.strip()
+        # Keeping the last of two different values would silently drop the other.
+        if key in params and params[key] != value:
+            raise ParameterError(f"method: parameter {key} given twice in {spec!r} ({params[key]} and {value})")
+        params[key] = value
     return name.strip().lower(), params
 
 
@@ -272,8 +276,26 @@ def mechanism_class(spec: str) -> type[Mechanism]:
     return MECHANISMS[key]
 
 
+def method_params(spec: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The parameters pinned in ``spec``'s brackets merged with ``params`` (``--param``), refusing a ``params``
+    value that contradicts a pinned one: the label names the variant that is published, so overriding it
+    would publish another one (e.g. the unsound ``sensitivity=data`` under ``[sensitivity=bound]``)."""
+    _, inline = parse_method_spec(spec)
+    known = {p.name: p for p in mechanism_class(spec).params}
+    for key, value in (params or {}).items():
+        if key not in inline or key not in known:
+            continue  # nothing to contradict; an unknown key is refused by the constructor, naming it
+        # Compare as the mechanism reads them, so [b=4] and b=4.0 agree.
+        if known[key].validate(inline[key]) != known[key].validate(value):
+            raise ParameterError(
+                f"method {spec.strip()!r} pins {key}={inline[key]}, and --param {key}={value} contradicts it; "
+                "give the parameter in one place"
+            )
+    return {**inline, **(params or {})}
+
+
 def get_mechanism(name: str, epsilon: float | None = None, delta: float | None = None, **params) -> Mechanism:
-    """Instantiate a registered mechanism by name (inline ``[key=value]`` parameters are merged in)."""
+    """Instantiate a registered mechanism by name (inline ``[key=value]`` parameters are merged in; a ``params``
+    value that contradicts one of them is an error, see :func:`method_params`)."""
     cls = mechanism_class(name)
-    _, inline = parse_method_spec(name)
-    return cls(epsilon=epsilon, delta=delta, **{**inline, **params})
+    return cls(epsilon=epsilon, delta=delta, **method_params(name, params))

@@ -7,6 +7,8 @@ import math
 import numpy as np
 from scipy import ndimage
 
+from privpix.data import imageset
+from privpix.data.imageset import ImageSet, blocks
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Mechanism, Param, register
@@ -14,6 +16,30 @@ from privpix.noise import RNG, add_gaussian, add_laplace
 
 _CLIP = Param("clip", bool, True, "clip released values to the pixel range [0, 1] (post-processing)")
 _RANGE = Param("pixel_range", float, 1.0, "declared range of one pixel value (images are in [0, 1])", minimum=1e-12)
+
+
+def _float64(block: np.ndarray) -> np.ndarray:
+    """A block of stored images as the float64 values ``ImageSet.as_float().astype(np.float64)`` gives."""
+    if block.dtype == np.uint8:
+        f = block.astype(np.float32)
+        np.divide(f, 255.0, out=f)
+        return f.astype(np.float64)
+    return block.astype(np.float64)
+
+
+def _release_blocks(images: ImageSet, add_noise, clip: bool) -> np.ndarray:
+    """The release built block by block (see :func:`blocks`) straight into float32: per block the same float64
+    steps as the whole-array path (values, plus noise drawn in array order, clipped, cast to float32), so the
+    output is bit-for-bit that path's, while the float64 temporaries stay a few tens of MB instead of several
+    copies of the whole set. ``add_noise(values, index)`` returns the noisy float64 block."""
+    x = images.images
+    out = np.empty(x.shape, np.float32)
+    for b in blocks(x.shape):
+        v = add_noise(_float64(x[b]), b)
+        if clip:
+            np.clip(v, 0.0, 1.0, out=v)
+        out[b] = v
+    return out
 
 
 def _unit_size(unit: str, m: int, h: int, w: int) -> tuple[int, str]:
@@ -122,6 +148,35 @@ class PixelLaplace(Mechanism):
         out = add_laplace(x, scale, rng)
         return np.clip(out, 0.0, 1.0) if self.clip else out
 
+    def _privatize_set(self, images: ImageSet, rng: RNG) -> np.ndarray:
+        # Same output as _privatize on the float64 set, computed in blocks (bounded memory).
+        x = images.images
+        if self.sensitivity == "data":
+            scales = self._data_scales(x)
+
+            def scale_of(b: tuple) -> np.ndarray:
+                return scales[b[0]][:, None, None, None] if isinstance(b[0], slice) else scales[b[0]]
+
+        else:
+            bound = self.bound_sensitivity(x.shape[1:]) / self.epsilon
+
+            def scale_of(b: tuple) -> float:
+                return bound
+
+        return _release_blocks(images, lambda v, b: add_laplace(v, scale_of(b), rng), self.clip)
+
+    def _data_scales(self, x: np.ndarray) -> np.ndarray:
+        """Δ/ε per image, as ``data_sensitivity`` over the whole float64 set gives it. Computed on whole images
+        (a row-by-row sum would add in another order), a group of small ones or one large one at a time."""
+        n = x.shape[0]
+        step = max(1, imageset.BLOCK_VALUES // max(1, int(np.prod(x.shape[1:], dtype=np.int64))))
+        sens = np.empty(n)
+        for i in range(0, n, step):
+            v = _float64(x[i : i + step])
+            np.abs(v, out=v)  # in place: the values np.abs(x) has, without a second copy
+            sens[i : i + step] = v.sum(axis=(1, 3)).max(axis=1)
+        return sens / self.epsilon
+
 
 @register
 class DPPix(Mechanism):
@@ -209,6 +264,10 @@ class PixelGaussian(_NoGuarantee):
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         out = add_gaussian(x, self.sigma, rng)
         return np.clip(out, 0.0, 1.0) if self.clip else out
+
+    def _privatize_set(self, images: ImageSet, rng: RNG) -> np.ndarray:
+        # Same output as _privatize on the float64 set, computed in blocks (bounded memory).
+        return _release_blocks(images, lambda v, b: add_gaussian(v, self.sigma, rng), self.clip)
 
 
 @register

@@ -188,30 +188,66 @@ def make_encoder(name: str, **params: Any) -> Encoder:
     return ENCODERS[name](**params)
 
 
+# An encoder file names the image size owners must resize to; beyond this it is corrupt (or hostile), and
+# believing it would mean allocating gigabytes before anything could notice.
+MAX_IMAGE_PIXELS = 8192 * 8192
+
+
 def load_encoder(path: str | Path) -> Encoder:
-    """Load an encoder file written by :meth:`Encoder.save`."""
+    """Load an encoder file written by :meth:`Encoder.save`.
+
+    Anything that is not such a file (truncated, another npz, inconsistent arrays) raises :class:`DataError`
+    naming ``path``: the file comes from another party, so it is checked, down to encoding one blank image."""
     _register_builtins()
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: encoder file not found")
+    with path.open("rb") as f:
+        # np.load's own message for a non-zip file suggests allow_pickle, which must never be followed here.
+        if f.read(2) != b"PK":  # every zip starts so
+            raise DataError(f"{path}: not a privpix encoder file (not an .npz archive)")
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
             state = {k[len("state_") :]: z[k] for k in z.files if k.startswith("state_")}
-    except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
-        raise DataError(f"{path}: not a privpix encoder file ({exc})") from None
-    if meta.get("format") != FORMAT or meta.get("encoder") not in ENCODERS:
-        raise DataError(f"{path}: not a privpix encoder file (format {meta.get('format')!r})")
-    enc = ENCODERS[meta["encoder"]](**meta["config"])
-    enc.d = int(meta["d"])
-    enc.image_shape = tuple(meta["image_shape"])
-    enc.n_features = int(meta["n_features"])
-    enc.fitted_on = meta["fitted_on"]
-    enc.fit_seconds = float(meta.get("fit_seconds", 0.0))
+    except MemoryError:
+        raise
+    except Exception as exc:  # zip, zlib, npy and JSON parsers each raise their own kinds
+        raise DataError(f"{path}: not a privpix encoder file ({type(exc).__name__}: {exc})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        fmt = meta.get("format") if isinstance(meta, dict) else None
+        raise DataError(f"{path}: not a privpix encoder file (format {fmt!r}, expected {FORMAT!r})")
+    if meta.get("encoder") not in ENCODERS:
+        raise DataError(f"{path}: unknown encoder {meta.get('encoder')!r}; known: {', '.join(sorted(ENCODERS))}")
     try:
+        if not isinstance(meta["config"], dict):
+            raise TypeError(f"config is {type(meta['config']).__name__}, not an object")
+        enc = ENCODERS[meta["encoder"]](**meta["config"])
+        enc.d = int(meta["d"])
+        h, w = (int(v) for v in meta["image_shape"])
+        enc.image_shape = (h, w)
+        enc.n_features = int(meta["n_features"])
+        enc.fitted_on = str(meta["fitted_on"])
+        enc.fit_seconds = float(meta.get("fit_seconds", 0.0))
+        if enc.d < 2 or enc.n_features < 1 or h < 1 or w < 1 or h * w > MAX_IMAGE_PIXELS:
+            raise ValueError(f"d = {enc.d}, m = {enc.n_features}, image size {h}x{w} are out of range")
         enc._load_state(state)
     except KeyError as exc:
-        raise DataError(f"{path}: encoder file is missing array {exc}") from None
+        raise DataError(f"{path}: encoder file is missing {exc.args[0]!r}") from None
+    except (TypeError, ValueError, RuntimeError, IndexError) as exc:  # ValueError covers ParameterError
+        raise DataError(f"{path}: not a valid privpix encoder file ({exc})") from None
+    try:
+        probe = enc._encode(np.zeros((1, h, w), np.float32))
+        ok = probe.shape == (1, enc.n_features) and int(probe.min()) >= 0 and int(probe.max()) < enc.d
+    except MemoryError:
+        raise
+    except Exception as exc:  # a corrupt array can fail inside numpy, scikit-learn or torch
+        raise DataError(f"{path}: encoder file is inconsistent ({type(exc).__name__}: {exc})") from None
+    if not ok:
+        raise DataError(
+            f"{path}: encoder file is inconsistent: it encodes a {h}x{w} image to {probe.shape[1]} features, "
+            f"not the m = {enc.n_features} in [0, {enc.d}) it declares"
+        )
     return enc
 
 

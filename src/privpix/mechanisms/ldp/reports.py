@@ -2,7 +2,7 @@
 
 A report folder holds ``reports.npz`` (``values``: (n, m) integers in [0, d); ``labels`` when known) and
 ``manifest.json`` (encoder, d, m, ε per feature and per image, the guarantee, the sha256 of the npz).
-The manifest is written last and atomically: a folder without one is not a finished release.
+The folder is written like an image release (staged, swapped in atomically; see docs/security.md).
 """
 
 from __future__ import annotations
@@ -12,19 +12,21 @@ import io
 import json
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from privpix.accounting import write_bytes_atomic, write_text_atomic
+from privpix import __version__
 from privpix.data.imageset import ImageSet
 from privpix.errors import DataError, ParameterError
 from privpix.guarantees import Guarantee
 from privpix.mechanisms.ldp.encoders import Encoder
 from privpix.mechanisms.ldp.rr import check_epsilon, grr_perturb
 from privpix.noise import RNG, is_secure
+from privpix.release_folder import ReleaseWriter
 
 REPORTS_FILE = "reports.npz"
 MANIFEST = "manifest.json"
@@ -150,28 +152,28 @@ def perturb(
     return Reports(out, None if labels is None else np.asarray(labels), encoder.d, epsilon, g, encoder.describe(), meta)
 
 
-def write_reports(reports: Reports, output: str | Path, *, force: bool = False, extra: dict | None = None) -> dict:
-    """Write ``reports.npz`` then ``manifest.json`` (both atomically) into ``output``. Refuses to replace an
-    earlier release unless ``force``, and never writes into a non-empty folder that is not a release."""
-    out = Path(output)
-    if out.exists() and not out.is_dir():
-        raise ParameterError(f"--output {out}: exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()):
-        if not (out / MANIFEST).exists():
-            raise ParameterError(f"--output {out}: not empty and holds no privpix manifest; refusing to touch it")
-        if not force:
-            raise ParameterError(f"--output {out}: holds earlier reports; pass --force to replace them")
+def write_reports(
+    reports: Reports,
+    output: str | Path,
+    *,
+    force: bool = False,
+    extra: dict | None = None,
+    inputs: Sequence[str | Path] = (),
+    note: Callable[[str], None] | None = None,
+) -> dict:
+    """Write ``reports.npz`` and ``manifest.json`` into ``output`` through the safe release writer
+    (:class:`privpix.release_folder.ReleaseWriter`): all or nothing, an earlier report folder replaced only with
+    ``force`` and only its own files, never a folder that is not a privpix release, never one overlapping
+    ``inputs``."""
     buf = io.BytesIO()
     arrays = {"values": reports.values}
     if reports.labels is not None:
         arrays["labels"] = reports.labels
     np.savez_compressed(buf, **arrays)
     data = buf.getvalue()
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MANIFEST).unlink(missing_ok=True)  # an old manifest must never describe the new npz
-    write_bytes_atomic(out / REPORTS_FILE, data)
     eps = reports.epsilon
     manifest = {
+        "privpix_version": __version__,
         "format": FORMAT,
         "file": REPORTS_FILE,
         "sha256": hashlib.sha256(data).hexdigest(),
@@ -186,39 +188,80 @@ def write_reports(reports: Reports, output: str | Path, *, force: bool = False, 
         **reports.meta,
         **(extra or {}),
     }
-    write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=2))
-    return manifest
+    with ReleaseWriter(output, force=force, inputs=inputs, note=note) as writer:
+        writer.add(REPORTS_FILE, data)
+        return writer.commit(manifest)
 
 
 def read_reports(folder: str | Path) -> Reports:
-    """Read a report folder, checking the npz against the manifest's sha256."""
+    """Read a report folder, checking the npz against the manifest's sha256.
+
+    Reports come from other parties, so everything is checked: a malformed manifest or npz, a missing array,
+    or values outside ``[0, d)`` raise :class:`DataError` naming the file at fault."""
     folder = Path(folder)
     mpath = folder / MANIFEST
     if not mpath.is_file():
         raise DataError(f"{mpath}: not found (is {folder} a finished `privpix ldp perturb` output?)")
     try:
-        manifest = json.loads(mpath.read_text())
-    except json.JSONDecodeError as exc:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DataError(f"{mpath}: not valid JSON ({exc})") from None
-    if manifest.get("format") != FORMAT:
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise DataError(f"{mpath}: not a privpix LDP report manifest")
-    npz = folder / manifest["file"]
+    try:
+        name = manifest["file"]
+        # Only a file beside the manifest: a path would let a manifest point anywhere on the disk.
+        if not isinstance(name, str) or not name or Path(name).name != name:
+            raise ValueError(f"file {name!r} is not a file name in {folder}")
+        sha = str(manifest["sha256"])
+        d = int(manifest["d"])
+        if d < 2:
+            raise ValueError(f"d = {d} must be >= 2")
+        eps = manifest["epsilon_per_feature"]
+        epsilon = math.inf if eps is None else check_epsilon(eps)
+        guarantee = Guarantee.from_dict(manifest["guarantee"])
+        encoder = manifest["encoder"]
+        if not isinstance(encoder, dict) or not isinstance(encoder.get("config"), dict):
+            raise ValueError("encoder must be an object with a config")
+    except KeyError as exc:
+        raise DataError(f"{mpath}: missing {exc.args[0]!r}") from None
+    except (TypeError, ValueError) as exc:  # ValueError covers check_epsilon's ParameterError
+        raise DataError(f"{mpath}: not a valid privpix LDP report manifest ({exc})") from None
+    npz = folder / name
     if not npz.is_file():
         raise DataError(f"{npz}: missing")
     data = npz.read_bytes()
-    if hashlib.sha256(data).hexdigest() != manifest["sha256"]:
+    if hashlib.sha256(data).hexdigest() != sha:
         raise DataError(f"{npz}: sha256 does not match {mpath}; the reports were changed or truncated")
-    with np.load(io.BytesIO(data), allow_pickle=False) as z:
-        values = z["values"]
-        labels = z["labels"] if "labels" in z.files else None
-    eps = manifest["epsilon_per_feature"]
+    if not data.startswith(b"PK"):  # every zip starts so
+        # np.load's own message for a non-zip file suggests allow_pickle, which must never be followed here.
+        raise DataError(f"{npz}: not an .npz archive")
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            files = list(z.files)
+            values = z["values"] if "values" in files else None
+            labels = z["labels"] if "labels" in files else None
+    except MemoryError:
+        raise
+    except Exception as exc:  # zip, zlib and npy parsers each raise their own kinds
+        raise DataError(f"{npz}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
+    if values is None:
+        raise DataError(f"{npz}: holds no 'values' array (arrays: {', '.join(files) or 'none'})")
+    _check_arrays(npz, values, labels, d, manifest)
     keep = ("source", "secure_rng", "seconds", "seed")
-    return Reports(
-        values,
-        labels,
-        int(manifest["d"]),
-        math.inf if eps is None else float(eps),
-        Guarantee.from_dict(manifest["guarantee"]),
-        manifest["encoder"],
-        {k: manifest[k] for k in keep if k in manifest},
-    )
+    return Reports(values, labels, d, epsilon, guarantee, encoder, {k: manifest[k] for k in keep if k in manifest})
+
+
+def _check_arrays(npz: Path, values: np.ndarray, labels: np.ndarray | None, d: int, manifest: dict) -> None:
+    """``values`` (n, m) integers in [0, d) as the manifest says; ``labels`` one per report."""
+    if values.ndim != 2 or len(values) == 0 or values.shape[1] == 0:
+        raise DataError(f"{npz}: 'values' must have shape (n, m) with n, m >= 1, got {values.shape}")
+    if not np.issubdtype(values.dtype, np.integer):
+        raise DataError(f"{npz}: 'values' must hold integers, got dtype {values.dtype}")
+    if int(values.min()) < 0 or int(values.max()) >= d:
+        raise DataError(f"{npz}: 'values' must lie in [0, {d}) (d = {d}), got [{values.min()}, {values.max()}]")
+    declared = (manifest.get("n"), manifest.get("m"))
+    if declared != (None, None) and tuple(values.shape) != declared:
+        raise DataError(f"{npz}: 'values' has shape {values.shape}, the manifest says (n, m) = {declared}")
+    if labels is not None and (labels.ndim != 1 or len(labels) != len(values)):
+        raise DataError(f"{npz}: 'labels' must have shape ({len(values)},), got {labels.shape}")

@@ -282,10 +282,15 @@ def save_obfuscator(path: str | Path, net, meta: dict) -> Path:
 
 def load_obfuscator(path: str | Path):
     """(network, meta) from :func:`save_obfuscator`'s file; loads weights only (``weights_only=True``)."""
-    from privpix.mechanisms.neural.modelfile import load_model_file
+    from privpix.mechanisms.neural.modelfile import build_from_file, load_model_file
 
     state, meta = load_model_file(path, FORMAT, "obfuscator")
-    net = build_obfuscator(meta["kind"], meta.get("n_features", 102))
-    net.load_state_dict(state)
+
+    def build():
+        net = build_obfuscator(meta["kind"], meta.get("n_features", 102))
+        net.load_state_dict(state)
+        return net
+
+    net = build_from_file(path, "obfuscator", build)
     net.eval()
     return net, meta

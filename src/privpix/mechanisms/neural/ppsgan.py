@@ -473,11 +473,16 @@ def save_model(path: str | Path, gen, meta: dict) -> Path:
 
 def load_model(path: str | Path):
     """(generator, meta) from :func:`save_model`; weights only (``weights_only=True``)."""
-    from privpix.mechanisms.neural.modelfile import load_model_file
+    from privpix.mechanisms.neural.modelfile import build_from_file, load_model_file
 
     state, meta = load_model_file(path, FORMAT, "PPSGAN")
-    gen, _ = build_networks(meta["kind"], tuple(meta["shape"]), meta["d"], meta["width"], len(meta["classes"]))
-    gen.load_state_dict(state)
-    gen.classes_ = np.asarray(meta["classes"])
+
+    def build():
+        gen, _ = build_networks(meta["kind"], tuple(meta["shape"]), meta["d"], meta["width"], len(meta["classes"]))
+        gen.load_state_dict(state)
+        gen.classes_ = np.asarray(meta["classes"])
+        return gen
+
+    gen = build_from_file(path, "PPSGAN", build)
     gen.eval()
     return gen, meta

@@ -1,0 +1,460 @@
+"""A release folder that no kill, race or mistake can corrupt: staging, a commit journal, recovery, checks.
+
+A release folder holds ``manifest.json`` (written by privpix, with the list of files and their sha256) and the
+files it lists. The rules this module keeps (docs/security.md says how each is tested):
+
+* A folder is a release folder only when its manifest is a privpix manifest. Anything else that is not empty is
+  never written into, with or without ``force``.
+* ``force`` replaces exactly the files the earlier manifest lists, after checking each against its sha256; other
+  files in the folder (a user's notes, say) are never touched.
+* The new release is staged in a hidden folder inside the output and swapped in through a commit journal: until
+  the journal is written the earlier release is whole; after it, the swap is rolled forward, by this run or, if
+  it was killed, by the next privpix command that opens the folder. Leftover staging without a journal (a run
+  killed while staging) is removed by the next run.
+* One writer at a time per folder (a lock file, ``.privpix-lock``, which is not part of the release).
+* Released file names are opaque (a keyed hash of the image's position, sorted in the manifest), so neither the
+  names nor the manifest's order reveal the sources; the mapping back to the sources is written only on request,
+  to a file outside the release.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import io
+import json
+import os
+import secrets
+import shutil
+import signal
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import numpy as np
+from filelock import FileLock, Timeout
+from PIL import Image
+
+from privpix.accounting import write_text_atomic
+from privpix.errors import DataError, ParameterError
+
+MANIFEST = "manifest.json"
+RECORDS = "records.csv"
+LOCK = ".privpix-lock"
+JOURNAL = ".privpix-commit.json"
+STAGING_PREFIX = ".privpix-staging-"
+# Files privpix keeps in a release folder that are not part of the release.
+_OWN = {LOCK, JOURNAL}
+
+# Test hook: the named point sends SIGKILL to this process, so the tests can kill a real release exactly there.
+FAULT_ENV = "PRIVPIX_FAULT_INJECT"
+
+
+def _checkpoint(point: str) -> None:
+    if os.environ.get(FAULT_ENV) == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _png_image(image: np.ndarray) -> Image.Image:
+    """A Pillow image of the released pixels alone: nothing from the source (EXIF, ICC, text chunks) exists
+    to be carried."""
+    arr = image[..., 0] if image.shape[-1] == 1 else image
+    return Image.fromarray(np.ascontiguousarray(arr))
+
+
+def png_bytes(image: np.ndarray, compress_level: int = 6) -> bytes:
+    """One (h, w, c) uint8 image as PNG bytes, without metadata."""
+    buf = io.BytesIO()
+    _png_image(image).save(buf, format="PNG", compress_level=compress_level)
+    return buf.getvalue()
+
+
+class OpaqueNames:
+    """File names that do not identify: ``HMAC-SHA256(key, position)`` cut to 16 hex digits.
+
+    The key is secret and never written anywhere; with a seed it is derived from the seed (same seed, same
+    names), otherwise drawn from the OS CSPRNG. Positions are unique, so names are too (a collision of 64-bit
+    prefixes is still checked for)."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        if seed is None:
+            self._key = secrets.token_bytes(32)
+        else:
+            self._key = hashlib.sha256(f"privpix release names, seed {int(seed)}".encode()).digest()
+        self._used: set[str] = set()
+
+    def name(self, position: int, suffix: str = ".png") -> str:
+        digest = hmac.new(self._key, int(position).to_bytes(8, "little"), hashlib.sha256).hexdigest()
+        k = 16
+        while (name := digest[:k] + suffix) in self._used:  # pragma: no cover - a 2**-64 event
+            k += 4
+        self._used.add(name)
+        return name
+
+
+# --------------------------------------------------------------------------------------- what is in a folder
+
+
+def _safe_name(name: Any, manifest: Path) -> str:
+    """A manifest's file name, refused unless it is a plain relative path inside the folder."""
+    if not isinstance(name, str) or not name:
+        raise DataError(f"{manifest}: a file name is not a string: {name!r}")
+    p = PurePosixPath(name)
+    if p.is_absolute() or ".." in p.parts or "\\" in name or name in (MANIFEST, *_OWN):
+        raise DataError(f"{manifest}: file name {name!r} points outside the release; refusing to touch it")
+    return name
+
+
+def read_manifest(folder: str | Path) -> dict[str, Any] | None:
+    """The privpix manifest in ``folder``, or ``None`` when there is none.
+
+    Raises :class:`DataError` when ``manifest.json`` exists but is not a privpix manifest (another program's
+    file of the same name), so such a folder is never taken for a release."""
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise DataError(
+            f"{path}: not a privpix manifest ({type(exc).__name__}); refusing to touch the folder"
+        ) from None
+    if not isinstance(manifest, dict) or "privpix_version" not in manifest:
+        raise DataError(f"{path}: not a privpix manifest (written by another program); refusing to touch the folder")
+    return manifest
+
+
+def listed_files(manifest: dict[str, Any], where: Path) -> list[tuple[str, str]]:
+    """(name, sha256) of every file a privpix manifest lists, names checked to stay inside the folder."""
+    mpath = where / MANIFEST
+    if "files" in manifest:
+        entries = manifest["files"]
+        if not isinstance(entries, list):
+            raise DataError(f"{mpath}: 'files' is not a list")
+        pairs = [(e.get("name"), e.get("sha256")) if isinstance(e, dict) else (None, None) for e in entries]
+    elif "file" in manifest:  # an LDP report folder: one file
+        pairs = [(manifest.get("file"), manifest.get("sha256"))]
+    else:
+        raise DataError(f"{mpath}: lists no files")
+    out = []
+    for name, sha in pairs:
+        if not isinstance(sha, str):
+            raise DataError(f"{mpath}: file {name!r} has no sha256")
+        out.append((_safe_name(name, mpath), sha))
+    return out
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify_manifest(output: str | Path, note: Callable[[str], None] | None = None) -> list[str]:
+    """Problems found when checking a release folder against its manifest (empty list: all good).
+
+    Checks every listed file's sha256, and that no other file lies in the folder beside privpix's own. A swap
+    that a killed run had already committed is finished first (under the folder's lock), as any privpix command
+    that opens the folder does."""
+    out = Path(output)
+    if not out.is_dir():
+        return [f"{out}: not a folder"]
+    if (out / JOURNAL).exists() or any(p.name.startswith(STAGING_PREFIX) for p in out.iterdir()):
+        lock = FileLock(out / LOCK)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            return [f"{out}: a privpix release is writing there now"]
+        try:
+            recover(out, note or (lambda _m: None))
+        finally:
+            lock.release()
+    manifest = read_manifest(out)
+    if manifest is None:
+        return [f"{out / MANIFEST}: missing"]
+    problems = []
+    listed = listed_files(manifest, out)
+    for name, sha in listed:
+        p = out / name
+        if not p.is_file():
+            problems.append(f"{p}: missing")
+        elif _sha256_file(p) != sha:
+            problems.append(f"{p}: sha256 mismatch")
+    known = {n for n, _ in listed} | {MANIFEST, *_OWN}
+    for p in sorted(out.rglob("*")):
+        rel = p.relative_to(out).as_posix()
+        if p.is_file() and rel not in known:
+            problems.append(f"{p}: not listed in the manifest")
+    return problems
+
+
+# ------------------------------------------------------------------------------------------------ checks
+
+
+def _resolved(p: Path) -> Path:
+    return p.expanduser().resolve(strict=False)
+
+
+def check_no_overlap(output: Path, inputs: Sequence[str | Path]) -> None:
+    """Refuse an output folder that is, contains or lies inside an input folder: a release must never
+    overwrite or mix with its sources."""
+    out = _resolved(output)
+    for src in inputs:
+        s = _resolved(Path(src))
+        if out == s or s in out.parents or out in s.parents:
+            raise ParameterError(f"--output {output}: overlaps the input {src}; write the release somewhere else")
+
+
+def _own_entry(p: Path) -> bool:
+    return p.name in _OWN or p.name.startswith(STAGING_PREFIX)
+
+
+def check_output(output: Path, force: bool, inputs: Sequence[str | Path] = ()) -> dict[str, Any] | None:
+    """Refuse, before any work is done, an output that privpix may not write into. Returns the earlier
+    manifest when ``force`` replaces an earlier release.
+
+    A folder may be written into when it is missing or empty, or when it holds a privpix release and ``force``
+    is given. A non-empty folder without a privpix manifest is refused even with ``force``."""
+    check_no_overlap(output, inputs)
+    if output.exists() and not output.is_dir():
+        raise ParameterError(f"--output {output}: exists and is not a directory")
+    if not output.is_dir():
+        return None
+    if (output / JOURNAL).exists():
+        return read_manifest(output)  # an interrupted swap: opening the folder rolls it forward first
+    entries = [p for p in output.iterdir() if not _own_entry(p)]
+    if not entries:
+        return None
+    manifest = read_manifest(output)
+    if manifest is None:
+        raise ParameterError(f"--output {output}: not empty and holds no privpix manifest; refusing to touch it")
+    if not force:
+        raise ParameterError(f"--output {output}: holds an earlier release; pass --force to replace it")
+    return manifest
+
+
+# ------------------------------------------------------------------------------------------------ writer
+
+
+class ReleaseWriter:
+    """Stage a release inside ``output`` and swap it in atomically (see the module docstring).
+
+    Use as a context manager: files added with :meth:`add` go to a hidden staging folder; :meth:`commit` writes the
+    manifest and swaps. Leaving the block without a commit removes the staging and leaves the folder as it was.
+
+    Args:
+        output: the release folder (created if missing).
+        force: replace an earlier privpix release in ``output``.
+        inputs: source folders the output must not overlap.
+        note: called with one line for each thing a user should know (a recovered interrupted run).
+    """
+
+    def __init__(
+        self,
+        output: str | Path,
+        *,
+        force: bool = False,
+        inputs: Sequence[str | Path] = (),
+        note: Callable[[str], None] | None = None,
+    ) -> None:
+        self.out = Path(output)
+        self.force = force
+        self.inputs = inputs
+        self.note = note or (lambda _msg: None)
+        self.stage: Path | None = None
+        self.committed = False
+        self.old: list[tuple[str, str]] = []
+        self._lock: FileLock | None = None
+        self._created = False
+        self._files: list[dict[str, str]] = []
+
+    def __enter__(self) -> ReleaseWriter:
+        check_no_overlap(self.out, self.inputs)
+        if self.out.exists() and not self.out.is_dir():
+            raise ParameterError(f"--output {self.out}: exists and is not a directory")
+        if not self.out.is_dir():
+            try:
+                self.out.mkdir(parents=True)
+            except OSError as exc:
+                raise ParameterError(f"--output {self.out}: cannot create it ({exc.strerror or exc})") from None
+            self._created = True
+        self._lock = FileLock(self.out / LOCK)
+        try:
+            self._lock.acquire(timeout=0)
+        except Timeout:
+            raise ParameterError(f"--output {self.out}: another privpix release is writing there now") from None
+        except OSError as exc:
+            self._undo_create()
+            raise ParameterError(f"--output {self.out}: cannot write there ({exc.strerror or exc})") from None
+        try:
+            recover(self.out, self.note)
+            earlier = check_output(self.out, self.force, self.inputs)
+            if earlier is not None:
+                self.old = listed_files(earlier, self.out)
+                for name, sha in self.old:
+                    p = self.out / name
+                    if p.exists() and (not p.is_file() or _sha256_file(p) != sha):
+                        raise ParameterError(
+                            f"--output {self.out}: {name} was changed after the earlier release was written; "
+                            "privpix replaces only its own unchanged files (move it away first)"
+                        )
+            self.stage = self.out / f"{STAGING_PREFIX}{secrets.token_hex(6)}"
+            self.stage.mkdir()
+        except OSError as exc:
+            self._release_lock()
+            raise ParameterError(f"--output {self.out}: cannot write there ({exc.strerror or exc})") from None
+        except BaseException:
+            self._release_lock()
+            raise
+        return self
+
+    def add(self, name: str, data: bytes) -> str:
+        """Stage one file of the release; returns its sha256."""
+        assert self.stage is not None, "use ReleaseWriter as a context manager"
+        _safe_name(name, self.out / MANIFEST)
+        path = self.stage / name
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "wb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            raise ParameterError(
+                f"--output {self.out}: cannot write the release ({exc.strerror or exc}); nothing was published"
+            ) from None
+        sha = hashlib.sha256(data).hexdigest()
+        self._files.append({"name": name, "sha256": sha})
+        return sha
+
+    def add_image(self, name: str, image: np.ndarray, compress_level: int = 6) -> str:
+        """Stage one (h, w, c) uint8 image as a PNG, encoded straight into its file (a big photo is not held a
+        second time as bytes); returns its sha256."""
+        assert self.stage is not None, "use ReleaseWriter as a context manager"
+        _safe_name(name, self.out / MANIFEST)
+        path = self.stage / name
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _png_image(image).save(path, format="PNG", compress_level=compress_level)
+            sha = _sha256_file(path)
+        except OSError as exc:
+            raise ParameterError(
+                f"--output {self.out}: cannot write the release ({exc.strerror or exc}); nothing was published"
+            ) from None
+        self._files.append({"name": name, "sha256": sha})
+        return sha
+
+    @property
+    def files(self) -> list[dict[str, str]]:
+        """The staged files, sorted by name (so the manifest's order tells nothing about the sources)."""
+        return sorted(self._files, key=lambda f: f["name"])
+
+    def commit(self, manifest: dict[str, Any], on_published: Callable[[], None] | None = None) -> dict[str, Any]:
+        """Write ``manifest`` (with ``files`` filled in) and swap the release in. ``on_published`` is called as
+        soon as the swap cannot be undone any more (the journal is on disk)."""
+        assert self.stage is not None, "use ReleaseWriter as a context manager"
+        manifest = {**manifest, "files": self.files} if "files" not in manifest else manifest
+        stamp = time.time()
+        for f in self._files:  # one mtime for all: the write order would otherwise show the input order
+            os.utime(self.stage / f["name"], (stamp, stamp))
+        _fsync_tree(self.stage)
+        write_text_atomic(self.stage / MANIFEST, json.dumps(manifest, indent=2, default=_json_default))
+        _checkpoint("staged")
+        journal = {
+            "staging": self.stage.name,
+            "remove": [n for n, _ in self.old],
+            "add": [f["name"] for f in self._files],
+        }
+        write_text_atomic(self.out / JOURNAL, json.dumps(journal))
+        self.committed = True
+        if on_published is not None:
+            on_published()
+        _checkpoint("journal")
+        _roll_forward(self.out)
+        return manifest
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if not self.committed and self.stage is not None:
+                shutil.rmtree(self.stage, ignore_errors=True)
+        finally:
+            self._release_lock()
+            if not self.committed:
+                self._undo_create()
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _undo_create(self) -> None:
+        """A failed first release leaves no folder behind (only when this writer created it)."""
+        if self._created:
+            (self.out / LOCK).unlink(missing_ok=True)
+            try:
+                self.out.rmdir()
+            except OSError:
+                pass
+
+
+def _fsync_tree(folder: Path) -> None:
+    for p in folder.rglob("*"):
+        if p.is_file():
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def recover(out: Path, note: Callable[[str], None] = lambda _m: None) -> None:
+    """Finish what a killed run left in ``out``: roll a journalled swap forward, remove dead staging.
+
+    Call only while holding the folder's lock (so no staging folder found belongs to a live run)."""
+    if (out / JOURNAL).exists():
+        _roll_forward(out)
+        note(f"{out}: finished replacing the release that an interrupted run had already committed")
+    for p in out.iterdir():
+        if p.name.startswith(STAGING_PREFIX) and p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+            note(f"{out}: removed {p.name}, left by an interrupted run (nothing of it had been published)")
+
+
+def _roll_forward(out: Path) -> None:
+    """Apply the commit journal: idempotent, so a run killed half-way through is finished by the next one."""
+    jpath = out / JOURNAL
+    try:
+        journal = json.loads(jpath.read_text())
+        stage = out / journal["staging"]
+        remove, add = list(journal["remove"]), list(journal["add"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"{jpath}: unreadable commit journal ({exc}); move the folder's contents by hand") from None
+    if not stage.name.startswith(STAGING_PREFIX) or stage.parent != out:
+        raise DataError(f"{jpath}: staging folder {stage.name!r} is not privpix's; refusing to touch it")
+    new_manifest = stage / MANIFEST
+    if new_manifest.exists():
+        # The old manifest goes first, so a half-swapped folder is never taken for the old release.
+        (out / MANIFEST).unlink(missing_ok=True)
+    keep = set(add)
+    for name in remove:
+        if name not in keep:
+            (out / _safe_name(name, jpath)).unlink(missing_ok=True)
+    for i, name in enumerate(add):
+        src = stage / _safe_name(name, jpath)
+        if src.exists():
+            dst = out / name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dst)
+        if i == len(add) // 2:
+            _checkpoint("swapping")
+    if new_manifest.exists():
+        os.replace(new_manifest, out / MANIFEST)
+    shutil.rmtree(stage, ignore_errors=True)
+    jpath.unlink(missing_ok=True)
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {type(o)}")

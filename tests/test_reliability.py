@@ -1,0 +1,311 @@
+"""Issue 16's promises, each checked against real processes: no budget overspent, no user file lost, nothing
+half-published when a run is killed, names that do not identify. Every test here failed on the code before."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from privpix.accounting import PrivacyLedger, open_ledger
+from privpix.errors import BudgetExceededError, DataError, ParameterError
+from privpix.guarantees import Guarantee
+from privpix.publish import FAULT_ENV, JOURNAL, STAGING_PREFIX, verify_manifest
+
+SOUND = Guarantee(model="central-dp", epsilon=1.0, per_image_epsilon=1.0, sound=True, unit="one whole image")
+
+
+def _folder(path: Path, n: int = 6, prefix: str = "Aaron_Eckhart_") -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        Image.fromarray(np.full((8, 8, 3), 30 * i, np.uint8)).save(path / f"{prefix}{i:04d}.png")
+    return path
+
+
+def _release_args(src: Path, out: Path, *extra) -> list[str]:
+    return [
+        "release",
+        "--input",
+        str(src),
+        "--method",
+        "pixel-laplace",
+        "--param",
+        "sensitivity=bound",
+        "--param",
+        "unit=image",
+        "--epsilon",
+        "1",
+        "--output",
+        str(out),
+        "-q",
+        *map(str, extra),
+    ]
+
+
+def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "privpix", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+    )
+
+
+def _published(out: Path) -> bool:
+    return (out / "manifest.json").is_file()
+
+
+# ------------------------------------------------------------------------------------------------ ledger
+
+
+def test_concurrent_releases_never_overspend_the_ledger(tmp_path):
+    """Four rounds of two releases started together on a budget of 4.5: exactly four publish, all are charged
+    (before the lock, 8 of 8 published and the ledger recorded 4)."""
+    src = _folder(tmp_path / "in")
+    ledger = tmp_path / "ledger.json"
+    outs = []
+    for rnd in range(4):
+        pair = [tmp_path / f"out{rnd}{k}" for k in "ab"]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "privpix", *_release_args(src, o, "--ledger", ledger, "--budget", 4.5)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for o in pair
+        ]
+        for p in procs:
+            _, err = p.communicate(timeout=120)
+            assert p.returncode in (0, 2), err
+            if p.returncode == 2:
+                assert "remains" in err and len(err.strip().splitlines()) == 1
+        outs += pair
+    published = [o for o in outs if _published(o)]
+    book = PrivacyLedger.load(ledger)
+    assert len(published) == 4
+    assert book.spent_epsilon == pytest.approx(4.0)
+    assert all(e.status == "charged" for e in book.entries)
+    assert all(not o.exists() for o in outs if o not in published)  # a refused release leaves no folder
+
+
+def test_unwritable_ledger_publishes_nothing(tmp_path, run, monkeypatch):
+    """The charge is written before any file: a ledger that cannot be written stops the release first."""
+    import privpix.accounting as accounting
+
+    src = _folder(tmp_path / "in")
+    ledger = tmp_path / "ledger.json"
+    real = accounting.write_text_atomic
+
+    def refuse(path, text):
+        if Path(path) == ledger:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, text)
+
+    monkeypatch.setattr(accounting, "write_text_atomic", refuse)
+    r = run(*_release_args(src, tmp_path / "out", "--ledger", ledger, "--budget", 5))
+    assert r.exit_code == 2 and "cannot write the ledger" in r.output
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "entry,needle",
+    [
+        ({"label": "a", "epsilon": float("nan"), "delta": 0, "guarantee": {}}, "entry 1: epsilon"),
+        ({"label": "a", "epsilon": -1.0, "delta": 0, "guarantee": {}}, "entry 1: epsilon"),
+        ({"label": "a", "epsilon": "1", "delta": 0, "guarantee": {}}, "must be a number"),
+        ({"label": "a", "epsilon": True, "delta": 0, "guarantee": {}}, "must be a number"),
+        ({"label": "a", "epsilon": 1.0, "delta": 2.0, "guarantee": {}}, "delta must be in"),
+        ({"label": "a", "epsilon": 1.0, "delta": 0, "guarantee": {}, "status": "??"}, "status"),
+        ("junk", "not an object"),
+    ],
+)
+def test_bad_ledger_entries_are_one_line_errors(tmp_path, run, entry, needle):
+    ledger = tmp_path / "ledger.json"
+    ledger.write_text(json.dumps({"epsilon_budget": 5.0, "entries": [entry]}).replace("NaN", "NaN"))
+    with pytest.raises(DataError, match=needle):
+        PrivacyLedger.load(ledger)
+    r = run(*_release_args(_folder(tmp_path / "in"), tmp_path / "out", "--ledger", ledger))
+    assert r.exit_code == 2 and needle.split(":")[-1].strip() in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_budget_that_differs_from_the_ledger_is_an_error(tmp_path):
+    ledger = tmp_path / "ledger.json"
+    PrivacyLedger(100.0).save(ledger)
+    with pytest.raises(ParameterError, match="differs from the budget 100"):
+        with open_ledger(ledger, budget=1.0):
+            pass
+    with open_ledger(ledger, budget=100.0) as session:  # the same budget is fine
+        assert session.ledger.epsilon_budget == 100.0
+
+
+def test_reservation_rolls_back_only_when_nothing_was_published(tmp_path):
+    ledger = tmp_path / "ledger.json"
+    with pytest.raises(RuntimeError), open_ledger(ledger, budget=3.0) as session:
+        with session.reserve(SOUND, "fails before publishing"):
+            assert PrivacyLedger.load(ledger).entries[0].status == "reserved"  # on disk before any write
+            raise RuntimeError
+    assert PrivacyLedger.load(ledger).spent_epsilon == 0.0
+    with pytest.raises(RuntimeError), open_ledger(ledger) as session:
+        with session.reserve(SOUND, "fails after publishing") as res:
+            res.published()
+            raise RuntimeError
+    book = PrivacyLedger.load(ledger)
+    assert book.spent_epsilon == 1.0 and book.entries[0].status == "charged"
+    with open_ledger(ledger) as session, pytest.raises(BudgetExceededError):
+        for _ in range(3):
+            with session.reserve(SOUND):
+                pass
+
+
+# -------------------------------------------------------------------------------------------- user files
+
+
+def test_force_removes_only_the_files_the_manifest_lists(tmp_path, run):
+    src = _folder(tmp_path / "in")
+    out = tmp_path / "out"
+    assert run(*_release_args(src, out)).exit_code == 0
+    (out / "my_photo.png").write_bytes(b"the user's own file")
+    (out / "notes.txt").write_text("keep me")
+    assert run(*_release_args(src, out, "--force")).exit_code == 0
+    assert (out / "my_photo.png").read_bytes() == b"the user's own file"
+    assert (out / "notes.txt").read_text() == "keep me"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert len(manifest["files"]) == 6 and len(list(out.glob("*.png"))) == 7
+    assert verify_manifest(out) == [
+        f"{out / 'my_photo.png'}: not listed in the manifest",
+        f"{out / 'notes.txt'}: not listed in the manifest",
+    ]
+
+
+def test_a_changed_release_file_is_not_replaced(tmp_path, run):
+    src = _folder(tmp_path / "in")
+    out = tmp_path / "out"
+    assert run(*_release_args(src, out)).exit_code == 0
+    victim = sorted(out.glob("*.png"))[0]
+    victim.write_bytes(b"edited by the user")
+    r = run(*_release_args(src, out, "--force"))
+    assert r.exit_code == 2 and "was changed" in r.output
+    assert victim.read_bytes() == b"edited by the user"
+
+
+@pytest.mark.parametrize("manifest_text", ['{"album": "holiday"}', "not json at all"])
+def test_foreign_manifest_is_not_a_release_folder(tmp_path, run, manifest_text):
+    src = _folder(tmp_path / "in")
+    photos = tmp_path / "photos"
+    _folder(photos, 2, prefix="holiday")
+    (photos / "manifest.json").write_text(manifest_text)
+    before = {p.name: p.read_bytes() for p in photos.iterdir()}
+    r = run(*_release_args(src, photos, "--force"))
+    assert r.exit_code == 2 and "not a privpix manifest" in r.output
+    assert {p.name: p.read_bytes() for p in photos.iterdir()} == before
+
+
+@pytest.mark.parametrize("where", ["same", "inside", "around"])
+def test_input_and_output_may_not_overlap(tmp_path, run, where):
+    src = _folder(tmp_path / "photos")
+    out = {"same": src, "inside": src / "released", "around": tmp_path}[where]
+    before = sorted(p.name for p in src.iterdir())
+    r = run(*_release_args(src, out, "--force"))
+    assert r.exit_code == 2 and "overlaps the input" in r.output
+    assert sorted(p.name for p in src.iterdir()) == before
+
+
+def test_manifest_names_outside_the_folder_are_refused(tmp_path, run):
+    src = _folder(tmp_path / "in")
+    out = tmp_path / "out"
+    assert run(*_release_args(src, out)).exit_code == 0
+    outside = tmp_path / "precious.txt"
+    outside.write_text("x")
+    m = json.loads((out / "manifest.json").read_text())
+    m["files"].append({"name": "../precious.txt", "sha256": "0" * 64})
+    (out / "manifest.json").write_text(json.dumps(m))
+    r = run(*_release_args(src, out, "--force"))
+    assert r.exit_code == 2 and "points outside the release" in r.output
+    assert outside.read_text() == "x"
+
+
+# ----------------------------------------------------------------------------------------- killed runs
+
+
+def _snapshot(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and not p.name.startswith(".")}
+
+
+@pytest.mark.parametrize("point", ["staged", "journal", "swapping"])
+def test_sigkill_never_loses_the_earlier_release_or_leaves_a_half_one(tmp_path, point):
+    src = _folder(tmp_path / "in")
+    out = tmp_path / "out"
+    ledger = tmp_path / "ledger.json"
+    first = _cli(*_release_args(src, out, "--ledger", ledger, "--budget", 10))
+    assert first.returncode == 0, first.stderr
+    old = _snapshot(out)
+    killed = _cli(*_release_args(src, out, "--force", "--ledger", ledger), env={FAULT_ENV: point})
+    assert killed.returncode == -signal.SIGKILL
+    # The killed run's charge stays reserved: it counts, so the budget can never be overspent.
+    book = PrivacyLedger.load(ledger)
+    assert book.spent_epsilon == 2.0 and book.entries[1].status == "reserved"
+    if point == "staged":
+        assert _snapshot(out) == old  # not committed: the earlier release is whole
+        assert any(p.name.startswith(STAGING_PREFIX) for p in out.iterdir())
+    else:
+        assert (out / JOURNAL).exists()  # committed: the next command that opens the folder finishes it
+    assert verify_manifest(out) == []  # finishes a committed swap; never a manifest that lies
+    assert not (out / JOURNAL).exists()
+    if point == "staged":
+        assert _snapshot(out) == old
+    else:
+        assert _snapshot(out) != old and len(json.loads((out / "manifest.json").read_text())["files"]) == 6
+    # Reruns work, with and without --force, without anything removed by hand.
+    again = _cli(*_release_args(src, out, "--ledger", ledger))
+    assert again.returncode == 2 and "--force" in again.stderr
+    again = _cli(*_release_args(src, out, "--ledger", ledger, "--force"))
+    assert again.returncode == 0, again.stderr
+    assert not any(p.name.startswith(STAGING_PREFIX) for p in out.iterdir())
+    assert verify_manifest(out) == [] and len(list(out.glob("*.png"))) == 6
+
+
+def test_sigkill_while_staging_then_rerun_cleans_the_staging(tmp_path):
+    src = _folder(tmp_path / "in")
+    out = tmp_path / "out"
+    killed = _cli(*_release_args(src, out), env={FAULT_ENV: "staged"})
+    assert killed.returncode == -signal.SIGKILL and not _published(out)
+    again = _cli(*_release_args(src, out))
+    assert again.returncode == 0, again.stderr
+    assert "interrupted run" in again.stderr
+    assert [p.name for p in out.iterdir() if p.name.startswith(STAGING_PREFIX)] == []
+
+
+# ------------------------------------------------------------------------------------------------- names
+
+
+def test_released_names_and_manifest_do_not_identify(tmp_path, run):
+    src = _folder(tmp_path / "in")
+    out = tmp_path / "out"
+    smap = tmp_path / "private-map.csv"
+    assert run(*_release_args(src, out, "--seed", 3, "--source-map", smap)).exit_code == 0
+    text = (out / "manifest.json").read_text()
+    assert "Aaron" not in text and str(src) not in text and '"seed"' not in text
+    assert not any("Aaron" in p.name for p in out.rglob("*"))
+    names = sorted(p.name for p in out.glob("*.png"))
+    assert [f["name"] for f in json.loads(text)["files"]] == names  # sorted: the order tells nothing
+    rows = list(csv.DictReader(smap.open()))
+    assert sorted(r["released_name"] for r in rows) == names
+    assert sorted(Path(r["source"]).name for r in rows) == sorted(p.name for p in src.iterdir())
+    out2 = tmp_path / "out2"
+    assert run(*_release_args(src, out2, "--seed", 3)).exit_code == 0
+    assert sorted(p.name for p in out2.glob("*.png")) == names  # same seed, same names
+    r = run(*_release_args(src, tmp_path / "out3", "--source-map", tmp_path / "out3" / "map.csv"))
+    assert r.exit_code == 2 and "overlaps" in r.output
+    r = run(*_release_args(src, tmp_path / "out4", "--record-source"))
+    assert str(src.resolve()) in (tmp_path / "out4" / "manifest.json").read_text()
