@@ -205,7 +205,7 @@ def test_a_set_is_grey_only_when_every_header_is_grey(tmp_path):
     s = load_folder(tmp_path)
     assert s.images.shape == (4, 2, 2, 1) and s.images[:, 0, 0, 0].tolist() == [5, 233, 0, 7]
     assert set_mode([tmp_path / "a.png", tmp_path / "c.png"]) == "L"
-    colour_palette = Image.new("P", (2, 2))
+    colour_palette = Image.new("P", (2, 2), 1)  # red: not pixel-identical to any grey file once in RGB
     colour_palette.putpalette([0, 0, 0, 255, 0, 0] + [0] * 762)
     _save(tmp_path / "e.png", colour_palette)
     assert load_folder(tmp_path).images.shape == (5, 2, 2, 3)

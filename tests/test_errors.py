@@ -88,7 +88,7 @@ def broken_audit(monkeypatch):
         def boom(*a, **k):
             raise exc
 
-        monkeypatch.setattr("privpix.mechanisms.get_mechanism", boom)
+        monkeypatch.setattr("privpix.mechanisms.ready_mechanism", boom)
 
     return install
 
@@ -407,8 +407,8 @@ def test_a_parameter_given_twice_is_an_error(run, method, params, needles):
 
 def test_pinned_parameter_is_kept_or_refused_in_the_library():
     mech = get_mechanism("pixel-laplace[sensitivity=bound]", epsilon=1, sensitivity="bound")  # agrees: fine
-    assert mech.values["sensitivity"] == "bound"
-    assert get_mechanism("dp-pix[b=4]", epsilon=1, b=4.0).values["b"] == 4
+    assert mech.sensitivity == "bound"
+    assert get_mechanism("dp-pix[b=4]", epsilon=1, b=4.0).b == 4
     with pytest.raises(ParameterError, match="pins sensitivity=bound"):
         get_mechanism("pixel-laplace[sensitivity=bound]", epsilon=1, sensitivity="data")
     with pytest.raises(ParameterError, match="given twice"):

@@ -439,3 +439,11 @@ def test_cli_two_party_workflow_on_mnist(run, data_dir, tmp_path):
     assert r.exit_code == 2 and "epsilon must be > 0" in r.output
     r = run("ldp", "fit-encoder", "--encoder", "dcaconv", "--dataset", "mnist:test", "--output", enc, *common)
     assert r.exit_code == 2 and "exists; pass --force" in r.output
+
+
+def test_grr_with_a_huge_epsilon_keeps_every_value():
+    """Found by the fuzz suite: at ε = 40 the keep probability rounds to 1 and 1 - p divided by zero."""
+    from privpix.mechanisms.ldp.rr import grr_perturb
+
+    v = np.arange(16) % 4
+    np.testing.assert_array_equal(grr_perturb(v, 4, 40.0, np.random.default_rng(0)), v)

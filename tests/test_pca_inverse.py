@@ -70,7 +70,7 @@ def test_guarantees_are_honest():
         get_mechanism("pca-inverse", epsilon=1.0, basis="dp")
     with pytest.raises(ParameterError, match="delta is only used by basis=dp"):
         get_mechanism("pca-inverse", epsilon=1.0, delta=1e-5)
-    with pytest.raises(ParameterError, match="basis=public needs public images"):
+    with pytest.raises(ParameterError, match="not fitted; call fit"):
         get_mechanism("pca-inverse", epsilon=1.0, basis="public").release(_images(10), 0)
 
 
@@ -78,7 +78,7 @@ def test_public_basis_clips_and_calibrates_to_the_whole_vector():
     public, private = _images(n=300, seed=1), _images(n=400, seed=2)
     eps, d = 3.0, 5
     mech = get_mechanism("pca-inverse", epsilon=eps, d=d, basis="public", clip=False, lambda_inv=0.0).fit(public)
-    mean, e, bound = mech._public_fit
+    mean, e, bound = mech.public_fit_
     out = mech.release(private, 4).images.images.reshape(400, -1).astype(np.float64)
     coef = (private.as_float().reshape(400, -1) - mean) @ e
     coef *= np.minimum(1, bound / np.linalg.norm(coef, axis=1, keepdims=True))

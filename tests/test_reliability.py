@@ -260,7 +260,8 @@ def test_sigkill_never_loses_the_earlier_release_or_leaves_a_half_one(tmp_path, 
         assert any(p.name.startswith(STAGING_PREFIX) for p in out.iterdir())
     else:
         assert (out / JOURNAL).exists()  # committed: the next command that opens the folder finishes it
-    assert verify_manifest(out) == []  # finishes a committed swap; never a manifest that lies
+    assert "was interrupted" in verify_manifest(out)[0]  # read-only: reported, not acted on
+    assert verify_manifest(out, repair=True) == []  # finishes a committed swap; never a manifest that lies
     assert not (out / JOURNAL).exists()
     if point == "staged":
         assert _snapshot(out) == old
@@ -304,8 +305,125 @@ def test_released_names_and_manifest_do_not_identify(tmp_path, run):
     assert sorted(Path(r["source"]).name for r in rows) == sorted(p.name for p in src.iterdir())
     out2 = tmp_path / "out2"
     assert run(*_release_args(src, out2, "--seed", 3)).exit_code == 0
-    assert sorted(p.name for p in out2.glob("*.png")) == names  # same seed, same names
+    # Same seed, same images, but other names: names keyed by the seed would give the seed (and the noise) away.
+    assert not set(p.name for p in out2.glob("*.png")) & set(names)
+    shas = lambda o: sorted(f["sha256"] for f in json.loads((o / "manifest.json").read_text())["files"])  # noqa: E731
+    assert shas(out2) == shas(out)
     r = run(*_release_args(src, tmp_path / "out3", "--source-map", tmp_path / "out3" / "map.csv"))
     assert r.exit_code == 2 and "overlaps" in r.output
     r = run(*_release_args(src, tmp_path / "out4", "--record-source"))
     assert str(src.resolve()) in (tmp_path / "out4" / "manifest.json").read_text()
+
+
+def test_planted_journal_cannot_touch_files_outside_the_folder(tmp_path, run):
+    """A received folder with a commit journal whose paths go through a link must not delete or write outside."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "important.txt").write_text("precious")
+    dl = tmp_path / "dl"
+    (dl / ".privpix-staging-a" / "d").mkdir(parents=True)
+    (dl / ".privpix-staging-a" / "d" / "bashrc").write_text("evil")
+    (dl / "d").symlink_to(victim)
+    (dl / JOURNAL).write_text(
+        json.dumps({"staging": ".privpix-staging-a", "remove": ["d/important.txt"], "add": ["d/bashrc"]})
+    )
+    assert "was interrupted" in verify_manifest(dl)[0]
+    run("verify", "--repair", dl)
+    assert (victim / "important.txt").read_text() == "precious" and not (victim / "bashrc").exists()
+    # With a staged manifest that lists the planted name, the link is refused outright.
+    (dl / ".privpix-staging-a" / "d").mkdir(parents=True)
+    (dl / ".privpix-staging-a" / "d" / "bashrc").write_text("evil")
+    (dl / ".privpix-staging-a" / "manifest.json").write_text(
+        json.dumps({"privpix_version": "0", "files": [{"name": "d/bashrc", "sha256": "0" * 64}]})
+    )
+    (dl / "manifest.json").write_text(
+        json.dumps({"privpix_version": "0", "files": [{"name": "d/important.txt", "sha256": "0" * 64}]})
+    )
+    (dl / JOURNAL).write_text(
+        json.dumps({"staging": ".privpix-staging-a", "remove": ["d/important.txt"], "add": ["d/bashrc"]})
+    )
+    r = run("verify", "--repair", dl)
+    assert r.exit_code == 2 and "symbolic link" in r.output
+    r = run(*_release_args(_folder(tmp_path / "in"), dl, "--force"))
+    assert r.exit_code == 2 and "symbolic link" in r.output
+    assert (victim / "important.txt").read_text() == "precious" and not (victim / "bashrc").exists()
+
+
+def test_a_ledger_reached_through_a_link_is_the_same_ledger(tmp_path, run):
+    src = _folder(tmp_path / "in")
+    real = tmp_path / "real.json"
+    assert run(*_release_args(src, tmp_path / "o1", "--ledger", real, "--budget", 2.5)).exit_code == 0
+    (tmp_path / "link.json").symlink_to(real)
+    assert run(*_release_args(src, tmp_path / "o2", "--ledger", tmp_path / "link.json")).exit_code == 0
+    r = run(*_release_args(src, tmp_path / "o3", "--ledger", real))
+    assert r.exit_code == 2 and "remains" in r.output
+    assert (tmp_path / "link.json").is_symlink() and PrivacyLedger.load(real).spent_epsilon == 2.0
+    os.link(real, tmp_path / "hard.json")
+    r = run(*_release_args(src, tmp_path / "o4", "--ledger", real))
+    assert r.exit_code == 2 and "hard links" in r.output
+
+
+def test_source_map_never_overwrites_and_is_written_before_publishing(tmp_path, run):
+    src = _folder(tmp_path / "in")
+    thesis = tmp_path / "thesis.txt"
+    thesis.write_text("years of work")
+    r = run(*_release_args(src, tmp_path / "o", "--source-map", thesis))
+    assert r.exit_code == 2 and "already exists" in r.output and thesis.read_text() == "years of work"
+    assert not (tmp_path / "o").exists()
+    ledger = tmp_path / "l.json"
+    r = run(*_release_args(src, tmp_path / "o", "--ledger", ledger, "--budget", 5, "--source-map", thesis / "m.csv"))
+    assert r.exit_code == 2 and not (tmp_path / "o" / "manifest.json").exists()
+    assert not ledger.exists() or PrivacyLedger.load(ledger).spent_epsilon == 0
+
+
+def test_links_out_of_the_input_folder_and_pixel_copies_are_not_released(tmp_path, run):
+    src = _folder(tmp_path / "upl", 2)
+    elsewhere = tmp_path / "elsewhere"
+    _folder(elsewhere, 1, prefix="private_owner_")
+    (src / "evil.png").symlink_to(next(elsewhere.glob("*.png")))
+    img = Image.open(next(src.glob("*0000.png")))
+    img.save(src / "same.bmp")  # the same pixels in another format: byte-different, pixel-identical
+    img.save(src / "same2.png", compress_level=1)
+    smap = tmp_path / "map.csv"
+    r = run(*_release_args(src, tmp_path / "out", "--source-map", smap))
+    assert r.exit_code == 0, r.output
+    assert "outside the input folder" in r.stderr and r.stderr.count("same pixels as") == 2
+    sources = [row["source"] for row in csv.DictReader(smap.open())]
+    assert len(sources) == 2 and not any("private_owner" in s for s in sources)
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["--param", "epsilon=2"], "give epsilon with --epsilon"),
+        (["--param", "delta=0.1"], "give delta with --delta"),
+    ],
+)
+def test_epsilon_as_a_method_parameter_is_a_one_line_error(tmp_path, run, extra, needle):
+    r = run(*_release_args(_folder(tmp_path / "in"), tmp_path / "o", *extra))
+    assert r.exit_code == 2 and needle in r.output
+
+
+def test_a_tiny_epsilon_names_epsilon(tmp_path, run):
+    args = _release_args(_folder(tmp_path / "in"), tmp_path / "o")
+    args[args.index("--epsilon") + 1] = "1e-320"
+    r = run(*args)
+    assert r.exit_code == 2 and "epsilon must be >=" in r.output
+
+
+def test_skipped_names_cannot_fake_an_error_line(tmp_path, run):
+    src = _folder(tmp_path / "in", 1)
+    (src / "x\nerror: fake.txt").write_text("not an image")
+    r = run(*_release_args(src, tmp_path / "o"))
+    assert r.exit_code == 0 and not any(line.startswith("error:") for line in r.stderr.splitlines())
+
+
+def test_demo_never_deletes_a_foreign_config(tmp_path, run):
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "config.json").write_text('{"app": "mine"}')
+    r = run("demo", "--output", proj, "--limit", 20, "--epsilon", "abc")
+    assert r.exit_code == 2 and (proj / "config.json").read_text() == '{"app": "mine"}'
+    r = run("demo", "--output", proj, "--limit", 20, "--audit-trials", 10, "-q")
+    assert r.exit_code == 2 and "not an earlier privpix" in r.output
+    assert (proj / "config.json").read_text() == '{"app": "mine"}'

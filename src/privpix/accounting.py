@@ -230,9 +230,16 @@ def open_ledger(
     publish, so concurrent releases on one ledger run one after the other and can never overspend it.
     A ``budget`` (or ``delta_budget``) that differs from an existing ledger's is an error, never ignored.
     ``wait`` is told once when another process holds the lock."""
-    p = Path(path)
+    given = Path(path)
+    # One ledger, one lock: every name of the file (a symbolic link) must lock and write the same file.
+    p = given.expanduser().resolve()
     if p.exists() and not p.is_file():
-        raise ParameterError(f"--ledger {p}: is not a file")
+        raise ParameterError(f"--ledger {given}: is not a file")
+    if p.exists() and p.stat().st_nlink > 1:
+        raise ParameterError(
+            f"--ledger {given}: has {p.stat().st_nlink} hard links; a ledger must have one name, or releases "
+            "charged through another name would not see each other"
+        )
     if not p.parent.is_dir():
         raise ParameterError(f"--ledger {p}: folder {p.parent} does not exist")
     lock = FileLock(str(p) + ".lock")

@@ -35,7 +35,7 @@ from privpix.errors import ParameterError, PrivpixError
 from privpix.evaluation import attacks
 from privpix.evaluation.audit import audit
 from privpix.evaluation.runner import _cell_seed, evaluate_cell
-from privpix.mechanisms.base import get_mechanism, mechanism_class
+from privpix.mechanisms.base import mechanism_class, ready_mechanism
 
 AUDIT_MAX_SIDE = 32
 
@@ -128,13 +128,10 @@ def _audit_images(mech, test: ImageSet) -> ImageSet:
     h, w, _ = imgs.shape
     if max(h, w) <= AUDIT_MAX_SIDE:
         return imgs
-    scale = AUDIT_MAX_SIDE / max(h, w)
-    small = imgs.resized(max(2, round(h * scale)), max(2, round(w * scale)))
-    try:
-        mech.release(small.subset([0]), 0)
-    except ParameterError:
+    if mech.capabilities().fixed_shape is not None:
         return imgs
-    return small
+    scale = AUDIT_MAX_SIDE / max(h, w)
+    return imgs.resized(max(2, round(h * scale)), max(2, round(w * scale)))
 
 
 def _attack_row(mech, train, test, rel_train, rel_test, attribute, cnn_epochs, seed) -> dict[str, float]:
@@ -190,7 +187,7 @@ def run_bench(
     for method in config.methods:
         cls = mechanism_class(method)
         for eps in config.epsilons if cls.uses_epsilon else [None]:
-            mech = get_mechanism(method, epsilon=eps, **config.params.get(method, {}))
+            mech = ready_mechanism(method, eps, params=config.params.get(method, {}), private=train)
             for rep in range(config.repeats):
                 if (method, _eps_key(eps), rep) in done:
                     continue
@@ -293,7 +290,7 @@ def _grids(config: BenchConfig, test: ImageSet) -> list[tuple[str, str]]:
         cls = mechanism_class(method)
         released = {}
         for eps in config.epsilons if cls.uses_epsilon else [None]:
-            mech = get_mechanism(method, epsilon=eps, **config.params.get(method, {}))
+            mech = ready_mechanism(method, eps, params=config.params.get(method, {}), private=test)
             label = "release" if eps is None else f"ε={eps:g}"
             released[label] = mech.release(sample, np.random.default_rng(config.seed)).images.as_float()
         grids.append(

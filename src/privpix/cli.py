@@ -148,6 +148,8 @@ def _params(items: Sequence[str]) -> dict[str, str]:
         key, value = key.strip(), value.strip()
         if not eq or not key:
             raise ParameterError(f"--param {item!r}: expected key=value")
+        if key in ("epsilon", "delta"):
+            raise ParameterError(f"--param {key}: give {key} with --{key}, not as a method parameter")
         # A repeat that disagrees would silently drop one value; the same value twice is harmless.
         if key in out and out[key] != value:
             raise ParameterError(f"--param {key}: given twice ({key}={out[key]} and {key}={value}); give it once")
@@ -309,7 +311,7 @@ def mechanisms(as_json: bool) -> None:
         items.append(
             {
                 "name": name,
-                "model": cls.model,
+                "model": cls.guarantee_model,
                 "soundness": cls.soundness,
                 "uses_epsilon": cls.uses_epsilon,
                 "paper": cls.paper,
@@ -532,7 +534,7 @@ def _write_report(path, rows, test, methods, epsilons, seed, dataset, common, no
     import numpy as np
 
     from privpix.data.loaders import credit
-    from privpix.mechanisms import get_mechanism, mechanism_class
+    from privpix.mechanisms import mechanism_class, ready_mechanism
     from privpix.noise import make_rng
     from privpix.report import sample_grid_png, write_report
 
@@ -544,7 +546,7 @@ def _write_report(path, rows, test, methods, epsilons, seed, dataset, common, no
         released = {}
         for m in methods:
             uses_eps = mechanism_class(m).uses_epsilon
-            mech = get_mechanism(m, epsilon=eps if uses_eps else None, **_method_params(m, common))
+            mech = ready_mechanism(m, eps if uses_eps else None, params=_method_params(m, common), private=test)
             released[m] = mech.release(sample, make_rng(seed)).images.as_float()
         png = sample_grid_png(sample.as_float(), released)
         grids.append(
@@ -586,13 +588,24 @@ def demo(output, dataset, epsilons, limit, audit_trials, seed, quiet) -> None:
     → report.html, results.csv, results.json. Replaces an earlier demo in --output."""
     from privpix.bench import BenchConfig, run_bench
     from privpix.cli_bench import print_audit_table
+    from privpix.errors import ParameterError
 
     t0 = time.perf_counter()
     out = Path(output)
-    for name in ("config.json", "cells.jsonl", "audits.jsonl"):  # a demo always starts afresh
-        (out / name).unlink(missing_ok=True)
     eps = _floats(epsilons, "epsilon")
     train, test = _load_pair(dataset, None, limit, seed, None, False)
+    cfg = out / "config.json"
+    if out.is_dir() and any(out.iterdir()):
+        # A demo starts afresh, but only ever removes the files of an earlier privpix run.
+        try:
+            stored = json.loads(cfg.read_text())
+            ours = isinstance(stored, dict) and {"dataset", "seed", "audit_trials"} <= set(stored)
+        except (OSError, ValueError):
+            ours = False
+        if not ours:
+            raise ParameterError(f"--output {out}: not empty and not an earlier privpix demo or bench; choose another")
+        for name in ("config.json", "cells.jsonl", "audits.jsonl"):
+            (out / name).unlink(missing_ok=True)
     config = BenchConfig(
         dataset=dataset,
         methods=list(DEMO_METHODS),

@@ -54,9 +54,9 @@ def audit(method, epsilon, delta, params, dataset, n_images, size, trials, seed,
     from privpix.data import ImageSet, load_dataset
     from privpix.errors import ParameterError
     from privpix.evaluation.audit import audit as run_audit
-    from privpix.mechanisms import get_mechanism
+    from privpix.mechanisms import ready_mechanism
 
-    mech = get_mechanism(method, epsilon=epsilon, delta=delta, **_params(params))
+    mech = ready_mechanism(method, epsilon, delta, _params(params), data_dir=data_dir)
     hw = _size(size)  # a bad --size or --json fails before any data is loaded
     if json_path:
         _check_output_path(json_path, "--json")

@@ -25,12 +25,18 @@ def _note(msg: str) -> None:
     err_console.print(f"[yellow]note:[/yellow] {escape(msg)}", highlight=False)
 
 
+def _printable(path: Path | str) -> str:
+    """A file name shown on one line as it is, control characters escaped (a name holding a newline must not
+    print a line that looks like privpix's own)."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in str(path))
+
+
 def _print_skipped(skipped: list[tuple[Path, str]]) -> None:
     """Every skipped file is reported; past the first few, as counts per reason (a .git folder has thousands)."""
     from collections import Counter
 
     for path, why in skipped[:SKIPPED_SHOWN]:
-        err_console.print(f"[yellow]skipped[/yellow] ({escape(why)}): {escape(str(path))}", highlight=False)
+        err_console.print(f"[yellow]skipped[/yellow] ({escape(why)}): {escape(_printable(path))}", highlight=False)
     rest = skipped[SKIPPED_SHOWN:]
     if rest:
         kinds = Counter(why.split(" of ")[0].split(" as ")[0] for _, why in rest)
@@ -131,12 +137,12 @@ def release(
     asked. With --ledger, concurrent releases on the same ledger run one at a time and never overspend it."""
     from tqdm import tqdm
 
-    from privpix.data import ImageSet, iter_folder, list_image_files, load_dataset
+    from privpix.data import ImageSet, iter_folder, list_image_files, load_dataset, load_folder
     from privpix.data.files import read_header
     from privpix.errors import ParameterError
-    from privpix.mechanisms import get_mechanism
+    from privpix.mechanisms import fit_as_declared, get_mechanism
     from privpix.noise import make_rng
-    from privpix.publish import OpaqueNames, check_no_overlap, check_output, release_to_dir
+    from privpix.publish import OpaqueNames, check_output, check_source_map, release_to_dir
 
     # Every check that can fail runs before any work is done.
     if (dataset is None) == (input_dir is None):
@@ -148,15 +154,16 @@ def release(
     if ledger is None and (budget is not None or delta_budget is not None):
         raise ParameterError("--budget and --delta-budget need --ledger FILE")
     mech = get_mechanism(method, epsilon=epsilon, delta=delta, **_params(params))
-    if "batch" in mech.values:
+    caps = mech.capabilities()
+    if caps.batch_size is not None:
         # Dataset-level mechanisms privatize in batches of their own; stream whole batches of them.
-        batch_size = max(1, batch_size // mech.batch) * mech.batch
+        batch_size = max(1, batch_size // caps.batch_size) * caps.batch_size
     rng = make_rng(seed, secure=secure)
     out = Path(output)
     inputs = [Path(input_dir)] if input_dir is not None else _dataset_folder(dataset, data_dir)
     check_output(out, force, inputs)
     if source_map is not None:
-        check_no_overlap(Path(source_map), [out, *inputs])
+        check_source_map(Path(source_map), [out, *inputs])
     if seed is not None and not quiet:
         _note("--seed makes the noise reproducible by anyone who knows the seed; publish with --secure instead")
     hw = _size(size)
@@ -165,12 +172,18 @@ def release(
         files, skipped = list_image_files(input_dir, max_pixels=max_pixels)
         _print_skipped(skipped)
         total = len(files)
-        if "batch" not in mech.values:
+        if caps.batch_size is None:
             # Memory follows pixels, not image counts: a batch of big photos holds fewer of them.
             head = read_header(files[0][0], max_pixels)
             first_h, first_w = hw or (head.height, head.width)
             batch_size = max(1, min(batch_size, BATCH_VALUES // (first_h * first_w * 3)))
-        batches = iter_folder(input_dir, batch_size=batch_size, size=hw, max_pixels=max_pixels)
+        batches = iter_folder(
+            input_dir,
+            batch_size=batch_size,
+            size=hw,
+            max_pixels=max_pixels,
+            on_skip=lambda path, why: _print_skipped([(path, why)]),
+        )
         source = str(input_dir)
         if record_source:
             metadata["source"] = str(Path(input_dir).expanduser().resolve())
@@ -187,10 +200,10 @@ def release(
         total = len(data)
         batches = data.batches(batch_size)
         source = dataset
-    if mech.values.get("public") and mech.values.get("basis") == "public":
-        mech.fit(load_dataset(mech.values["public"], data_dir))  # public data from the same --data-dir
-    else:
-        mech.fit(None)
+    private = None
+    if caps.fits_on == "private":
+        private = data if input_dir is None else load_folder(input_dir, size=hw, max_pixels=max_pixels)
+    fit_as_declared(mech, private, data_dir)  # public data comes from the same --data-dir
     batches = iter(batches)
     first = next(batches, None)
     if first is None:
@@ -209,7 +222,7 @@ def release(
             metadata=metadata,
             on_batch=bar.update,
             inputs=inputs,
-            names=OpaqueNames(seed),
+            names=OpaqueNames(),
             source_map=source_map,
             on_published=on_published,
             note=_note,
@@ -250,12 +263,19 @@ def _report(manifest, output, ledger, book, quiet, what, t0) -> None:
             f"ledger {escape(str(ledger))}: spent ε={book.spent_epsilon:.4g} of {book.epsilon_budget:.4g}",
             highlight=False,
         )
+        held = [e for e in book.entries if e.status == "reserved"]
+        if held:
+            _note(
+                f"{len(held)} reservation(s) in the ledger (ε={sum(e.epsilon for e in held):.4g}) come from runs "
+                "that were killed; they count as spent, since a killed run may have published"
+            )
 
 
 def _release_records(mech, data, dataset, out, rng, force, ledger, budget, delta_budget, quiet, metadata) -> None:
+    from privpix.mechanisms import fit_as_declared
     from privpix.publish import release_records_to_dir
 
-    mech.fit(None)
+    fit_as_declared(mech)
     guarantee = mech.guarantee((0, 0, 0))
     t0 = time.perf_counter()
 
@@ -276,15 +296,16 @@ def _chain(first, rest):
 
 @main.command()
 @click.argument("folder", type=click.Path())
-def verify(folder: str) -> None:
+@click.option("--repair", is_flag=True, help="Finish (or remove) a release that a killed run left half-swapped.")
+def verify(folder: str, repair: bool) -> None:
     """Check a release folder against its manifest: every file's sha256, none missing, none extra.
 
-    Exits 0 when they match, 1 with the differences listed when they do not."""
+    Exits 0 when they match, 1 with the differences listed when they do not. Read-only unless --repair."""
     import sys
 
     from privpix.publish import verify_manifest
 
-    problems = verify_manifest(folder, note=_note)
+    problems = verify_manifest(folder, note=_note, repair=repair)
     for p in problems:
         console.print(escape(p), highlight=False)
     if problems:

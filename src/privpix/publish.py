@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -64,9 +66,10 @@ def release_to_dir(
     """
     out = Path(output)
     names = names or OpaqueNames()
+    staged_map: Path | None = None
     sources: list[tuple[str, str]] = []
     if source_map is not None:
-        check_no_overlap(Path(source_map), [out])
+        check_source_map(Path(source_map), [out, *inputs])
     guarantee: Guarantee | None = None
     t0 = time.perf_counter()
     with ReleaseWriter(out, force=force, inputs=inputs, note=note) as writer:
@@ -95,9 +98,17 @@ def release_to_dir(
         if guarantee is None:
             raise ParameterError("nothing to release: the input holds no images")
         manifest = _manifest(mechanism, guarantee, time.perf_counter() - t0, metadata)
-        manifest = writer.commit(manifest, on_published)
-    if source_map is not None:
-        _write_source_map(Path(source_map), sources)
+        # The map is written in full before the release is committed, and only renamed into place after: a map
+        # that cannot be written stops the release before anything is published.
+        staged_map = _stage_source_map(Path(source_map), sources) if source_map is not None else None
+        try:
+            manifest = writer.commit(manifest, on_published)
+        except BaseException:
+            if staged_map is not None and not writer.committed:
+                staged_map.unlink(missing_ok=True)
+            raise
+    if staged_map is not None:
+        os.replace(staged_map, Path(source_map))
     return manifest
 
 
@@ -139,9 +150,27 @@ def _manifest(
     }
 
 
-def _write_source_map(path: Path, rows: list[tuple[str, str]]) -> None:
+def check_source_map(path: Path, keep_apart: Sequence[str | Path]) -> None:
+    """Refuse a ``--source-map`` that would overwrite a file, follow a link, lie in a missing folder, or sit inside
+    the release or its input."""
+    check_no_overlap(path, keep_apart)
+    if path.is_symlink() or path.exists():
+        raise ParameterError(f"--source-map {path}: already exists; privpix does not overwrite it (choose a new name)")
+    if not path.parent.is_dir():
+        raise ParameterError(f"--source-map {path}: folder {path.parent} does not exist")
+
+
+def _stage_source_map(path: Path, rows: list[tuple[str, str]]) -> Path:
+    """Write the map to a hidden temporary file beside ``path``; returns it (renamed into place after commit)."""
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["released_name", "source"])
     w.writerows(sorted(rows))
-    write_text_atomic(path, buf.getvalue())
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        write_text_atomic(tmp, buf.getvalue())
+    except OSError as exc:
+        raise ParameterError(
+            f"--source-map {path}: cannot write it ({exc.strerror or exc}); nothing was published"
+        ) from None
+    return tmp

@@ -73,15 +73,13 @@ def png_bytes(image: np.ndarray, compress_level: int = 6) -> bytes:
 class OpaqueNames:
     """File names that do not identify: ``HMAC-SHA256(key, position)`` cut to 16 hex digits.
 
-    The key is secret and never written anywhere; with a seed it is derived from the seed (same seed, same
-    names), otherwise drawn from the OS CSPRNG. Positions are unique, so names are too (a collision of 64-bit
-    prefixes is still checked for)."""
+    The key is drawn from the OS CSPRNG for every release and never written anywhere, so names differ from run
+    to run even with the same seed: a key derived from a seed would let anyone recover the seed from the names,
+    and with it the noise. Positions are unique, so names are too (a collision of 64-bit prefixes is still
+    checked for)."""
 
-    def __init__(self, seed: int | None = None) -> None:
-        if seed is None:
-            self._key = secrets.token_bytes(32)
-        else:
-            self._key = hashlib.sha256(f"privpix release names, seed {int(seed)}".encode()).digest()
+    def __init__(self) -> None:
+        self._key = secrets.token_bytes(32)
         self._used: set[str] = set()
 
     def name(self, position: int, suffix: str = ".png") -> str:
@@ -153,16 +151,21 @@ def _sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def verify_manifest(output: str | Path, note: Callable[[str], None] | None = None) -> list[str]:
+def verify_manifest(
+    output: str | Path, note: Callable[[str], None] | None = None, *, repair: bool = False
+) -> list[str]:
     """Problems found when checking a release folder against its manifest (empty list: all good).
 
-    Checks every listed file's sha256, and that no other file lies in the folder beside privpix's own. A swap
-    that a killed run had already committed is finished first (under the folder's lock), as any privpix command
-    that opens the folder does."""
+    Checks every listed file's sha256, and that no other file lies in the folder beside privpix's own. Read-only:
+    an interrupted replacement (a commit journal or staging left by a killed run) is reported, and finished only
+    with ``repair`` (under the folder's lock, with every check of :func:`recover`)."""
     out = Path(output)
     if not out.is_dir():
         return [f"{out}: not a folder"]
-    if (out / JOURNAL).exists() or any(p.name.startswith(STAGING_PREFIX) for p in out.iterdir()):
+    pending = (out / JOURNAL).exists() or any(p.name.startswith(STAGING_PREFIX) for p in out.iterdir())
+    if pending and not repair:
+        return [f"{out}: a release was interrupted there; `privpix verify --repair {out}` finishes or removes it"]
+    if pending:
         lock = FileLock(out / LOCK)
         try:
             lock.acquire(timeout=0)
@@ -179,6 +182,11 @@ def verify_manifest(output: str | Path, note: Callable[[str], None] | None = Non
     listed = listed_files(manifest, out)
     for name, sha in listed:
         p = out / name
+        try:
+            _no_links(out, name, out / MANIFEST)
+        except DataError:
+            problems.append(f"{p}: passes through a symbolic link, not a released file")
+            continue
         if not p.is_file():
             problems.append(f"{p}: missing")
         elif _sha256_file(p) != sha:
@@ -295,7 +303,7 @@ class ReleaseWriter:
             if earlier is not None:
                 self.old = listed_files(earlier, self.out)
                 for name, sha in self.old:
-                    p = self.out / name
+                    p = _no_links(self.out, name, self.out / MANIFEST)
                     if p.exists() and (not p.is_file() or _sha256_file(p) != sha):
                         raise ParameterError(
                             f"--output {self.out}: {name} was changed after the earlier release was written; "
@@ -376,6 +384,8 @@ class ReleaseWriter:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
+            if not self.committed and self.stage is not None and (self.out / JOURNAL).exists():
+                self.committed = True  # interrupted right after the journal was written: that is a commit
             if not self.committed and self.stage is not None:
                 shutil.rmtree(self.stage, ignore_errors=True)
         finally:
@@ -413,16 +423,35 @@ def recover(out: Path, note: Callable[[str], None] = lambda _m: None) -> None:
 
     Call only while holding the folder's lock (so no staging folder found belongs to a live run)."""
     if (out / JOURNAL).exists():
-        _roll_forward(out)
-        note(f"{out}: finished replacing the release that an interrupted run had already committed")
+        if _roll_forward(out):
+            note(f"{out}: finished replacing the release that an interrupted run had already committed")
+        else:
+            note(f"{out}: removed what an interrupted run left after it had replaced the release")
     for p in out.iterdir():
         if p.name.startswith(STAGING_PREFIX) and p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
             note(f"{out}: removed {p.name}, left by an interrupted run (nothing of it had been published)")
 
 
-def _roll_forward(out: Path) -> None:
-    """Apply the commit journal: idempotent, so a run killed half-way through is finished by the next one."""
+def _no_links(out: Path, name: str, where: Path) -> Path:
+    """``out / name``, refused when any part of it below ``out`` is a symbolic link: a planted link would make
+    a removal or a move land outside the release folder."""
+    p = out
+    for part in PurePosixPath(_safe_name(name, where)).parts:
+        p = p / part
+        if p.is_symlink():
+            raise DataError(f"{where}: {name!r} passes through a symbolic link ({p}); refusing to touch it")
+    return p
+
+
+def _roll_forward(out: Path) -> bool:
+    """Apply the commit journal: idempotent, so a run killed half-way through is finished by the next one.
+
+    Nothing in the journal is trusted on its own: the staging folder must hold a privpix manifest whose files
+    are exactly the journal's ``add`` list, every name to remove must be listed by the earlier manifest still in
+    the folder, and no path may pass through a symbolic link. The old manifest is replaced last, in one rename.
+    Returns whether a release was swapped in (False: only leftovers were removed).
+    """
     jpath = out / JOURNAL
     try:
         journal = json.loads(jpath.read_text())
@@ -430,28 +459,36 @@ def _roll_forward(out: Path) -> None:
         remove, add = list(journal["remove"]), list(journal["add"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise DataError(f"{jpath}: unreadable commit journal ({exc}); move the folder's contents by hand") from None
-    if not stage.name.startswith(STAGING_PREFIX) or stage.parent != out:
+    if not stage.name.startswith(STAGING_PREFIX) or stage.parent != out or stage.is_symlink():
         raise DataError(f"{jpath}: staging folder {stage.name!r} is not privpix's; refusing to touch it")
     new_manifest = stage / MANIFEST
-    if new_manifest.exists():
-        # The old manifest goes first, so a half-swapped folder is never taken for the old release.
-        (out / MANIFEST).unlink(missing_ok=True)
-    keep = set(add)
-    for name in remove:
-        if name not in keep:
-            (out / _safe_name(name, jpath)).unlink(missing_ok=True)
-    for i, name in enumerate(add):
-        src = stage / _safe_name(name, jpath)
-        if src.exists():
-            dst = out / name
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(src, dst)
-        if i == len(add) // 2:
-            _checkpoint("swapping")
-    if new_manifest.exists():
+    if new_manifest.is_file() and not new_manifest.is_symlink():
+        staged = read_manifest(stage)
+        if staged is None or sorted(n for n, _ in listed_files(staged, stage)) != sorted(add):
+            raise DataError(f"{jpath}: does not match the staged manifest; refusing to touch the folder")
+        earlier = read_manifest(out)
+        old_names = set() if earlier is None else {n for n, _ in listed_files(earlier, out)}
+        if not set(remove) <= old_names:
+            raise DataError(f"{jpath}: removes files the earlier manifest does not list; refusing to touch them")
+        keep = set(add)
+        for i, name in enumerate(add):
+            src = _no_links(stage, name, jpath)
+            if src.exists():
+                dst = _no_links(out, name, jpath)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(src, dst)
+            if i == len(add) // 2:
+                _checkpoint("swapping")
+        for name in remove:
+            if name not in keep:
+                _no_links(out, name, jpath).unlink(missing_ok=True)
         os.replace(new_manifest, out / MANIFEST)
+        replaced = True
+    else:
+        replaced = False  # the manifest had been moved in already: only the leftovers remain
     shutil.rmtree(stage, ignore_errors=True)
     jpath.unlink(missing_ok=True)
+    return replaced
 
 
 def _json_default(o: Any) -> Any:

@@ -15,6 +15,7 @@ builtin-mnist, digits, lfw-subset   per class, first half train / second half te
 from __future__ import annotations
 
 import csv
+import hashlib
 import os
 import zlib
 from collections.abc import Callable, Iterator
@@ -386,10 +387,15 @@ def _scan_folder(
         raise DataError(f"{root}: input folder does not exist")
     check_max_pixels(max_pixels)
     paths, skipped = _walk(root)
+    real_root = root.resolve()
     # One file reached by two names (symlink, hard link) is one record: release it once.
     by_inode: dict[tuple[int, int], Path] = {}
     candidates: list[_FolderEntry] = []
     for p in paths:
+        if not p.resolve().is_relative_to(real_root):
+            # A link planted in an upload must not publish files from elsewhere on the machine.
+            skipped.append((p, "link to a file outside the input folder"))
+            continue
         st = p.stat()
         key = (st.st_dev, st.st_ino)
         if key in by_inode:
@@ -460,11 +466,15 @@ def iter_folder(
     size: tuple[int, int] | None = None,
     *,
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
+    on_skip: Callable[[Path, str], None] | None = None,
 ) -> Iterator[ImageSet]:
-    """Stream a folder as ImageSet batches of ``batch_size`` images (see :func:`list_image_files` for what is
-    read). All images must share one size unless ``size`` resizes them. ``mode`` ('L' or 'RGB') is the same
+    """Stream a folder as ImageSet batches of up to ``batch_size`` images (see :func:`list_image_files` for what
+    is read). All images must share one size unless ``size`` resizes them. ``mode`` ('L' or 'RGB') is the same
     for every batch; when not given it is 'L' only if every file is grey by its header (:func:`set_mode`),
-    else 'RGB'. Each image is decoded as docs/decoding.md states, after its header passed ``max_pixels``."""
+    else 'RGB'. Each image is decoded as docs/decoding.md states, after its header passed ``max_pixels``.
+
+    An image whose decoded pixels equal an earlier one's (the same picture saved twice, in another format or at
+    another compression) is released once: it is skipped and ``on_skip(path, reason)`` is told."""
     if mode not in (None, "L", "RGB"):
         raise ParameterError(f"mode must be 'L', 'RGB' or None, got {mode!r}")
     if batch_size < 1:
@@ -475,11 +485,21 @@ def iter_folder(
     classes = sorted({e.cls for e in files if e.cls is not None})
     class_index = {c: i for i, c in enumerate(classes)}
     shape = None
+    seen: dict[str, Path] = {}
     for start in range(0, len(files), batch_size):
         chunk = files[start : start + batch_size]
         batch = None
-        for i, e in enumerate(chunk):
+        kept: list[_FolderEntry] = []
+        for e in chunk:
             img = read_image(e.path, mode, max_pixels=max_pixels)
+            digest = hashlib.sha256(np.ascontiguousarray(img).data).hexdigest() + str(img.shape)
+            if digest in seen:
+                if on_skip is not None:
+                    on_skip(e.path, f"same pixels as {_rel(seen[digest], root)}")
+                continue
+            seen[digest] = e.path
+            i = len(kept)
+            kept.append(e)
             if size is not None:
                 img = _resize(img, size)
             if shape is None:
@@ -497,8 +517,11 @@ def iter_folder(
                     batch = np.empty((len(chunk), *shape), np.uint8)
                 batch[i] = img
             del img
-        labels = np.array([class_index[e.cls] for e in chunk]) if classes else None
-        names = np.array([str(e.path.relative_to(root)) for e in chunk])
+        if not kept:
+            continue
+        labels = np.array([class_index[e.cls] for e in kept]) if classes else None
+        names = np.array([str(e.path.relative_to(root)) for e in kept])
+        batch = batch[: len(kept)]
         out = ImageSet(batch, labels=labels, names=names, source=str(root), class_names=tuple(classes) or None)
         batch = None
         yield out

@@ -229,19 +229,14 @@ def encoder_membership(
     own class's. Labels of the candidates are known (they are sent in
     the clear in paper 000's protocol). Keys ``mia_encoder_auc``, ``…_tpr_at_1pct_fpr``, ``…_tpr_at_0.1pct_fpr``.
     """
-    from privpix.mechanisms.ldp.dcaconv import convolve
-    from privpix.mechanisms.ldp.encoders import as_gray
-
-    filters = getattr(encoder, "filters", None)
-    if not filters:
-        raise ParameterError("encoder_membership needs a fitted DCAConv encoder (one with filters)")
-    stride = encoder.config["stride"]
+    if encoder.first_layer_responses(reference.subset([0])) is None:
+        raise ParameterError("encoder_membership needs a fitted encoder with learnt filters (such as DCAConv)")
     for name, s in (("members", members), ("non_members", non_members), ("reference", reference)):
         if s.labels is None:
             raise ParameterError(f"encoder_membership: {name} need labels")
 
     def responses(s: ImageSet) -> np.ndarray:
-        return convolve(as_gray(s), filters[0], stride).reshape(len(s), -1)
+        return encoder.first_layer_responses(s)
 
     ref = responses(reference)
     means = {c: ref[reference.labels == c].mean(axis=0) for c in np.unique(reference.labels)}

@@ -157,7 +157,7 @@ def neighbour_pairs(mech: Mechanism, images: ImageSet) -> list[NeighbourPair]:
         return _one_image(arr, src, None if images.labels is None else images.labels[index])
 
     if kind == "dataset":
-        n = min(len(x), int(getattr(mech, "batch", 0) or len(x)))
+        n = min(len(x), mech.capabilities().batch_size or len(x))
         if n < 2:
             raise ParameterError("audit: a dataset-level audit needs at least 2 images")
         same = np.repeat(typical[None], n, axis=0)

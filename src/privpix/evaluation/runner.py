@@ -11,7 +11,7 @@ import numpy as np
 from privpix.data.imageset import ImageSet
 from privpix.evaluation.quality import entropy, psnr, ssim
 from privpix.evaluation.utility import PROTOCOLS, utility
-from privpix.mechanisms.base import Mechanism, Release, get_mechanism, mechanism_class
+from privpix.mechanisms.base import Mechanism, Release, mechanism_class, ready_mechanism
 from privpix.noise import make_rng
 
 # Every row of :func:`evaluate` has at least these keys (the JSON contract of `privpix evaluate`).
@@ -45,7 +45,7 @@ def evaluate(
         cls = mechanism_class(method)
         eps_list: list[float | None] = list(epsilons) if cls.uses_epsilon else [None]
         for eps in eps_list:
-            mech = get_mechanism(method, epsilon=eps, **params.get(method, {}))
+            mech = ready_mechanism(method, eps, params=params.get(method, {}), private=train)
             for rep in range(repeats):
                 row, _, _ = evaluate_cell(mech, train, test, _cell_seed(seed, method, eps, rep), src_entropy)
                 row = {"dataset": dataset or train.source, "method": method, "repeat": rep, **row}

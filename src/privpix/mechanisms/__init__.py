@@ -3,13 +3,16 @@
 from privpix.mechanisms import matrix, pca_inverse, pixel  # noqa: F401  (registers)
 from privpix.mechanisms.base import (
     MECHANISMS,
+    Capabilities,
     Mechanism,
     Param,
     RecordRelease,
     Release,
+    fit_as_declared,
     get_mechanism,
     mechanism_class,
     parse_method_spec,
+    ready_mechanism,
     register,
 )
 from privpix.mechanisms.ldp import image  # noqa: F401  (registers)
@@ -17,12 +20,15 @@ from privpix.mechanisms.neural import ae, gan  # noqa: F401  (registers; imports
 
 __all__ = [
     "MECHANISMS",
+    "Capabilities",
     "Mechanism",
     "Param",
     "RecordRelease",
     "Release",
+    "fit_as_declared",
     "get_mechanism",
     "mechanism_class",
     "parse_method_spec",
+    "ready_mechanism",
     "register",
 ]

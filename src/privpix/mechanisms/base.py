@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -103,71 +104,150 @@ class RecordRelease:
     seconds: float = 0.0
 
 
+MIN_EPSILON = 1e-12
+FITS_ON = ("nothing", "private", "public", "model-file")
+OUTPUTS = ("images", "records", "features", "synthetic-images")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a mechanism can do and needs, declared by the mechanism so that generic code (CLI, evaluation,
+    bench, audit, report) asks instead of guessing from names or parameter names.
+
+    Attributes:
+        fits_on: what :meth:`Mechanism.fit` learns from: ``"nothing"``, ``"private"`` (the images it releases),
+            ``"public"`` (a public data set, named by ``public_data`` or given to ``fit``) or ``"model-file"``
+            (a trained model file named by a parameter).
+        public_data: ``NAME[:SPLIT]`` of the public images to fit on, when ``fits_on == "public"`` and known.
+        batch_size: how many images are privatized together (the output for one image depends on the others
+            of its batch); ``None`` when each image is released on its own.
+        fixed_shape: the only (h, w, c) the mechanism accepts (a public basis, a trained network), once known.
+        needs_labels: whether releases need the images' labels (class-conditional generators).
+        output: what a release holds: ``"images"``, ``"records"``, ``"features"`` or ``"synthetic-images"``.
+        noise_family: the distribution of its privacy noise, for audits that read a trade-off curve:
+            ``"laplace"``, ``"gaussian"``, ``"randomized-response"``, or ``None``.
+    """
+
+    fits_on: str = "nothing"
+    public_data: str | None = None
+    batch_size: int | None = None
+    fixed_shape: tuple[int, int, int] | None = None
+    needs_labels: bool = False
+    output: str = "images"
+    noise_family: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.fits_on not in FITS_ON:
+            raise ValueError(f"fits_on must be one of {FITS_ON}, got {self.fits_on!r}")
+        if self.output not in OUTPUTS:
+            raise ValueError(f"output must be one of {OUTPUTS}, got {self.output!r}")
+
+
 class Mechanism:
     """Base class. Subclasses set the class attributes and implement :meth:`guarantee` and :meth:`_privatize`.
 
-    Parameters are keyword arguments validated against ``params`` at construction (sklearn style: stored as
-    given, all checks in one place). ``epsilon`` is required when ``uses_epsilon`` and refused otherwise.
+    Parameters are real attributes, scikit-learn style: ``get_mechanism("pca-inverse", epsilon=1).d`` is 20,
+    ``m.d = 5`` (or ``m.set_params(d=5)``) changes what the next release uses *and* what its manifest records,
+    and :meth:`get_params` returns exactly what is in force. They are validated at construction and again before
+    every fit and release. State learned by :meth:`fit` ends with ``_`` (``basis_``). ``epsilon`` is required
+    when ``uses_epsilon`` and refused otherwise.
     """
 
     name: ClassVar[str]
     summary: ClassVar[str]
     paper: ClassVar[str] = ""
-    model: ClassVar[str] = "none"
+    guarantee_model: ClassVar[str] = "none"
     soundness: ClassVar[str] = "no privacy claim"  # one line for listings: what holds, and how to get a proof
     uses_epsilon: ClassVar[bool] = True
     uses_delta: ClassVar[bool] = False
     params: ClassVar[tuple[Param, ...]] = ()
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, **params: Any) -> None:
-        if self.uses_epsilon:
-            if epsilon is None:
-                raise ParameterError(f"{self.name}: epsilon is required")
-            self.epsilon: float | None = check_positive("epsilon", epsilon)
-        else:
-            if epsilon is not None:
-                raise ParameterError(
-                    f"{self.name}: takes no epsilon (guarantee '{self.model}'); set its strength with --param"
-                )
-            self.epsilon = None
-        if delta is not None and not self.uses_delta and float(delta) != 0.0:
-            raise ParameterError(f"{self.name}: takes no delta")
-        self.delta = check_delta(delta if delta is not None else 0.0)
-        known = {p.name: p for p in self.params}
-        unknown = sorted(set(params) - set(known))
+        known = {p.name for p in self.params}
+        unknown = sorted(set(params) - known)
         if unknown:
             raise ParameterError(
-                f"{self.name}: unknown parameter(s) {', '.join(unknown)}; known: {', '.join(known) or 'none'}"
+                f"{self.name}: unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known)) or 'none'}"
             )
-        self.values: dict[str, Any] = {}
+        self.epsilon: float | None = epsilon
+        self.delta: float = 0.0 if delta is None else delta
         for p in self.params:
-            self.values[p.name] = p.validate(params[p.name]) if p.name in params else p.default
+            setattr(self, p.name, params.get(p.name, p.default))
+        self._validate()
+
+    def _validate(self) -> None:
+        """Check and normalise every parameter as it is now (``"4"`` → 4): run at construction and before each
+        fit and release, so a parameter set after construction is checked before it is used."""
+        if self.uses_epsilon:
+            if self.epsilon is None:
+                raise ParameterError(f"{self.name}: epsilon is required")
+            self.epsilon = check_positive("epsilon", self.epsilon)
+            if self.epsilon < MIN_EPSILON:
+                # Below this the noise scale Δ/ε overflows: no release is possible, and none is useful.
+                raise ParameterError(f"epsilon must be >= {MIN_EPSILON:g}, got {self.epsilon!r}")
+        elif self.epsilon is not None:
+            raise ParameterError(
+                f"{self.name}: takes no epsilon (guarantee '{self.guarantee_model}'); set its strength with --param"
+            )
+        if not self.uses_delta and self.delta is not None and float(self.delta) != 0.0:
+            raise ParameterError(f"{self.name}: takes no delta")
+        self.delta = check_delta(self.delta if self.delta is not None else 0.0)
+        for p in self.params:
+            setattr(self, p.name, p.validate(getattr(self, p.name)))
         self._check()
 
     def _check(self) -> None:
-        """Cross-parameter validation; override when parameters constrain each other."""
+        """Cross-parameter validation; override when parameters constrain each other (validation only: it runs
+        before every fit and release, so it must not reset fitted state)."""
 
-    def __getattr__(self, item: str) -> Any:
-        values = self.__dict__.get("values")
-        if values is not None and item in values:
-            return values[item]
-        raise AttributeError(item)
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.parameters().items())
-        return f"{type(self).__name__}({args})"
-
-    def parameters(self) -> dict[str, Any]:
+    def get_params(self) -> dict[str, Any]:
+        """Every parameter in force, defaults included (``epsilon``/``delta`` when the mechanism takes them)."""
         out: dict[str, Any] = {}
         if self.uses_epsilon:
             out["epsilon"] = self.epsilon
         if self.uses_delta:
             out["delta"] = self.delta
-        out.update(self.values)
+        for p in self.params:
+            out[p.name] = getattr(self, p.name)
         return out
 
+    def set_params(self, **params: Any) -> Mechanism:
+        """Change parameters (validated, all or none); returns self."""
+        allowed = {p.name for p in self.params} | {"epsilon", "delta"}
+        unknown = sorted(set(params) - allowed)
+        if unknown:
+            raise ParameterError(f"{self.name}: unknown parameter(s) {', '.join(unknown)}")
+        before = self.get_params()
+        for k, v in params.items():
+            setattr(self, k, v)
+        try:
+            self._validate()
+        except ParameterError:
+            for k, v in before.items():
+                setattr(self, k, v)
+            raise
+        return self
+
+    def parameters(self) -> dict[str, Any]:
+        """What a manifest records: :meth:`get_params`."""
+        return self.get_params()
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    def capabilities(self) -> Capabilities:
+        """What this mechanism (with its current parameters) can do and needs; see :class:`Capabilities`."""
+        return Capabilities()
+
+    @property
+    def is_fitted(self) -> bool:
+        """Whether :meth:`fit` has learned what a release needs (always true when it fits on nothing)."""
+        return True
+
     def fit(self, data: ImageSet | None = None) -> Mechanism:
-        """Learn what the mechanism needs. Per-image mechanisms need nothing; returns self."""
+        """Learn what the mechanism needs (see :meth:`capabilities`); per-image mechanisms need nothing."""
+        self._validate()
         return self
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
@@ -198,6 +278,9 @@ class Mechanism:
         """Privatize ``images``; ``rng`` is a Generator, SecureRandom, or an integer seed."""
         if not isinstance(images, ImageSet):
             raise ParameterError(f"{self.name}: release expects an ImageSet, got {type(images).__name__}")
+        self._validate()
+        if not self.is_fitted:
+            raise ParameterError(f"{self.name}: not fitted; {self._fit_hint()}")
         rng = _as_rng(rng)
         t0 = time.perf_counter()
         out = np.asarray(self._privatize_set(images, rng), dtype=np.float32)
@@ -209,6 +292,15 @@ class Mechanism:
             parameters=self.parameters(),
             seconds=time.perf_counter() - t0,
         )
+
+    def _fit_hint(self) -> str:
+        """How to fit this mechanism, for the 'not fitted' error."""
+        caps = self.capabilities()
+        return {
+            "private": "call fit() with the images to release",
+            "public": "call fit() with public images, or name them with the mechanism's public-data parameter",
+            "model-file": "give it a trained model file (`privpix fit`, or the model parameter)",
+        }.get(caps.fits_on, "call fit()")
 
     @property
     def supports_records(self) -> bool:
@@ -223,6 +315,7 @@ class Mechanism:
         """Privatize tabular records; ``rng`` as in :meth:`release`."""
         if not isinstance(records, RecordSet):
             raise ParameterError(f"{self.name}: release_records expects a RecordSet, got {type(records).__name__}")
+        self._validate()
         rng = _as_rng(rng)
         t0 = time.perf_counter()
         frame = self._privatize_records(records, rng)
@@ -298,4 +391,44 @@ def get_mechanism(name: str, epsilon: float | None = None, delta: float | None =
     """Instantiate a registered mechanism by name (inline ``[key=value]`` parameters are merged in; a ``params``
     value that contradicts one of them is an error, see :func:`method_params`)."""
     cls = mechanism_class(name)
-    return cls(epsilon=epsilon, delta=delta, **method_params(name, params))
+    merged = method_params(name, params)
+    for key in ("epsilon", "delta"):
+        if key in merged:
+            raise ParameterError(f"method {name.strip()!r}: give {key} with --{key}, not as a method parameter")
+    return cls(epsilon=epsilon, delta=delta, **merged)
+
+
+def fit_as_declared(
+    mech: Mechanism, private: ImageSet | None = None, data_dir: str | os.PathLike | None = None
+) -> Mechanism:
+    """Fit ``mech`` on what its :meth:`Mechanism.capabilities` say it fits on: the ``private`` images, the public
+    data set it names (read from ``data_dir``), its model file, or nothing. The one fitting step that release,
+    evaluate, bench and audit share; returns ``mech``."""
+    caps = mech.capabilities()
+    if caps.fits_on == "public":
+        if not caps.public_data:
+            raise ParameterError(f"{mech.name}: fits on public images; name them (e.g. --param public=NAME:SPLIT)")
+        from privpix.data.loaders import load_dataset
+
+        data = load_dataset(caps.public_data, data_dir)
+        if not isinstance(data, ImageSet):
+            raise ParameterError(f"{mech.name}: public data {caps.public_data} holds records, not images")
+        return mech.fit(data)
+    if caps.fits_on == "private":
+        if private is None:
+            raise ParameterError(f"{mech.name}: fits on the private images, and none were given")
+        return mech.fit(private)
+    return mech.fit(None)
+
+
+def ready_mechanism(
+    spec: str,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    params: dict[str, Any] | None = None,
+    *,
+    private: ImageSet | None = None,
+    data_dir: str | os.PathLike | None = None,
+) -> Mechanism:
+    """:func:`get_mechanism` then :func:`fit_as_declared`: a mechanism ready to release."""
+    return fit_as_declared(get_mechanism(spec, epsilon, delta, **(params or {})), private, data_dir)

@@ -69,7 +69,7 @@ def _rebuild(q: np.ndarray, s: np.ndarray, pt: np.ndarray, r: np.ndarray, shape)
 
 
 class _SingularValueMechanism(Mechanism):
-    model = "central-dp"
+    guarantee_model = "central-dp"
     paper = "001"
     soundness = "NOT DP: singular vectors published untouched; data-derived Δ"
 
@@ -198,7 +198,7 @@ class LRA(Mechanism):
 
     name = "lra"
     summary = "SGD factorisation A ≈ B L with Laplace noise on L (paper 001's LRA); not DP"
-    model = "central-dp"
+    guarantee_model = "central-dp"
     paper = "001"
     soundness = "NOT DP: the factor B is fitted to the private image; data-derived Δ"
     params = (

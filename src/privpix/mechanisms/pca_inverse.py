@@ -32,7 +32,7 @@ import numpy as np
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Mechanism, Param, register
+from privpix.mechanisms.base import Capabilities, Mechanism, Param, register
 from privpix.noise import RNG, gaussian, laplace
 
 
@@ -75,7 +75,7 @@ class PCAInverse(Mechanism):
     name = "pca-inverse"
     summary = "PCA → Laplace per coefficient → regularised PCA inverse (paper 002); basis=public|dp is DP"
     paper = "002"
-    model = "central-dp"
+    guarantee_model = "central-dp"
     soundness = "basis=private (paper): NOT DP; basis=public: ε-DP per image; basis=dp: (ε+ε_b, δ)-DP per image"
     uses_delta = True
     params = (
@@ -97,13 +97,36 @@ class PCAInverse(Mechanism):
                 raise ParameterError("pca-inverse: basis_epsilon must be <= 1 (classic Gaussian mechanism)")
         elif self.delta:
             raise ParameterError(f"pca-inverse: delta is only used by basis=dp, not basis={self.basis}")
-        self._public_fit: tuple[np.ndarray, np.ndarray, float] | None = None
+
+    # Learned by fit() for basis=public: (mean, components, coefficient bound), the shape it was fitted at, and
+    # the (d, coef_bound) it was fitted with (a changed parameter needs a new fit).
+    public_fit_: tuple[np.ndarray, np.ndarray, float] | None = None
+    public_shape_: tuple[int, int, int] | None = None
+    fitted_with_: tuple[int, float] | None = None
+
+    def capabilities(self) -> Capabilities:
+        if self.basis == "public":
+            return Capabilities(
+                fits_on="public",
+                public_data=self.public or None,
+                fixed_shape=self.public_shape_ if self.is_fitted else None,
+                noise_family="laplace",
+            )
+        # basis=private|dp learn their basis per batch inside the release: nothing to fit beforehand.
+        return Capabilities(batch_size=self.batch, noise_family="laplace" if self.basis == "private" else None)
+
+    @property
+    def is_fitted(self) -> bool:
+        return self.basis != "public" or (
+            self.public_fit_ is not None and self.fitted_with_ == (self.d, self.coef_bound)
+        )
 
     # ---------------------------------------------------------------------------------------- fitting
 
     def fit(self, data: ImageSet | None = None) -> PCAInverse:
         """For ``basis=public``: learn the mean, the components and the coefficient bound from public images
         (``data``, or the ``public`` dataset parameter). Other bases learn nothing here."""
+        self._validate()
         if self.basis != "public":
             return self
         if data is None:
@@ -122,8 +145,9 @@ class PCAInverse(Mechanism):
         mean, e = pca_components(x, self.d)
         norms = np.linalg.norm((x - mean) @ e, axis=1)
         bound = self.coef_bound or float(np.quantile(norms, 0.99))
-        self._public_fit = (mean, e, max(bound, 1e-12))
-        self._public_shape = data.shape
+        self.public_fit_ = (mean, e, max(bound, 1e-12))
+        self.public_shape_ = data.shape
+        self.fitted_with_ = (self.d, self.coef_bound)
         return self
 
     # -------------------------------------------------------------------------------------- guarantee
@@ -190,13 +214,11 @@ class PCAInverse(Mechanism):
         flat = x.reshape(n, -1)
         out = np.empty_like(flat)
         if self.basis == "public":
-            if self._public_fit is None:
-                self.fit(None)
-            mean, e, bound = self._public_fit
+            mean, e, bound = self.public_fit_
             if e.shape[0] != flat.shape[1]:
                 raise ParameterError(
                     f"pca-inverse: images have {flat.shape[1]} values but the public basis was fitted on "
-                    f"{e.shape[0]} ({self._public_shape}); resize them to match"
+                    f"{e.shape[0]} ({self.public_shape_}); resize them to match"
                 )
             out[:] = self._noisy_inverse(flat, mean, e, bound, rng)
         elif self.basis == "private":

@@ -67,7 +67,7 @@ class PixelLaplace(Mechanism):
     name = "pixel-laplace"
     summary = "Laplace noise on every pixel (paper 001's LAP); data-derived or bound-based sensitivity"
     paper = "001 (LAP)"
-    model = "central-dp"
+    guarantee_model = "central-dp"
     soundness = "default (paper) NOT DP: data-derived Δ; sensitivity=bound is sound"
     params = (
         Param(
@@ -190,7 +190,7 @@ class DPPix(Mechanism):
     name = "dp-pix"
     summary = "DP-Pix (Fan 2018): b×b cell means + Laplace(Δ = m·range/b²); sound for m-pixel neighbours"
     paper = "baseline (Fan 2018)"
-    model = "central-dp"
+    guarantee_model = "central-dp"
     soundness = "sound ε-DP for neighbours differing in m pixels"
     params = (
         Param("b", int, 4, "cell side in pixels", minimum=1),
@@ -243,7 +243,7 @@ class DPPix(Mechanism):
 
 
 class _NoGuarantee(Mechanism):
-    model = "none"
+    guarantee_model = "none"
     uses_epsilon = False
     paper = "004 (conventional baseline)"
     caveat = ""

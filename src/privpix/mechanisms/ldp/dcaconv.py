@@ -133,6 +133,13 @@ class DCAConvEncoder(Encoder):
         out = convolve(maps.reshape(n * c, h, w), filters, self.config["stride"])
         return out.reshape(n, c * len(filters), *out.shape[2:])
 
+    def first_layer_responses(self, images) -> np.ndarray | None:
+        from privpix.mechanisms.ldp.encoders import as_gray
+
+        if not getattr(self, "filters", None):
+            return None
+        return convolve(as_gray(images), self.filters[0], self.config["stride"]).reshape(len(images), -1)
+
     def _encode(self, x: np.ndarray) -> np.ndarray:
         maps = x[:, None]
         for f in self.filters[:-1]:

@@ -136,6 +136,16 @@ class Encoder:
 
     # ---------------------------------------------------------------- persistence
 
+    @property
+    def uses_fitting_data(self) -> bool:
+        """Whether the fitted encoder depends on the images it was fitted on (and so can leak them)."""
+        return True
+
+    def first_layer_responses(self, images: ImageSet | np.ndarray) -> np.ndarray | None:
+        """(n, features) responses of the encoder's first learnt layer, for attacks on what it was fitted on;
+        ``None`` when the encoder has no learnt filters."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         return {
             "format": FORMAT,
@@ -288,6 +298,10 @@ class PixelEncoder(Encoder):
         else:
             self.lo = np.zeros(x.shape[1] * x.shape[2], np.float32)
             self.hi = np.ones(x.shape[1] * x.shape[2], np.float32)
+
+    @property
+    def uses_fitting_data(self) -> bool:
+        return self.config["scaling"] != "fixed"
 
     def fit_unsupervised_shape(self, height: int, width: int) -> PixelEncoder:
         """A fixed-scaling pixel encoder needs no data: make it for ``height`` x ``width`` images."""

@@ -23,7 +23,7 @@ class LDPPixel(Mechanism):
     name = "ldp-pixel"
     summary = "pixels quantised to d levels, each through randomized response (paper 000's pixel baseline)"
     paper = "000 (pixel baseline)"
-    model = "local-dp"
+    guarantee_model = "local-dp"
     soundness = "sound ε-LDP per pixel value; h·w·c·ε per image"
     params = (Param("levels", int, 16, "domain size d of each pixel value", minimum=2),)
 

@@ -73,9 +73,7 @@ def ldp_guarantee(epsilon: float, encoder: Encoder, source: str | None = None) -
     ]
     fitted_on = encoder.fitted_on
     leaks = False
-    if encoder.name == "pixel" and encoder.config.get("scaling") == "fixed":
-        pass  # fitted on no data
-    else:
+    if encoder.uses_fitting_data:
         caveats.append(
             f"the encoder was fitted on {fitted_on}; that data is not protected by the owners' perturbation "
             "and must be public or consented"

@@ -79,9 +79,11 @@ def grr_perturb(values: np.ndarray, d: int, epsilon: float, rng: RNG) -> np.ndar
     u = rng.random(flat.size, dtype=np.float32)
     p32 = np.float32(p)
     idx = np.flatnonzero(u >= p32)
+    out = flat.copy()
+    if idx.size == 0:  # also where p rounds to 1 (ε of about 37 and more): every value is kept
+        return out.reshape(v.shape)
     # Given u >= p, (u - p) / (1 - p) is uniform on [0, 1): reuse it to pick one of the d - 1 other values.
     off = ((u[idx] - p32) * np.float32((d - 1) / (1.0 - p))).astype(np.int64)
     np.minimum(off, d - 2, out=off)
-    out = flat.copy()
     out[idx] = ((flat[idx].astype(np.int64) + 1 + off) % d).astype(dt)
     return out.reshape(v.shape)

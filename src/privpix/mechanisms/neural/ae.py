@@ -8,7 +8,7 @@ import pandas as pd
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Mechanism, Param, register
+from privpix.mechanisms.base import Capabilities, Mechanism, Param, register
 from privpix.noise import RNG, torch_seed
 
 
@@ -23,7 +23,7 @@ class AEObfuscator(Mechanism):
     name = "ae-obfuscator"
     summary = "autoencoder obfuscator with adjustable f (K) and g (noise) (paper 003); empirical only"
     paper = "003"
-    model = "empirical"
+    guarantee_model = "empirical"
     soundness = "empirical only: privacy is the measured adversary accuracy"
     uses_epsilon = False
     params = (
@@ -35,18 +35,30 @@ class AEObfuscator(Mechanism):
         Param("keep_label", bool, True, "records: publish the utility label column beside the features"),
     )
 
+    net_ = None
+    meta_: dict | None = None
+    loaded_from_: str | None = None
+
     def _check(self) -> None:
-        # The class attribute ``model`` is the guarantee model; the parameter lives in self.values["model"].
-        if not self.values["model"]:
+        if not self.model:
             raise ParameterError("ae-obfuscator: give the trained model file with --param model=FILE")
-        self._net = None
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(fits_on="model-file", fixed_shape=(64, 64, 3))
 
     def _load(self):
-        if self._net is None:
+        if self.net_ is None or self.loaded_from_ != self.model:
             from privpix.mechanisms.neural.obfuscator import load_obfuscator
 
-            self._net, self._meta = load_obfuscator(self.values["model"])
-        return self._net, self._meta
+            self.net_, self.meta_ = load_obfuscator(self.model)
+            self.loaded_from_ = self.model
+        return self.net_, self.meta_
+
+    def fit(self, data: ImageSet | None = None) -> AEObfuscator:
+        """Load the trained model file (training is ``privpix train-obfuscator``)."""
+        self._validate()
+        self._load()
+        return self
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """Empirical only, whatever the shape; carries the adversary accuracies measured into the model file."""
@@ -80,7 +92,7 @@ class AEObfuscator(Mechanism):
         net, meta = self._load()
         enc = meta.get("record_encoding")
         if net.kind != "tabular" or not enc:
-            raise ParameterError(f"{self.values['model']}: an {net.kind} model; use it on images, not records")
+            raise ParameterError(f"{self.model}: an {net.kind} model; use it on images, not records")
         x = encode_records(records, enc)
         labels = records.labels if self.use_f else None
         out = obfuscate(net, x, labels, sigma2=self.sigma2, K=self.K, use_f=self.use_f, seed=torch_seed(rng))
@@ -94,7 +106,7 @@ class AEObfuscator(Mechanism):
 
         net, meta = self._load()
         if net.kind != "image":
-            raise ParameterError(f"{self.values['model']}: a {net.kind} model; use it on records, not images")
+            raise ParameterError(f"{self.model}: a {net.kind} model; use it on records, not images")
         if images.shape != (64, 64, 3):
             raise ParameterError(
                 f"ae-obfuscator: the model takes 64x64 RGB images, got {images.shape}; resize with --size 64x64"
