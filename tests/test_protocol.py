@@ -84,3 +84,33 @@ GENERIC = ["cli.py", "cli_release.py", "cli_bench.py", "bench.py", "evaluation/a
 def test_generic_code_does_not_guess_from_parameter_names(module):
     text = (Path(__file__).parents[1] / "src" / "privpix" / module).read_text()
     assert not re.search(r"\.values\[|\.values\.get\(|\"batch\" in|getattr\(mech, \"batch\"", text)
+
+
+def test_a_new_neighbour_relation_is_one_class_and_the_audit_uses_it():
+    """A relation defined outside privpix (here: one colour channel of one image) drives the audit's pairs and
+    wording with no edit to the audit."""
+    from privpix.evaluation.audit import audit
+    from privpix.mechanisms.pixel import PixelLaplace
+    from privpix.neighbours import NeighbourPair, Neighbours, _Base
+
+    class OneChannel(Neighbours):
+        key = "channel"
+
+        def wording(self) -> str:
+            return "one channel of one image"
+
+        def pairs(self, images):
+            b = _Base(images)
+            changed = b.black.copy()
+            changed[..., 0] = 1.0
+            return [NeighbourPair("black vs one white channel", b.one(b.black), b.one(changed))]
+
+    class PerChannel(PixelLaplace):
+        name = "test-per-channel"
+
+        def neighbours(self):
+            return OneChannel()
+
+    rgb = ImageSet(np.random.default_rng(0).integers(0, 256, (6, 4, 4, 3), dtype=np.uint8))
+    res = audit(PerChannel(epsilon=1.0, sensitivity="bound", unit="image"), rgb, trials=40, seed=0)
+    assert res.unit == "one channel of one image" and res.pair == "black vs one white channel"

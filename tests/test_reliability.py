@@ -427,3 +427,33 @@ def test_demo_never_deletes_a_foreign_config(tmp_path, run):
     r = run("demo", "--output", proj, "--limit", 20, "--audit-trials", 10, "-q")
     assert r.exit_code == 2 and "not an earlier privpix" in r.output
     assert (proj / "config.json").read_text() == '{"app": "mine"}'
+
+
+def _can_unshare() -> bool:
+    import shutil
+
+    if shutil.which("unshare") is None:
+        return False
+    return subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _can_unshare(), reason="needs `unshare -rm` (user and mount namespaces)")
+def test_ledger_in_a_read_only_folder_publishes_nothing(tmp_path):
+    """A real EROFS (a read-only bind mount in a private mount namespace; root ignores permission bits)."""
+    src = _folder(tmp_path / "in")
+    books = tmp_path / "books"
+    books.mkdir()
+    PrivacyLedger(5.0).save(books / "ledger.json")
+    (books / "ledger.json.lock").touch()  # the lock file exists; the ledger itself cannot be rewritten
+    out = tmp_path / "out"
+    args = " ".join(_release_args(src, out, "--ledger", books / "ledger.json"))
+    script = (
+        f"mount --bind {books} {books} && mount -o remount,bind,ro {books} || exit 99\n"
+        f"{sys.executable} -m privpix {args}; echo rc=$?\n"
+    )
+    p = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=120)
+    if p.returncode == 99:
+        pytest.skip(f"mounts refused in the namespace: {p.stderr}")
+    assert p.stdout.split() == ["rc=2"], p.stdout + p.stderr
+    assert "ledger" in p.stderr and "Traceback" not in p.stderr
+    assert not out.exists() and PrivacyLedger.load(books / "ledger.json").spent_epsilon == 0.0

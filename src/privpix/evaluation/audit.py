@@ -1,9 +1,10 @@
 """Empirical ε audit: a lower bound on the ε a mechanism really spends, measured by distinguishing neighbours.
 
-For a pair of neighbouring inputs (x₀, x₁) (as the mechanism's :meth:`~privpix.mechanisms.Mechanism.audit_unit`
-defines them) the mechanism is run ``trials`` times on each. A test T (a statistic of the output and a
-threshold) that says "x₁" with false-positive rate α on x₀'s outputs and false-negative rate β on x₁'s
-outputs must, for any (ε, δ)-DP mechanism, satisfy 1 − β ≤ e^ε α + δ, so
+For a pair of neighbouring inputs (x₀, x₁) (built by the relation the mechanism's
+:meth:`~privpix.mechanisms.Mechanism.neighbours` declares, :mod:`privpix.neighbours`) the mechanism is run
+``trials`` times on each. A test T (a statistic of the output and a threshold) that says "x₁" with
+false-positive rate α on x₀'s outputs and false-negative rate β on x₁'s outputs must, for any (ε, δ)-DP
+mechanism, satisfy 1 − β ≤ e^ε α + δ, so
 
     ε ≥ ln((1 − δ − β) / α).
 
@@ -23,7 +24,6 @@ degenerate, zero-range batch) and a real batch, each against the same with one i
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -35,21 +35,11 @@ from scipy import stats
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
 from privpix.mechanisms.base import Mechanism
+from privpix.neighbours import NeighbourPair
 from privpix.noise import make_rng
 
 CONFIDENCE = 0.95
 VERDICTS = ("consistent", "violated", "no-claim")
-
-
-@dataclass(frozen=True)
-class NeighbourPair:
-    """Two neighbouring inputs. ``a``/``b`` are ImageSets of one image (per-image units) or of a whole batch
-    (``dataset`` unit, differing at ``index``)."""
-
-    name: str
-    a: ImageSet
-    b: ImageSet
-    index: int = 0
 
 
 @dataclass
@@ -128,84 +118,9 @@ def max_auditable_epsilon(n: int, delta: float = 0.0, alpha: float = 0.025) -> f
 # -------------------------------------------------------------------------------------- neighbours
 
 
-def _typical(images: np.ndarray) -> tuple[int, int]:
-    """Indices of the most and the least typical image (nearest to / farthest from the mean image)."""
-    flat = images.reshape(len(images), -1)
-    dist = np.linalg.norm(flat - flat.mean(axis=0), axis=1)
-    return int(np.argmin(dist)), int(np.argmax(dist))
-
-
-def _one_image(x: np.ndarray, source: str, label: Any = None) -> ImageSet:
-    labels = None if label is None else np.array([label])
-    return ImageSet(images=x[None].astype(np.float32), labels=labels, source=source)
-
-
 def neighbour_pairs(mech: Mechanism, images: ImageSet) -> list[NeighbourPair]:
-    """Candidate worst-case neighbour pairs for ``mech``'s audit unit, built from ``images`` (float [0, 1])."""
-    kind, m = mech.audit_unit()
-    x = images.as_float()
-    if len(x) < 2:
-        raise ParameterError("audit needs at least 2 images to build neighbour pairs")
-    h, w = x.shape[1:3]
-    lo, hi = _typical(x)
-    typical = x[lo]
-    black = np.zeros_like(typical)
-    src = images.source
-
-    def one(arr: np.ndarray, index: int = lo) -> ImageSet:
-        # Class-conditional mechanisms (ACGAN) need labels: a synthetic image takes the typical image's.
-        return _one_image(arr, src, None if images.labels is None else images.labels[index])
-
-    if kind == "dataset":
-        n = min(len(x), mech.capabilities().batch_size or len(x))
-        if n < 2:
-            raise ParameterError("audit: a dataset-level audit needs at least 2 images")
-        same = np.repeat(typical[None], n, axis=0)
-        changed = same.copy()
-        changed[-1] = x[hi]
-        real = x[:n].copy()
-        real_changed = real.copy()
-        real_changed[-1] = x[hi] if hi >= n else black
-
-        def mk(arr: np.ndarray, idx: list[int]) -> ImageSet:
-            labels = None if images.labels is None else np.asarray([images.labels[i] for i in idx])
-            return ImageSet(images=arr.astype(np.float32), labels=labels, source=src)
-
-        ids_same, ids_real = [lo] * n, list(range(n))
-        return [
-            NeighbourPair(
-                "identical batch vs one image replaced", mk(same, ids_same), mk(changed, [*ids_same[:-1], hi]), n - 1
-            ),
-            NeighbourPair(
-                "real batch vs one image replaced", mk(real, ids_real), mk(real_changed, [*ids_real[:-1], hi]), n - 1
-            ),
-        ]
-    if kind == "column":
-        col = int(np.argmax(np.abs(1.0 - 2.0 * typical).sum(axis=(0, 2))))
-        white_col, flipped = black.copy(), typical.copy()
-        white_col[:, 0, :] = 1.0
-        flipped[:, col, :] = 1.0 - flipped[:, col, :]
-        return [
-            NeighbourPair("black vs one white column", one(black), one(white_col)),
-            NeighbourPair("typical vs one column inverted", one(typical), one(flipped)),
-        ]
-    if kind == "pixels":
-        # m pixels in raster order inside the top-left block: for cell-averaging mechanisms they share a cell.
-        side = max(1, math.ceil(math.sqrt(m)))
-        ys, xs = np.unravel_index(np.arange(min(m, h * w)), (min(side, h), max(1, min(side, w))))
-        white_px, flipped = black.copy(), typical.copy()
-        white_px[ys, xs, :] = 1.0
-        flipped[ys, xs, :] = 1.0 - flipped[ys, xs, :]
-        return [
-            NeighbourPair(f"black vs {m} white pixel(s)", one(black), one(white_px)),
-            NeighbourPair(f"typical vs {m} pixel(s) inverted", one(typical), one(flipped)),
-        ]
-    if kind != "image":
-        raise ParameterError(f"{mech.name}: unknown audit unit {kind!r}")
-    return [
-        NeighbourPair("black vs white image", one(black), one(np.ones_like(typical))),
-        NeighbourPair("most vs least typical image", one(typical), one(x[hi], hi)),
-    ]
+    """Candidate worst-case neighbour pairs for the relation ``mech`` declares, built from ``images``."""
+    return mech.neighbours().pairs(images)
 
 
 # ------------------------------------------------------------------------------------------ trials
@@ -283,15 +198,15 @@ def audit(
         raise ParameterError("audit: images must be an ImageSet")
     t_start = time.perf_counter()
     rng = make_rng(seed)
-    kind, m = mech.audit_unit()
-    pairs = pairs if pairs is not None else neighbour_pairs(mech, images)
+    relation = mech.neighbours()
+    pairs = pairs if pairs is not None else relation.pairs(images)
     claim_eps, claim_delta = mech.audit_claim(images.shape)
     guarantee = mech.guarantee(images.shape)
     half = trials // 2
     chosen: tuple[float, NeighbourPair, str, float, int, tuple] | None = None
     for pair in pairs:
-        x0 = _outputs(mech, pair.a, pair.index, trials, rng, kind == "dataset")
-        x1 = _outputs(mech, pair.b, pair.index, trials, rng, kind == "dataset")
+        x0 = _outputs(mech, pair.a, pair.index, trials, rng, relation.dataset_level)
+        x1 = _outputs(mech, pair.b, pair.index, trials, rng, relation.dataset_level)
         tr0, te0, tr1, te1 = x0[:half], x0[half:], x1[:half], x1[half:]
         for sname, fn in _statistics(tr0, tr1).items():
             score, thr, sign = _best_threshold(fn(tr0), fn(tr1), claim_delta)
@@ -308,15 +223,13 @@ def audit(
         verdict = "no-claim"
     else:
         verdict = "violated" if bound > claim_eps else "consistent"
-    unit = {"image": "one image replaced", "column": "one pixel column of one image",
-            "pixels": f"{m} pixel(s) of one image", "dataset": "one image of the dataset replaced"}[kind]  # fmt: skip
     return AuditResult(
         method=mech.name,
         parameters=mech.parameters(),
         claimed_epsilon=claim_eps,
         claimed_delta=claim_delta,
         sound=guarantee.sound,
-        unit=unit,
+        unit=relation.wording(),
         audited_epsilon_lower=bound,
         max_auditable_epsilon=max_auditable_epsilon(len(s0), claim_delta),
         trials=trials,

@@ -4,12 +4,14 @@ from privpix.mechanisms import matrix, pca_inverse, pixel  # noqa: F401  (regist
 from privpix.mechanisms.base import (
     MECHANISMS,
     Capabilities,
+    ConformanceCase,
     Mechanism,
     Param,
     RecordRelease,
     Release,
     fit_as_declared,
     get_mechanism,
+    load_plugins,
     mechanism_class,
     parse_method_spec,
     ready_mechanism,
@@ -21,14 +23,19 @@ from privpix.mechanisms.neural import ae, gan  # noqa: F401  (registers; imports
 __all__ = [
     "MECHANISMS",
     "Capabilities",
+    "ConformanceCase",
     "Mechanism",
     "Param",
     "RecordRelease",
     "Release",
     "fit_as_declared",
     "get_mechanism",
+    "load_plugins",
     "mechanism_class",
     "parse_method_spec",
     "ready_mechanism",
     "register",
 ]
+
+# Mechanisms of other installed packages (entry-point group ``privpix.mechanisms``), after the built-ins.
+load_plugins()

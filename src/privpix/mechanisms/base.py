@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -13,6 +14,7 @@ import pandas as pd
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError, check_delta, check_positive
 from privpix.guarantees import Guarantee
+from privpix.neighbours import Neighbours, OneImage
 from privpix.noise import RNG, make_rng
 
 
@@ -126,6 +128,7 @@ class Capabilities:
         output: what a release holds: ``"images"``, ``"records"``, ``"features"`` or ``"synthetic-images"``.
         noise_family: the distribution of its privacy noise, for audits that read a trade-off curve:
             ``"laplace"``, ``"gaussian"``, ``"randomized-response"``, or ``None``.
+        randomized: whether a release draws randomness (another seed, another output); a plain filter does not.
     """
 
     fits_on: str = "nothing"
@@ -135,12 +138,22 @@ class Capabilities:
     needs_labels: bool = False
     output: str = "images"
     noise_family: str | None = None
+    randomized: bool = True
 
     def __post_init__(self) -> None:
         if self.fits_on not in FITS_ON:
             raise ValueError(f"fits_on must be one of {FITS_ON}, got {self.fits_on!r}")
         if self.output not in OUTPUTS:
             raise ValueError(f"output must be one of {OUTPUTS}, got {self.output!r}")
+
+
+@dataclass
+class ConformanceCase:
+    """One setting of the conformance suite: parameters (``epsilon``/``delta`` included when wanted) and the
+    images to fit and release on (``None``: 24 built-in MNIST digits, 28x28 grey, labelled)."""
+
+    params: dict[str, Any] = field(default_factory=dict)
+    images: ImageSet | None = None
 
 
 class Mechanism:
@@ -240,6 +253,13 @@ class Mechanism:
         """What this mechanism (with its current parameters) can do and needs; see :class:`Capabilities`."""
         return Capabilities()
 
+    @classmethod
+    def conformance_cases(cls, workdir: Path) -> list[ConformanceCase]:
+        """Settings the conformance suite (tests/test_conformance.py) runs this mechanism with, as sktime's
+        ``get_test_params``: the defaults on a few real images, unless the mechanism needs more (a trained model
+        file it writes into ``workdir``, images of a given shape, a public data set)."""
+        return [ConformanceCase()]
+
     @property
     def is_fitted(self) -> bool:
         """Whether :meth:`fit` has learned what a release needs (always true when it fits on nothing)."""
@@ -254,15 +274,14 @@ class Mechanism:
         """The guarantee a release of images of ``shape`` = (h, w, c) carries."""
         raise NotImplementedError
 
-    def audit_unit(self) -> tuple[str, int]:
-        """How two neighbouring inputs differ for the claim :meth:`guarantee` makes, for the empirical audit:
-        ``("image", 1)`` (one image replaced by any other), ``("column", 1)`` (one pixel column of one image),
-        ``("pixels", m)`` (up to m pixels of one image) or ``("dataset", 1)`` (two datasets that differ in one
-        image, for mechanisms whose output for one image depends on the others)."""
-        return ("image", 1)
+    def neighbours(self) -> Neighbours:
+        """How two neighbouring inputs differ for the claim :meth:`guarantee` makes (a relation object of
+        :mod:`privpix.neighbours`: :class:`OneImage`, :class:`PixelColumn`, :class:`Pixels`, :class:`OneOfBatch`,
+        or one of a plugin's); the audit builds its pairs from it."""
+        return OneImage()
 
     def audit_claim(self, shape: tuple[int, int, int]) -> tuple[float | None, float]:
-        """(ε, δ) claimed for the :meth:`audit_unit` neighbours; ``(None, 0)`` when nothing is claimed."""
+        """(ε, δ) claimed for the :meth:`neighbours` relation; ``(None, 0)`` when nothing is claimed."""
         g = self.guarantee(shape)
         return g.epsilon, g.delta
 
@@ -330,6 +349,34 @@ def _as_rng(rng: RNG | int | None) -> RNG:
 
 
 MECHANISMS: dict[str, type[Mechanism]] = {}
+
+
+ENTRY_POINT_GROUP = "privpix.mechanisms"
+
+
+def load_plugins() -> list[str]:
+    """Register the mechanisms other packages declare in the entry-point group ``privpix.mechanisms``.
+
+    An entry point names a :class:`Mechanism` subclass (``pkg.module:Class``) or a module whose import registers
+    its mechanisms with :func:`register`. A plugin that fails to load, or whose name is taken, is skipped with a
+    warning: one broken package must not break privpix. Returns the names registered."""
+    import warnings
+    from importlib.metadata import entry_points
+
+    added: list[str] = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        before = set(MECHANISMS)
+        try:
+            obj = ep.load()
+            if isinstance(obj, type) and issubclass(obj, Mechanism) and obj.name not in MECHANISMS:
+                register(obj)
+            elif isinstance(obj, type) and issubclass(obj, Mechanism) and MECHANISMS[obj.name] is not obj:
+                raise ValueError(f"the name {obj.name!r} is taken")
+        except Exception as exc:  # any failure of a third-party package
+            warnings.warn(f"privpix: mechanism plugin {ep.name!r} ({ep.value}) skipped: {exc}", stacklevel=2)
+            continue
+        added += sorted(set(MECHANISMS) - before)
+    return added
 
 
 def register(cls: type[Mechanism]) -> type[Mechanism]:

@@ -14,7 +14,8 @@ from sklearn.isotonic import IsotonicRegression
 
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Mechanism, Param, register
+from privpix.mechanisms.base import Capabilities, Mechanism, Param, register
+from privpix.neighbours import Neighbours, PixelColumn
 from privpix.noise import RNG, exponential_mechanism_rows, laplace
 
 VALUE_SCALE = 255.0  # the paper's pixel units; ESRA's score mixes unit-free and pixel-valued terms
@@ -73,11 +74,14 @@ class _SingularValueMechanism(Mechanism):
     paper = "001"
     soundness = "NOT DP: singular vectors published untouched; data-derived Δ"
 
+    def capabilities(self) -> Capabilities:
+        return Capabilities(noise_family="laplace")
+
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         return knob_guarantee(self.epsilon, _SVD_CAVEATS)
 
-    def audit_unit(self) -> tuple[str, int]:
-        return ("column", 1)
+    def neighbours(self) -> Neighbours:
+        return PixelColumn()
 
     def _perturb(self, s: np.ndarray, r: np.ndarray, eps: float, rng: RNG) -> np.ndarray:
         """Laplace(λ₁/eps) on each of the first r singular values (Δ₁ of D^{r×r} = its largest column L1 norm
@@ -216,11 +220,14 @@ class LRA(Mechanism):
         Param("clip", bool, True, "clip the release to [0, 1]"),
     )
 
+    def capabilities(self) -> Capabilities:
+        return Capabilities(noise_family="laplace")
+
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         return knob_guarantee(self.epsilon, _LRA_CAVEATS)
 
-    def audit_unit(self) -> tuple[str, int]:
-        return ("column", 1)
+    def neighbours(self) -> Neighbours:
+        return PixelColumn()
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         n, h, w, c = x.shape

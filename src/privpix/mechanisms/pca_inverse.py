@@ -26,13 +26,15 @@ eq. 13 is exactly ``coefficients · Eᵀ / (1 + λ)`` — computed in that close
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Capabilities, Mechanism, Param, register
+from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param, register
+from privpix.neighbours import Neighbours, OneImage, OneOfBatch
 from privpix.noise import RNG, gaussian, laplace
 
 
@@ -114,6 +116,15 @@ class PCAInverse(Mechanism):
             )
         # basis=private|dp learn their basis per batch inside the release: nothing to fit beforehand.
         return Capabilities(batch_size=self.batch, noise_family="laplace" if self.basis == "private" else None)
+
+    @classmethod
+    def conformance_cases(cls, workdir: Path) -> list[ConformanceCase]:
+        """The paper's batches, the public basis (fitted on built-in digits) and the DP basis."""
+        return [
+            ConformanceCase({"batch": 8, "d": 4}),
+            ConformanceCase({"basis": "public", "public": "builtin-mnist:train", "d": 4}),
+            ConformanceCase({"basis": "dp", "batch": 8, "d": 4, "delta": 1e-5}),
+        ]
 
     @property
     def is_fitted(self) -> bool:
@@ -197,9 +208,9 @@ class PCAInverse(Mechanism):
             ),
         )
 
-    def audit_unit(self) -> tuple[str, int]:
+    def neighbours(self) -> Neighbours:
         # A private or DP basis makes every released image depend on the whole batch.
-        return ("image", 1) if self.basis == "public" else ("dataset", 1)
+        return OneImage() if self.basis == "public" else OneOfBatch(self.batch)
 
     def audit_claim(self, shape: tuple[int, int, int]) -> tuple[float | None, float]:
         if self.basis == "private":

@@ -11,7 +11,8 @@ from privpix.data import imageset
 from privpix.data.imageset import ImageSet, blocks
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Mechanism, Param, register
+from privpix.mechanisms.base import Capabilities, Mechanism, Param, register
+from privpix.neighbours import Neighbours, OneImage, PixelColumn, Pixels
 from privpix.noise import RNG, add_gaussian, add_laplace
 
 _CLIP = Param("clip", bool, True, "clip released values to the pixel range [0, 1] (post-processing)")
@@ -90,6 +91,9 @@ class PixelLaplace(Mechanism):
         _CLIP,
     )
 
+    def capabilities(self) -> Capabilities:
+        return Capabilities(noise_family="laplace")
+
     def _check(self) -> None:
         if self.sensitivity == "data" and self.unit != "column":
             raise ParameterError(
@@ -131,10 +135,8 @@ class PixelLaplace(Mechanism):
             caveats=tuple(caveats),
         )
 
-    def audit_unit(self) -> tuple[str, int]:
-        return {"pixel": ("pixels", 1), "pixels": ("pixels", self.m), "column": ("column", 1)}.get(
-            self.unit, ("image", 1)
-        )
+    def neighbours(self) -> Neighbours:
+        return {"pixel": Pixels(1), "pixels": Pixels(self.m), "column": PixelColumn()}.get(self.unit, OneImage())
 
     def data_sensitivity(self, x: np.ndarray) -> np.ndarray:
         """Paper 001's Δ₁A per image: max over columns j of Σ_i |a_ij| (channels summed). Shape (n,)."""
@@ -199,6 +201,9 @@ class DPPix(Mechanism):
         _CLIP,
     )
 
+    def capabilities(self) -> Capabilities:
+        return Capabilities(noise_family="laplace")
+
     def _cells(self, h: int, w: int) -> tuple[int, int, int]:
         gh, gw = math.ceil(h / self.b), math.ceil(w / self.b)
         kmin = min(self.b, h - (gh - 1) * self.b) * min(self.b, w - (gw - 1) * self.b)
@@ -222,8 +227,8 @@ class DPPix(Mechanism):
             ),
         )
 
-    def audit_unit(self) -> tuple[str, int]:
-        return ("pixels", self.m)
+    def neighbours(self) -> Neighbours:
+        return Pixels(self.m)
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         n, h, w, c = x.shape
@@ -261,6 +266,9 @@ class PixelGaussian(_NoGuarantee):
     caveat = "fixed-scale Gaussian noise, not calibrated to any sensitivity: no DP guarantee"
     params = (Param("sigma", float, 0.1, "noise standard deviation in [0, 1] pixel units", minimum=0.0), _CLIP)
 
+    def capabilities(self) -> Capabilities:
+        return Capabilities(noise_family="gaussian")
+
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         out = add_gaussian(x, self.sigma, rng)
         return np.clip(out, 0.0, 1.0) if self.clip else out
@@ -279,8 +287,12 @@ class GaussianBlur(_NoGuarantee):
     caveat = "deterministic blur: no randomness, no DP guarantee; blurred faces are often re-identifiable"
     params = (Param("sigma", float, 2.0, "blur standard deviation in pixels", minimum=0.0),)
 
+    def capabilities(self) -> Capabilities:
+        return Capabilities(randomized=False)
+
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
-        return ndimage.gaussian_filter(x, sigma=(0, self.sigma, self.sigma, 0), mode="reflect")
+        # A weighted mean of values in [0, 1]; the clip only removes rounding error (found by the conformance suite).
+        return np.clip(ndimage.gaussian_filter(x, sigma=(0, self.sigma, self.sigma, 0), mode="reflect"), 0.0, 1.0)
 
 
 class _WindowFilter(_NoGuarantee):
@@ -290,8 +302,12 @@ class _WindowFilter(_NoGuarantee):
     params = (Param("size", int, 5, "window side in pixels", minimum=1),)
     window_filter = staticmethod(ndimage.uniform_filter)
 
+    def capabilities(self) -> Capabilities:
+        return Capabilities(randomized=False)
+
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
-        return self.window_filter(x, size=(1, self.size, self.size, 1), mode="reflect")
+        # Means and medians of values in [0, 1]: the clip only removes the box filter's rounding error above 1.
+        return np.clip(self.window_filter(x, size=(1, self.size, self.size, 1), mode="reflect"), 0.0, 1.0)
 
 
 @register

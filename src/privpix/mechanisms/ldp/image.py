@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Mechanism, Param, register
+from privpix.mechanisms.base import Capabilities, Mechanism, Param, register
 from privpix.mechanisms.ldp.rr import grr_perturb
+from privpix.neighbours import Neighbours, Pixels
 from privpix.noise import RNG
 
 
@@ -27,6 +28,9 @@ class LDPPixel(Mechanism):
     soundness = "sound ε-LDP per pixel value; h·w·c·ε per image"
     params = (Param("levels", int, 16, "domain size d of each pixel value", minimum=2),)
 
+    def capabilities(self) -> Capabilities:
+        return Capabilities(noise_family="randomized-response")
+
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         h, w, c = shape
         per_image = self.epsilon * h * w * c
@@ -40,8 +44,8 @@ class LDPPixel(Mechanism):
             caveats=(f"a whole image of {h * w * c} values is protected only at ε = {per_image:.4g}",),
         )
 
-    def audit_unit(self) -> tuple[str, int]:
-        return ("pixels", 1)
+    def neighbours(self) -> Neighbours:
+        return Pixels(1)
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         d = self.levels

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Capabilities, Mechanism, Param, register
+from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param, register
 from privpix.noise import RNG, torch_seed
 
 
@@ -44,7 +46,8 @@ class AEObfuscator(Mechanism):
             raise ParameterError("ae-obfuscator: give the trained model file with --param model=FILE")
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(fits_on="model-file", fixed_shape=(64, 64, 3))
+        # g's noise is the only randomness: with sigma2 = 0 the release is a deterministic function of the image.
+        return Capabilities(fits_on="model-file", fixed_shape=(64, 64, 3), randomized=self.sigma2 > 0)
 
     def _load(self):
         if self.net_ is None or self.loaded_from_ != self.model:
@@ -53,6 +56,23 @@ class AEObfuscator(Mechanism):
             self.net_, self.meta_ = load_obfuscator(self.model)
             self.loaded_from_ = self.model
         return self.net_, self.meta_
+
+    @classmethod
+    def conformance_cases(cls, workdir: Path) -> list[ConformanceCase]:
+        """A one-epoch image obfuscator on 20 random 64x64 colour images with a binary ``smile`` attribute."""
+        from privpix.mechanisms.neural.obfuscator import save_obfuscator, train_obfuscator
+
+        rng = np.random.default_rng(0)
+        x = rng.random((20, 64, 64, 3), dtype=np.float32)
+        y = np.arange(20) % 2
+        net, hist = train_obfuscator("image", x[:16], y[:16], x[16:], y[16:], epochs=1, batch_size=8, seed=0)
+        meta = {"utility": "smile", "private": "none", "fitted_on": "20 random images", "n_features": 0}
+        path = save_obfuscator(workdir / "obfuscator.pt", net, {**meta, "history": hist})
+        images = ImageSet((x * 255).astype(np.uint8), attributes={"smile": y})
+        return [
+            ConformanceCase({"model": str(path)}, images),
+            ConformanceCase({"model": str(path), "use_f": False, "sigma2": 2.0}, images),
+        ]
 
     def fit(self, data: ImageSet | None = None) -> AEObfuscator:
         """Load the trained model file (training is ``privpix train-obfuscator``)."""

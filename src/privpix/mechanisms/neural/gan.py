@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Capabilities, Mechanism, Param, register
+from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param, register
 from privpix.noise import RNG, torch_seed
 
 
@@ -48,6 +50,17 @@ class _TrainedGAN(Mechanism):
                 raise ParameterError(f"{self.model}: a {meta['kind']} model, not {self.name}")
             self.generator_, self.meta_, self.loaded_from_ = gen, meta, self.model
         return self.generator_, self.meta_
+
+    @classmethod
+    def conformance_cases(cls, workdir: Path) -> list[ConformanceCase]:
+        """A tiny model trained on 50 built-in digits (seconds), released on 12 of them."""
+        from privpix.data import load_dataset
+        from privpix.mechanisms.neural.ppsgan import fit_model_file
+
+        data = load_dataset("builtin-mnist").subset(np.arange(0, 5000, 100))
+        tiny = {"d": 8, "width": 4, "ae_epochs": 1, "epochs": 1, "batch_size": 16, "n_critic": 1}
+        path = fit_model_file(cls.name, data, workdir / f"{cls.name}.pt", fitted_on="50 built-in digits", **tiny)
+        return [ConformanceCase({"model": str(path)}, data.subset(np.arange(12)))]
 
     def fit(self, data: ImageSet | None = None) -> _TrainedGAN:
         """Load the trained model file (training is ``privpix train-ppsgan``)."""

@@ -471,6 +471,32 @@ def save_model(path: str | Path, gen, meta: dict) -> Path:
     return save_model_file(path, gen.state_dict(), full)
 
 
+def fit_model_file(kind: str, data, path: str | Path, *, fitted_on: str, seed: int = 0, **train: Any) -> Path:
+    """Train a ``kind`` model (ppsgan, ppapnet, acgan) on labelled ``data`` (an ImageSet) and write its model
+    file, description included: what ``privpix train-ppsgan`` does, callable from anywhere. ``train`` goes to
+    :func:`train_ppsgan` (epsilon, delta, d, width, epochs, ...)."""
+    import time
+
+    if data.labels is None:
+        raise ParameterError(f"{kind}: training needs labelled images")
+    t0 = time.perf_counter()
+    gen, hist = train_ppsgan(kind, data.as_float(), data.labels, seed=seed, **train)
+    hist.pop("autoencoder", None)  # tensors; the model file holds the trained weights
+    h, w, c = data.shape
+    meta = {
+        "shape": [c, h, w],
+        "d": train.get("d", 128),
+        "width": train.get("width", 128),
+        "epsilon": train.get("epsilon", 1.0),
+        "delta": train.get("delta", 0.0),
+        "recipe": train.get("recipe", "paper"),
+        "history": hist,
+        "fitted_on": fitted_on,
+        "train_seconds": round(time.perf_counter() - t0, 1),
+    }
+    return save_model(path, gen, meta)
+
+
 def load_model(path: str | Path):
     """(generator, meta) from :func:`save_model`; weights only (``weights_only=True``)."""
     from privpix.mechanisms.neural.modelfile import build_from_file, load_model_file

