@@ -23,8 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from privpix.cli_neural import celeba_64
-from privpix.data import load_dataset
+from privpix.data import celeba_64, load_dataset
 from privpix.evaluation.obfuscation import (
     AttributeData,
     decorrelation,

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from privpix.bench import BenchConfig, run_bench, verdict_text
-from privpix.cli import _load_pair
+from privpix.data import load_pair
 from privpix.mechanisms import mechanism_class
 from privpix.report.html import cell_means
 
@@ -147,7 +147,7 @@ def main() -> None:
         )
         for m in cfg.methods:
             mechanism_class(m)
-        train, test = _load_pair(ds, None, run["limit"], cfg.seed, None, False)
+        train, test = load_pair(ds, None, run["limit"], cfg.seed, None, False)
         out = OUT / f"bench_{ds}"
         t0 = time.perf_counter()
         res = run_bench(train, test, cfg, WORK / f"bench_{ds}", progress=lambda m, ds=ds: log(f"{ds}: {m}"))

@@ -214,7 +214,7 @@ def lra_extend(datasets: list[str], repeats: int, log) -> None:
     """Compute the LRA cells missing up to ``repeats`` (per dataset, resumable) into work/lra_rows_<ds>.jsonl.
     Cells are seeded by (method, ε, repeat) exactly as :func:`privpix.evaluation.evaluate` seeds them, so
     they extend the committed repeats; run one process per dataset on a 2-core machine."""
-    from privpix.evaluation.runner import _cell_seed, evaluate_cell
+    from privpix.evaluation.runner import cell_seed, evaluate_cell
 
     WORK.mkdir(exist_ok=True)
     committed = json.loads((OUT / "matrix_faces.json").read_text())["rows"]
@@ -228,9 +228,7 @@ def lra_extend(datasets: list[str], repeats: int, log) -> None:
                 if (eps, rep) in have:
                     continue
                 t0 = time.perf_counter()
-                row, _, _ = evaluate_cell(
-                    get_mechanism("lra", epsilon=eps), train, test, _cell_seed(0, "lra", eps, rep)
-                )
+                row, _, _ = evaluate_cell(get_mechanism("lra", epsilon=eps), train, test, cell_seed(0, "lra", eps, rep))
                 row = {"dataset": ds, "method": "lra", "repeat": rep, **row}
                 with part.open("a") as fh:
                     fh.write(json.dumps(row, default=float) + "\n")

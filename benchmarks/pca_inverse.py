@@ -162,7 +162,7 @@ def face_pictures(data: dict, test=None) -> None:
 
 def celeba(data: dict) -> None:
     """The issue's second face set: CelebA subset, attribute Male, 80×80 grey centre crops, split by identity."""
-    from privpix.cli_neural import celeba_64
+    from privpix.data import celeba_64
 
     def load(split):
         s = celeba_64(load_dataset(f"celeba:{split}")).resized(80, 80).grayscale()

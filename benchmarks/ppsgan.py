@@ -308,9 +308,9 @@ def tsne_picture(name: str, g, x, y) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from privpix.mechanisms.neural.ppsgan import _as_tensor
+    from privpix.mechanisms.neural.ppsgan import as_tensor
 
-    xs, ys = _as_tensor(x[:1000]), y[:1000]
+    xs, ys = as_tensor(x[:1000]), y[:1000]
     with torch.no_grad():
         z = g.encode(xs)
         zt = g.amplify(z, torch.Generator().manual_seed(0))

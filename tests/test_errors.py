@@ -251,7 +251,7 @@ def test_size_too_large_is_refused_before_allocating(run):
 
 
 def test_resize_that_cannot_fit_in_memory_is_refused(run, monkeypatch):
-    monkeypatch.setattr("privpix.cli._available_memory", lambda: 100 * 2**20)
+    monkeypatch.setattr("privpix.data.memory.available_memory", lambda: 100 * 2**20)
     args = ("--dataset", "builtin-mnist", "--method", "pixel-laplace", "--limit", 20, "--size", "512x512")
     _one_error_line(run("evaluate", *args), "--size 512x512", "GiB is available")
 

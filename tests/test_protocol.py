@@ -77,7 +77,16 @@ def test_batch_dependence_is_declared_not_guessed():
     assert not get_mechanism("ppsgan", model="x.pt").capabilities().needs_labels
 
 
-GENERIC = ["cli.py", "cli_release.py", "cli_bench.py", "bench.py", "evaluation/audit.py", "evaluation/runner.py"]
+GENERIC = [
+    "cli/app.py",
+    "cli/options.py",
+    "cli/evaluate.py",
+    "cli/release.py",
+    "cli/bench.py",
+    "bench.py",
+    "evaluation/audit.py",
+    "evaluation/runner.py",
+]
 
 
 @pytest.mark.parametrize("module", GENERIC)

@@ -34,7 +34,7 @@ from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError, PrivpixError
 from privpix.evaluation import attacks
 from privpix.evaluation.audit import audit
-from privpix.evaluation.runner import _cell_seed, evaluate_cell
+from privpix.evaluation.runner import cell_seed, evaluate_cell
 from privpix.mechanisms.base import mechanism_class, ready_mechanism
 
 AUDIT_MAX_SIDE = 32
@@ -192,7 +192,7 @@ def run_bench(
                 if (method, _eps_key(eps), rep) in done:
                     continue
                 t0 = time.perf_counter()
-                seed = _cell_seed(config.seed, method, eps, rep)
+                seed = cell_seed(config.seed, method, eps, rep)
                 row, rel_train, rel_test = evaluate_cell(mech, train, test, seed)
                 row = {"dataset": config.dataset, "method": method, "repeat": rep, **row, "attribute": attribute}
                 row.update(_attack_row(mech, train, test, rel_train, rel_test, attribute, config.cnn_epochs, seed))

@@ -6,6 +6,7 @@ from privpix.data.loaders import (
     DATASETS,
     ENV_VAR,
     DatasetInfo,
+    celeba_64,
     iter_folder,
     list_image_files,
     load_dataset,
@@ -13,6 +14,7 @@ from privpix.data.loaders import (
     parse_dataset_spec,
     resolve_data_dir,
 )
+from privpix.data.pairs import load_pair
 
 __all__ = [
     "DATASETS",
@@ -21,10 +23,12 @@ __all__ = [
     "DatasetInfo",
     "ImageSet",
     "RecordSet",
+    "celeba_64",
     "iter_folder",
     "list_image_files",
     "load_dataset",
     "load_folder",
+    "load_pair",
     "parse_dataset_spec",
     "read_image",
     "resolve_data_dir",

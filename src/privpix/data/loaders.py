@@ -208,6 +208,14 @@ def load_celeba(root: Path, split: str | None = None, size: tuple[int, int] | No
     )
 
 
+def celeba_64(data: ImageSet) -> ImageSet:
+    """Paper 003's CelebA input: centre square crop of the aligned 218×178 image, resized to 64×64."""
+    h, w = data.shape[:2]
+    side = min(h, w)
+    top, left = (h - side) // 2, (w - side) // 2
+    return data.with_images(data.images[:, top : top + side, left : left + side]).resized(64, 64)
+
+
 def load_lfw_gender(root: Path, split: str | None = None, size: tuple[int, int] | None = None) -> ImageSet:
     """LFW gender sample: RGB 250x250 (or ``size``), labels 0 = male, 1 = female, subjects = person."""
     base = root / "lfw_gender_genderrecog"

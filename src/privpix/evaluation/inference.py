@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from privpix.errors import ParameterError, require_torch
+from privpix.mechanisms.neural.obfuscator import as_tensor, image_classifier, image_encoder, init_weights
 
 KINDS = ("image", "tabular")
 
@@ -30,8 +31,6 @@ def build_inferrer(kind: str, n_features: int = 102, n_classes: int = 2):
     torch = _torch()
     nn = torch.nn
     if kind == "image":
-        from privpix.mechanisms.neural.obfuscator import image_classifier, image_encoder, init_weights
-
         net = nn.Sequential(image_encoder(), image_classifier(n_classes))
         init_weights(net)
         return net
@@ -43,21 +42,6 @@ def build_inferrer(kind: str, n_features: int = 102, n_classes: int = 2):
             nn.Linear(128, n_classes), nn.LogSoftmax(dim=1),
         )  # fmt: skip
     raise ParameterError(f"kind must be one of {KINDS}, got {kind!r}")
-
-
-def as_tensor(x: np.ndarray, kind: str):
-    """(n, 64, 64, 3) images in [0, 1] or (n, features) records → a float32 torch tensor in the network's layout."""
-    torch = _torch()
-    x = np.asarray(x, dtype=np.float32)
-    if kind == "image":
-        if x.ndim != 4 or x.shape[1:] != (64, 64, 3):
-            raise ParameterError(f"image networks take (n, 64, 64, 3) RGB images in [0, 1], got {x.shape}")
-        x = np.moveaxis(x, 3, 1)
-    elif x.ndim != 2:
-        raise ParameterError(f"tabular networks take (n, features) records, got {x.shape}")
-    if not np.all(np.isfinite(x)):
-        raise ParameterError("inputs contain NaN or infinite values")
-    return torch.from_numpy(np.ascontiguousarray(x))
 
 
 class NeuralInferrer:

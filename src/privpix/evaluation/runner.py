@@ -47,7 +47,7 @@ def evaluate(
         for eps in eps_list:
             mech = ready_mechanism(method, eps, params=params.get(method, {}), private=train)
             for rep in range(repeats):
-                row, _, _ = evaluate_cell(mech, train, test, _cell_seed(seed, method, eps, rep), src_entropy)
+                row, _, _ = evaluate_cell(mech, train, test, cell_seed(seed, method, eps, rep), src_entropy)
                 row = {"dataset": dataset or train.source, "method": method, "repeat": rep, **row}
                 rows.append(row)
                 if progress is not None:
@@ -90,7 +90,9 @@ def evaluate_cell(
     return row, rel_train, rel_test
 
 
-def _cell_seed(seed: int, method: str, eps: float | None, rep: int) -> int:
+def cell_seed(seed: int, method: str, eps: float | None, rep: int) -> int:
+    """The seed of one (method, ε, repeat) cell of a run seeded with ``seed``: a cell's result does not depend
+    on which other cells run, or in what order."""
     import zlib
 
     tag = f"{seed}|{method}|{eps!r}|{rep}".encode()

@@ -12,7 +12,7 @@ import numpy as np
 
 from privpix.errors import require_torch
 from privpix.mechanisms.base import Param
-from privpix.mechanisms.ldp.encoders import Encoder, register_encoder
+from privpix.mechanisms.ldp.encoder_base import Encoder, register_encoder
 
 
 def _torch():

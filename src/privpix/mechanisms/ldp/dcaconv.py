@@ -15,7 +15,7 @@ from scipy.linalg import eigh, null_space
 
 from privpix.errors import ParameterError
 from privpix.mechanisms.base import Param
-from privpix.mechanisms.ldp.encoders import Encoder, register_encoder
+from privpix.mechanisms.ldp.encoder_base import Encoder, as_gray, register_encoder
 from privpix.mechanisms.ldp.rr import value_dtype
 
 
@@ -134,8 +134,6 @@ class DCAConvEncoder(Encoder):
         return out.reshape(n, c * len(filters), *out.shape[2:])
 
     def first_layer_responses(self, images) -> np.ndarray | None:
-        from privpix.mechanisms.ldp.encoders import as_gray
-
         if not getattr(self, "filters", None):
             return None
         return convolve(as_gray(images), self.filters[0], self.config["stride"]).reshape(len(images), -1)

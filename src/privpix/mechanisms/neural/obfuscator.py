@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 
 from privpix.errors import ParameterError, require_torch
-from privpix.evaluation.inference import as_tensor
 from privpix.noise import torch_seed
 
 FORMAT = "privpix-ae-obfuscator/1"
@@ -38,6 +37,21 @@ KINDS = ("image", "tabular")
 
 def _torch():
     return require_torch("the autoencoder obfuscator")
+
+
+def as_tensor(x: np.ndarray, kind: str):
+    """(n, 64, 64, 3) images in [0, 1] or (n, features) records → a float32 torch tensor in the network's layout."""
+    torch = _torch()
+    x = np.asarray(x, dtype=np.float32)
+    if kind == "image":
+        if x.ndim != 4 or x.shape[1:] != (64, 64, 3):
+            raise ParameterError(f"image networks take (n, 64, 64, 3) RGB images in [0, 1], got {x.shape}")
+        x = np.moveaxis(x, 3, 1)
+    elif x.ndim != 2:
+        raise ParameterError(f"tabular networks take (n, features) records, got {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ParameterError("inputs contain NaN or infinite values")
+    return torch.from_numpy(np.ascontiguousarray(x))
 
 
 def _lrelu():

@@ -167,7 +167,8 @@ def sigma_star(s_e: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
     return s_e * (math.sqrt(2 * math.log(1.25 / delta)) if delta > 0 else 1.0) / epsilon
 
 
-def _as_tensor(x: np.ndarray):
+def as_tensor(x: np.ndarray):
+    """(n, h, w, c) images in [0, 1] → a float32 torch tensor (n, c, h, w), the layout the networks take."""
     torch = _torch()
     x = np.asarray(x, dtype=np.float32)
     if x.ndim != 4:
@@ -240,7 +241,7 @@ def train_ppsgan(
     if resensitize_every < 1:
         raise ParameterError(f"resensitize_every must be >= 1, got {resensitize_every}")
     authors = recipe == "authors"
-    x = _as_tensor(images)
+    x = as_tensor(images)
     y_np = np.asarray(labels)
     if y_np.shape != (len(x),):
         raise ParameterError(f"labels must have shape ({len(x)},), got {y_np.shape}")
@@ -356,7 +357,7 @@ class TrunkClassifier:
 
     def fit(self, images: np.ndarray, labels: np.ndarray) -> TrunkClassifier:
         torch = _torch()
-        x = _as_tensor(images)
+        x = as_tensor(images)
         self.classes_, yi = np.unique(np.asarray(labels), return_inverse=True)
         y = torch.from_numpy(yi.astype(np.int64))
         torch.manual_seed(self.seed)
@@ -384,7 +385,7 @@ class TrunkClassifier:
 
     def features(self, images: np.ndarray) -> np.ndarray:
         torch = _torch()
-        x = _as_tensor(images)
+        x = as_tensor(images)
         with torch.no_grad():
             return torch.cat([self.trunk_(x[i : i + 1000]) for i in range(0, len(x), 1000)]).numpy()
 
@@ -417,7 +418,7 @@ def anonymize(gen, images: np.ndarray, labels: np.ndarray | None = None, *, seed
             for i in range(0, len(lab), 512):
                 out.append(gen.sample(lab[i : i + 512], g).numpy())
         else:
-            x = _as_tensor(images)
+            x = as_tensor(images)
             for i in range(0, len(x), 512):
                 out.append(gen(x[i : i + 512], g).numpy())
     return np.moveaxis(np.concatenate(out), 1, 3)
@@ -440,7 +441,7 @@ def latent_noise_budget(gen, images: np.ndarray, *, seed: int = 0) -> dict[str, 
     if gen.kind == "acgan":
         raise ParameterError("ACGAN has no encoder: its latent is pure noise")
     gen.eval()
-    x = _as_tensor(images)
+    x = as_tensor(images)
     g = torch.Generator().manual_seed(int(seed))
     sig, noi = [], []
     with torch.no_grad():

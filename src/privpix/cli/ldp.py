@@ -14,7 +14,8 @@ from pathlib import Path
 
 import click
 
-from privpix.cli import _check_output_path, _check_resize_fits, _params, _plain, _size, _writing, err_console, main
+from privpix.cli.app import err_console, main
+from privpix.cli.options import _check_output_path, _params, _plain, _size, _writing
 
 
 def _images(dataset, input_dir, data_dir, size, limit, seed, what="images"):
@@ -22,6 +23,7 @@ def _images(dataset, input_dir, data_dir, size, limit, seed, what="images"):
     import numpy as np
 
     from privpix.data import ImageSet, load_dataset, load_folder
+    from privpix.data.memory import check_resize_fits
     from privpix.errors import ParameterError
 
     if (dataset is None) == (input_dir is None):
@@ -39,19 +41,21 @@ def _images(dataset, input_dir, data_dir, size, limit, seed, what="images"):
             data = data.subset(np.sort(np.random.default_rng(seed).choice(len(data), limit, replace=False)))
             source = f"{source} (seeded subset of {limit})"
     if size is not None:
-        _check_resize_fits(len(data), size, data.shape[2])
+        check_resize_fits(len(data), size, data.shape[2])
         data = data.resized(*size)
     return data.grayscale(), source
 
 
 def _fit_to_encoder(data, encoder, quiet):
+    from privpix.data.memory import check_resize_fits
+
     if tuple(data.shape[:2]) != tuple(encoder.image_shape):
         h, w = encoder.image_shape
         if not quiet:
             err_console.print(
                 f"[yellow]note:[/yellow] resizing {data.shape[0]}x{data.shape[1]} images to the encoder's {h}x{w}"
             )
-        _check_resize_fits(len(data), (h, w), data.shape[2], "the encoder's image size")
+        check_resize_fits(len(data), (h, w), data.shape[2], "the encoder's image size")
         data = data.resized(h, w)
     return data
 

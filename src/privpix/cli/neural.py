@@ -1,4 +1,5 @@
-"""``privpix train-obfuscator``: fit paper 003's autoencoder obfuscator and save the one file providers load."""
+"""``privpix train-obfuscator`` (paper 003's autoencoder obfuscator) and ``privpix train-ppsgan`` (paper 004's
+PPSGAN, PPAPNet, ACGAN): train a model and save the one file that providers and `privpix release` load."""
 
 from __future__ import annotations
 
@@ -9,19 +10,12 @@ from pathlib import Path
 import click
 import numpy as np
 
-from privpix.cli import _check_output_path, _plain, _writing, main
+from privpix.cli.app import main
+from privpix.cli.options import _check_output_path, _floats, _plain, _writing
 
 # Out-of-range numbers are usage errors naming the option, before any data is loaded; a learning rate or a
 # noise knob of 0 trains nothing useful, so both must be strictly positive (and finite: FloatRange checks).
 _POSITIVE = click.FloatRange(min=0, min_open=True, max=1e300)
-
-
-def celeba_64(data):
-    """The paper's CelebA input: centre square crop of the aligned 218×178 image, resized to 64×64."""
-    h, w = data.shape[:2]
-    side = min(h, w)
-    top, left = (h - side) // 2, (w - side) // 2
-    return data.with_images(data.images[:, top : top + side, left : left + side]).resized(64, 64)
 
 
 def _training_options(fn):
@@ -82,7 +76,7 @@ def train_obfuscator(
     quiet,
 ):
     """Train the obfuscator (Algorithm 1) for one utility feature; privacy is then measured, not proven."""
-    from privpix.data import ImageSet, load_dataset
+    from privpix.data import ImageSet, celeba_64, load_dataset
     from privpix.errors import ParameterError
     from privpix.mechanisms.neural.obfuscator import save_obfuscator
     from privpix.mechanisms.neural.obfuscator import train_obfuscator as fit
@@ -156,8 +150,6 @@ def train_obfuscator(
         "train_seconds": round(time.perf_counter() - t0, 1),
     }
     if measure:
-        from privpix.cli import _floats
-
         k = measure_k if measure_k is not None else (3000.0 if kind == "image" else 50.0)
         meta["measured"] = _measure(net, x, y, priv, tr, val, _floats(measure, "--measure"), k, quiet)
     with _writing(out, "--output"):

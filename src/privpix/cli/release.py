@@ -13,7 +13,8 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from privpix.cli import _params, _size, console, err_console, main
+from privpix.cli.app import console, err_console, main
+from privpix.cli.options import _params, _size
 from privpix.data.files import DEFAULT_MAX_PIXELS
 
 # Values (pixels × 3 channels) decoded at once from an input folder: about 128 MB as float32.

@@ -1,0 +1,230 @@
+"""``privpix datasets``, ``privpix mechanisms`` and ``privpix evaluate``: what privpix knows, and utility and
+quality of releases on a dataset's train/test split."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from privpix.cli.app import console, err_console, main
+from privpix.cli.options import (
+    _check_methods,
+    _check_output_path,
+    _floats,
+    _method_params,
+    _params,
+    _progress,
+    _size,
+    _split_methods,
+    _writing,
+)
+from privpix.errors import PrivpixError
+
+
+@main.command()
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where the datasets live (default: $PRIVPIX_DATA or ../shared/datasets).",
+)
+def datasets(data_dir: str | None) -> None:
+    """List the datasets privpix knows, where they were found, and their sizes."""
+    from privpix.data.loaders import DATASETS, resolve_data_dir
+
+    try:
+        root: Path | None = resolve_data_dir(data_dir)
+    except PrivpixError as exc:
+        if data_dir is not None:
+            raise
+        root = None
+        err_console.print(f"[yellow]note:[/yellow] {escape(str(exc))}", highlight=False)
+    table = Table(title=escape(f"datasets (data directory: {root or 'not found'})"))
+    for col in ("name", "found", "where", "size on disk", "description", "splits", "terms"):
+        table.add_column(col)
+    for info in DATASETS.values():
+        if info.folder is None:
+            found, where, size = "yes", "inside an installed package", "—"
+        else:
+            p = root / info.folder if root else None
+            ok = p is not None and p.is_dir()
+            found = "yes" if ok else "no"
+            where = escape(str(p)) if p else "—"
+            size = f"{sum(f.stat().st_size for f in p.rglob('*') if f.is_file()) / 1e6:.1f} MB" if ok else "—"
+        table.add_row(info.name, found, where, size, info.description, ",".join(info.splits), info.terms)
+    console.print(table)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def mechanisms(as_json: bool) -> None:
+    """List every mechanism with its guarantee model and parameters."""
+    from privpix.mechanisms import MECHANISMS
+
+    items = []
+    for name in sorted(MECHANISMS):
+        cls = MECHANISMS[name]
+        items.append(
+            {
+                "name": name,
+                "model": cls.guarantee_model,
+                "soundness": cls.soundness,
+                "uses_epsilon": cls.uses_epsilon,
+                "paper": cls.paper,
+                "summary": cls.summary,
+                "parameters": [
+                    {
+                        "name": p.name,
+                        "type": p.kind.__name__,
+                        "default": p.default,
+                        "help": p.help,
+                        **({"choices": list(p.choices)} if p.choices else {}),
+                    }
+                    for p in cls.params
+                ],
+            }
+        )
+    if as_json:
+        click.echo(json.dumps(items, indent=2))
+        return
+    table = Table(title="mechanisms")
+    for col in ("name", "guarantee model", "what holds", "ε", "paper", "parameters (default)", "summary"):
+        table.add_column(col)
+    for it in items:
+        params = "\n".join(f"{p['name']}={p['default']}" for p in it["parameters"])
+        table.add_row(
+            it["name"],
+            it["model"],
+            it["soundness"],
+            "yes" if it["uses_epsilon"] else "no",
+            it["paper"],
+            params,
+            it["summary"],
+        )
+    console.print(table)
+
+
+@main.command()
+@click.option("--dataset", required=True, help="Dataset NAME with train/test splits (e.g. orl, mnist).")
+@click.option(
+    "--method",
+    "methods",
+    required=True,
+    multiple=True,
+    help="Mechanism(s): comma-separated and/or repeated; name[key=value,...] pins parameters.",
+)
+@click.option("--epsilon", "epsilons", default="0.1,1,10", show_default=True, help="Comma-separated ε values.")
+@click.option("--repeats", type=int, default=1, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--param", "params", multiple=True, help="key=value for every method that has the parameter.")
+@click.option("--limit", type=int, default=None, help="Use at most this many train and test images (seeded).")
+@click.option("--size", default=None, help="Resize to HEIGHTxWIDTH first.")
+@click.option("--grayscale", is_flag=True, help="Convert colour images to grey first.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write rows as JSON.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Write HTML report.")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None)
+@click.option("--quiet", "-q", is_flag=True)
+def evaluate(
+    dataset, methods, epsilons, repeats, seed, params, limit, size, grayscale, json_path, report_path, data_dir, quiet
+) -> None:
+    """Utility (PCA + SVM) and quality of each (method, ε, repeat) on a dataset's train/test split."""
+    from privpix.data import load_pair
+    from privpix.data.pairs import pair_name
+    from privpix.errors import ParameterError
+
+    if repeats < 1:
+        raise ParameterError(f"--repeats must be >= 1, got {repeats}")
+    method_list = [m for spec in methods for m in _split_methods(spec)]
+    eps_list = _floats(epsilons, "epsilon")
+    common = _params(params)
+    _check_methods(method_list, common, "--method")
+    for opt, path in (("--json", json_path), ("--report", report_path)):
+        if path:
+            _check_output_path(path, opt)  # before the evaluation, not after it
+    name = pair_name(dataset)
+    train, test = load_pair(name, data_dir, limit, seed, _size(size), grayscale)
+    rows = _run_evaluation(train, test, method_list, eps_list, repeats, seed, common, name, quiet)
+    _print_summary(rows, quiet)
+    if json_path:
+        from privpix.accounting import write_text_atomic
+
+        with _writing(json_path, "--json"):
+            write_text_atomic(Path(json_path), json.dumps(rows, indent=2, default=float))
+        if not quiet:
+            console.print(f"wrote {escape(json_path)}", highlight=False)
+    if report_path:
+        with _writing(report_path, "--report"):
+            _write_report(report_path, rows, test, method_list, eps_list, seed, name, common)
+        if not quiet:
+            console.print(f"wrote {escape(report_path)}", highlight=False)
+
+
+def _run_evaluation(train, test, methods, epsilons, repeats, seed, common, dataset, quiet):
+    from privpix.evaluation import evaluate as run
+    from privpix.mechanisms import mechanism_class
+
+    per_method = {m: _method_params(m, common) for m in methods}
+    cells = sum(repeats * (len(epsilons) if mechanism_class(m).uses_epsilon else 1) for m in methods)
+    bar, step = _progress(cells, "evaluate", "cell", quiet)
+
+    rows = run(
+        train, test, methods, epsilons, repeats=repeats, seed=seed, params=per_method, dataset=dataset, progress=step
+    )
+    bar.close()
+    return rows
+
+
+def _print_summary(rows, quiet):
+    if quiet:
+        return
+    from privpix.report.html import summary_rows
+
+    table = Table(title="evaluation (mean over repeats)")
+    for col in ("method", "ε", "accuracy", "F1", "acc. release-all", "PSNR", "SSIM", "entropy", "guarantee"):
+        table.add_column(col)
+    for s in summary_rows(rows):
+        table.add_row(
+            escape(s["method"]),  # name[key=value] labels are not markup
+            "—" if s["epsilon"] is None else f"{s['epsilon']:g}",
+            f"{s['accuracy']:.3f}",
+            f"{s['f1']:.3f}",
+            f"{s['accuracy_release_all']:.3f}",
+            f"{s['psnr']:.1f}",
+            f"{s['ssim']:.3f}",
+            f"{s['entropy']:.2f}",
+            escape(s["guarantee_compact"]),
+        )
+    console.print(table)
+
+
+def _write_report(path, rows, test, methods, epsilons, seed, dataset, common, notes=()):
+    import numpy as np
+
+    from privpix.data.loaders import credit
+    from privpix.mechanisms import mechanism_class, ready_mechanism
+    from privpix.noise import make_rng
+    from privpix.report import sample_grid_png, write_report
+
+    k = min(8, len(test))
+    idx = np.linspace(0, len(test) - 1, k).astype(int)
+    sample = test.subset(idx)
+    grids = []
+    for eps in sorted(set(epsilons)) or [None]:
+        released = {}
+        for m in methods:
+            uses_eps = mechanism_class(m).uses_epsilon
+            mech = ready_mechanism(m, eps if uses_eps else None, params=_method_params(m, common), private=test)
+            released[m] = mech.release(sample, make_rng(seed)).images.as_float()
+        png = sample_grid_png(sample.as_float(), released)
+        grids.append(
+            (
+                f"Test images of {dataset} and their releases at ε={eps} (methods without ε: their "
+                "fixed setting)." + credit(dataset),
+                png,
+            )
+        )
+    write_report(path, rows, f"privpix evaluation: {dataset}", dataset, grids, notes)

@@ -1,0 +1,178 @@
+"""What the command modules share: parsing of option values (``--epsilon``, ``--param``, ``--size``,
+``--method``), checks of output paths made before any work, the progress bar, and literal printing."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from rich.markup import escape
+
+from privpix.cli.app import console
+
+
+def _plain(text: str) -> None:
+    """Print text that holds user input (paths, name[key=value] labels) literally, not as rich markup."""
+    console.print(escape(text), highlight=False)
+
+
+def _floats(text: str | None, name: str) -> list[float]:
+    """Comma-separated numbers > 0 for option ``name`` (``epsilon`` or ``--epsilon``); None → []."""
+    from privpix.errors import ParameterError, check_positive
+
+    if text is None:
+        return []
+    opt = name if name.startswith("-") else f"--{name}"
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            float(part)
+        except ValueError:
+            raise ParameterError(f"{opt}: {part!r} is not a number") from None
+        out.append(check_positive(opt, part))  # the text, so the message quotes what was typed
+    if not out:
+        # An empty list would run nothing and still report success.
+        raise ParameterError(f"{opt} {text!r}: no values given; expected comma-separated numbers, e.g. 0.1,1,10")
+    return out
+
+
+def _params(items: Sequence[str]) -> dict[str, str]:
+    from privpix.errors import ParameterError
+
+    out: dict[str, str] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not eq or not key:
+            raise ParameterError(f"--param {item!r}: expected key=value")
+        if key in ("epsilon", "delta"):
+            raise ParameterError(f"--param {key}: give {key} with --{key}, not as a method parameter")
+        # A repeat that disagrees would silently drop one value; the same value twice is harmless.
+        if key in out and out[key] != value:
+            raise ParameterError(f"--param {key}: given twice ({key}={out[key]} and {key}={value}); give it once")
+        out[key] = value
+    return out
+
+
+# Beyond this one image no longer fits comfortably in memory (8192x8192 float32 RGB is 768 MiB); a bigger
+# --size is a typo, and refusing it up front beats an allocation failure or the OOM killer half-way.
+MAX_PIXELS = 8192 * 8192
+
+
+def _size(text: str | None, name: str = "--size") -> tuple[int, int] | None:
+    """HEIGHTxWIDTH for option ``name``; None when not given."""
+    from privpix.errors import ParameterError
+
+    if not text:
+        return None
+    try:
+        h, w = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise ParameterError(f"{name} {text!r}: expected HEIGHTxWIDTH, e.g. 64x64") from None
+    if h < 1 or w < 1:
+        raise ParameterError(f"{name} {text!r}: both sides must be >= 1")
+    if h * w > MAX_PIXELS:
+        raise ParameterError(f"{name} {text!r}: at most {MAX_PIXELS} pixels per image (e.g. 8192x8192)")
+    return h, w
+
+
+def _split_methods(spec: str) -> list[str]:
+    """Split on commas outside brackets: 'a,b[x=1,y=2]' → ['a', 'b[x=1,y=2]']."""
+    out, depth, cur = [], 0, ""
+    for ch in spec:
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def _check_methods(methods: Sequence[str], common: dict[str, str], option: str) -> None:
+    """Every method known and its ``--param`` values consistent with what it pins, before any data is loaded."""
+    from privpix.errors import ParameterError
+    from privpix.mechanisms.base import method_params
+
+    if not methods:
+        raise ParameterError(f"{option}: no method given")
+    for m in methods:
+        if not m:
+            raise ParameterError(f"{option}: an empty method name in the list (a stray comma?)")
+        method_params(m, _method_params(m, common))
+
+
+def _method_params(method: str, common: dict[str, str]) -> dict[str, str]:
+    """The ``--param`` values that ``method`` has a parameter for (others belong to other methods)."""
+    from privpix.mechanisms import mechanism_class
+
+    known = {p.name for p in mechanism_class(method).params}
+    return {k: v for k, v in common.items() if k in known}
+
+
+# Longest file name (bytes) on Linux file systems, and what an atomic write adds for its temporary file
+# (".NAME.XXXXXXXX.tmp"): a name that fits but whose temporary file does not would fail only at the end.
+NAME_MAX = 255
+ATOMIC_SUFFIX = 14
+
+
+def _check_output_path(path: str | os.PathLike, option: str, *, folder: bool = False) -> None:
+    """Refuse an output that cannot be written before any work is done: a name too long for the file system,
+    a parent that is a file, or a folder that cannot be written in (permissions, read-only file system).
+
+    ``folder``: ``path`` is a folder the command creates and fills; else a file written atomically beside."""
+    from privpix.errors import ParameterError
+
+    p = Path(path)
+    for part in p.parts:
+        size = len(os.fsencode(part))
+        if size > NAME_MAX:
+            raise ParameterError(f"{option} {p}: the name {part[:24]}… is {size} bytes; at most {NAME_MAX} fit")
+    if not folder and len(os.fsencode(p.name)) > NAME_MAX - ATOMIC_SUFFIX:
+        raise ParameterError(
+            f"{option} {p}: the file name is {len(os.fsencode(p.name))} bytes; at most {NAME_MAX - ATOMIC_SUFFIX} "
+            f"fit (it is written through a temporary file {ATOMIC_SUFFIX} bytes longer)"
+        )
+    if folder and p.exists() and not p.is_dir():
+        raise ParameterError(f"{option} {p}: exists and is not a folder")
+    base = p if folder else p.parent
+    while not base.exists():  # the nearest folder that exists is where the first write happens
+        base = base.parent
+    if not base.is_dir():
+        raise ParameterError(f"{option} {p}: {base} is a file, not a folder")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise ParameterError(f"{option} {p}: cannot write in {base} (permission denied or read-only file system)")
+
+
+@contextlib.contextmanager
+def _writing(path: str | os.PathLike, option: str) -> Iterator[None]:
+    """Name ``option PATH`` in an OS error that names no file: a full disk or quota fails in write(), whose
+    error carries no file name, so the one-line message would not say what could not be written."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno in (None, errno.EPIPE):
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), f"{option} {path}") from exc
+
+
+def _progress(total: int, desc: str, unit: str, quiet: bool):
+    """A tqdm bar and the ``progress(msg)`` callback the evaluation code calls once per finished step."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, disable=quiet, desc=desc, unit=unit)
+
+    def step(msg: str) -> None:
+        bar.set_postfix_str(msg[-60:])
+        bar.update(1)
+
+    return bar, step

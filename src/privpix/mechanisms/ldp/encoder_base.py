@@ -1,0 +1,190 @@
+"""The encoder base class and registry: what every encoder module imports.
+
+Concrete encoders (:mod:`~privpix.mechanisms.ldp.encoders` for pixel and HOG-BoVW,
+:mod:`~privpix.mechanisms.ldp.dcaconv`, :mod:`~privpix.mechanisms.ldp.bnn`) subclass :class:`Encoder` here and
+register with :func:`register_encoder`; :func:`~privpix.mechanisms.ldp.encoders.make_encoder` and
+:func:`~privpix.mechanisms.ldp.encoders.load_encoder` look them up, so the registry imports the concrete
+encoders and they import only this module.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from privpix.accounting import write_bytes_atomic
+from privpix.data.imageset import ImageSet
+from privpix.errors import ParameterError
+from privpix.mechanisms.base import Param
+from privpix.mechanisms.ldp.rr import value_dtype
+
+FORMAT = "privpix-ldp-encoder/1"
+
+
+def as_gray(images: ImageSet | np.ndarray, name: str = "images") -> np.ndarray:
+    """Images as float32 (n, h, w) in [0, 1]. Accepts an ImageSet, or an array (n, h, w) / (n, h, w, 1)
+    that is uint8 (0–255) or float in [0, 1]."""
+    if isinstance(images, ImageSet):
+        x = images.grayscale().as_float()[..., 0]
+    else:
+        x = np.asarray(images)
+        if x.ndim == 4 and x.shape[-1] == 1:
+            x = x[..., 0]
+        if x.ndim != 3:
+            raise ParameterError(f"{name} must have shape (n, h, w) or (n, h, w, 1), got {x.shape}")
+        if x.dtype == np.uint8:
+            x = x.astype(np.float32) / 255.0
+        else:
+            x = x.astype(np.float32)
+            if x.size and (not np.all(np.isfinite(x)) or x.min() < 0 or x.max() > 1):
+                raise ParameterError(f"{name}: float images must be finite and in [0, 1]")
+    if len(x) == 0:
+        raise ParameterError(f"{name} is empty")
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+class Encoder:
+    """Base class. Subclasses set ``name``, ``summary``, ``params``, ``needs_labels`` and implement
+    ``_fit`` (set ``self.d`` and learn state), ``_encode`` and ``_state`` / ``_load_state``.
+
+    Attributes after fitting: ``d`` (domain size), ``image_shape`` (h, w the encoder expects),
+    ``n_features`` (m), ``fitted_on`` (a description of the fitting data), ``fit_seconds``.
+    """
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    needs_labels: ClassVar[bool] = False
+    params: ClassVar[tuple[Param, ...]] = ()
+
+    def __init__(self, **params: Any) -> None:
+        known = {p.name: p for p in self.params}
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            raise ParameterError(
+                f"encoder {self.name}: unknown parameter(s) {', '.join(unknown)}; known: {', '.join(known) or 'none'}"
+            )
+        self.config: dict[str, Any] = {k: p.validate(params.get(k, p.default)) for k, p in known.items()}
+        self.d: int | None = None
+        self.image_shape: tuple[int, int] | None = None
+        self.n_features: int | None = None
+        self.fitted_on: str = ""
+        self.fit_seconds: float = 0.0
+
+    def __repr__(self) -> str:
+        cfg = ", ".join(f"{k}={v!r}" for k, v in self.config.items())
+        return f"{type(self).__name__}({cfg})"
+
+    @property
+    def fitted(self) -> bool:
+        return self.d is not None
+
+    def fit(
+        self,
+        images: ImageSet | np.ndarray,
+        labels: np.ndarray | None = None,
+        *,
+        source: str = "unnamed images",
+        seed: int = 0,
+        progress: bool = False,
+    ) -> Encoder:
+        """Learn the encoder from ``images`` (and ``labels`` for supervised encoders).
+
+        ``source`` records which data was used: it is copied into every report's guarantee, since the
+        fitted encoder is a function of that data and is not protected by the owners' perturbation.
+        """
+        x = as_gray(images)
+        if labels is None and isinstance(images, ImageSet):
+            labels = images.labels
+        if self.needs_labels:
+            if labels is None:
+                raise ParameterError(f"encoder {self.name} is supervised: it needs labelled images to fit")
+            labels = np.asarray(labels)
+            if labels.shape != (len(x),):
+                raise ParameterError(f"labels must have shape ({len(x)},), got {labels.shape}")
+            if len(np.unique(labels)) < 2:
+                raise ParameterError(f"encoder {self.name}: needs at least two classes to fit")
+        t0 = time.perf_counter()
+        self.image_shape = (int(x.shape[1]), int(x.shape[2]))
+        self._fit(x, labels, seed=seed, progress=progress)
+        self.fitted_on = f"{source} ({len(x)} images{', labelled' if self.needs_labels else ''})"
+        self.fit_seconds = time.perf_counter() - t0
+        self.n_features = int(self._encode(x[:1]).shape[1])
+        return self
+
+    def encode(self, images: ImageSet | np.ndarray, batch_size: int = 2000) -> np.ndarray:
+        """Integer features (n, m) in ``[0, d)``, in the smallest unsigned dtype that holds them."""
+        if not self.fitted:
+            raise ParameterError(f"encoder {self.name} is not fitted: call fit() or load a fitted encoder file")
+        x = as_gray(images)
+        if tuple(x.shape[1:]) != self.image_shape:
+            raise ParameterError(
+                f"images are {x.shape[1]}x{x.shape[2]} but encoder {self.name} was fitted on "
+                f"{self.image_shape[0]}x{self.image_shape[1]}: resize them (e.g. --size) first"
+            )
+        out = np.empty((len(x), self.n_features), dtype=value_dtype(self.d))
+        for i in range(0, len(x), batch_size):
+            out[i : i + batch_size] = self._encode(x[i : i + batch_size])
+        return out
+
+    def fit_encode(self, images: ImageSet | np.ndarray, labels: np.ndarray | None = None, **kw: Any) -> np.ndarray:
+        return self.fit(images, labels, **kw).encode(images)
+
+    # ---------------------------------------------------------------- persistence
+
+    @property
+    def uses_fitting_data(self) -> bool:
+        """Whether the fitted encoder depends on the images it was fitted on (and so can leak them)."""
+        return True
+
+    def first_layer_responses(self, images: ImageSet | np.ndarray) -> np.ndarray | None:
+        """(n, features) responses of the encoder's first learnt layer, for attacks on what it was fitted on;
+        ``None`` when the encoder has no learnt filters."""
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "encoder": self.name,
+            "config": self.config,
+            "d": self.d,
+            "image_shape": list(self.image_shape) if self.image_shape else None,
+            "n_features": self.n_features,
+            "fitted_on": self.fitted_on,
+            "fit_seconds": round(self.fit_seconds, 3),
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write the fitted encoder to one ``.npz`` file (atomically; no pickle)."""
+        if not self.fitted:
+            raise ParameterError(f"encoder {self.name} is not fitted; nothing to save")
+        path = Path(path)
+        buf = io.BytesIO()
+        arrays = {f"state_{k}": v for k, v in self._state().items()}
+        np.savez_compressed(buf, meta=np.array(json.dumps(self.describe())), **arrays)
+        write_bytes_atomic(path, buf.getvalue())
+        return path
+
+    def _state(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def _load_state(self, state: dict[str, np.ndarray]) -> None:
+        pass
+
+    def _fit(self, x: np.ndarray, labels: np.ndarray | None, *, seed: int, progress: bool) -> None:
+        raise NotImplementedError
+
+    def _encode(self, x: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+
+ENCODERS: dict[str, type[Encoder]] = {}
+
+
+def register_encoder(cls: type[Encoder]) -> type[Encoder]:
+    ENCODERS[cls.name] = cls
+    return cls

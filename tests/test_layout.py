@@ -1,0 +1,78 @@
+"""The package's shape: no import circles in src/privpix, benchmarks on the public API only, the CLI a package."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+PACKAGE = ROOT / "src" / "privpix"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in PACKAGE.rglob("*.py"):
+        parts = p.relative_to(PACKAGE.parent).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    return out
+
+
+def _imports(mods: dict[str, Path], name: str) -> set[str]:
+    """Modules of the package that ``name`` imports, at module or function level (a package's own submodules
+    that it imports are not counted back as importing it)."""
+    path = mods[name]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                base = ".".join(pkg[: len(pkg) - node.level + 1] + ([base] if base else []))
+            targets = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        found |= {t for t in targets if t in mods and t != name and not name.startswith(t + ".")}
+    return found
+
+
+def test_no_import_circles_in_the_package():
+    mods = _modules()
+    graph = {m: _imports(mods, m) for m in mods}
+    circles = []
+    for start in graph:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            m = todo.pop()
+            if m not in seen:
+                seen.add(m)
+                todo.extend(graph[m])
+        if start in seen:
+            circles.append(start)
+    assert not circles, f"modules in an import circle: {sorted(circles)}"
+
+
+def test_benchmarks_use_the_public_api_only():
+    private = []
+    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "privpix":
+                names = node.module.split(".") + [a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [p for a in node.names if a.name.split(".")[0] == "privpix" for p in a.name.split(".")]
+            else:
+                continue
+            # Private names, and the command's internals (a benchmark calls the library, as a user's script would).
+            sub = names[1] if len(names) > 1 else ""
+            if any(n.startswith("_") for n in names) or sub == "cli" or sub.startswith("cli_"):
+                private.append(f"{path.name}:{node.lineno}")
+    assert not private, f"benchmarks import private names or the CLI's: {private}"
+
+
+def test_the_cli_is_a_package_run_as_a_module_too():
+    assert (PACKAGE / "cli" / "__init__.py").is_file() and not (PACKAGE / "cli.py").exists()
+    r = subprocess.run([sys.executable, "-m", "privpix", "--help"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "Usage:" in r.stdout and "release" in r.stdout, r.stderr
