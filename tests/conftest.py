@@ -1,4 +1,6 @@
 import os
+import shutil
+import subprocess
 
 import pytest
 
@@ -30,3 +32,13 @@ def run():
         return runner.invoke(main, [str(a) for a in args], catch_exceptions=False)
 
     return call
+
+
+def _can_unshare() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    return subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode == 0
+
+
+# Real read-only and full file systems come from a private mount namespace (root ignores permission bits).
+needs_unshare = pytest.mark.skipif(not _can_unshare(), reason="needs `unshare -rm` (user and mount namespaces)")

@@ -11,7 +11,6 @@ import errno
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
+from conftest import needs_unshare
 from privpix.cli import main
 from privpix.errors import DataError, ParameterError
 from privpix.mechanisms import get_mechanism, parse_method_spec
@@ -171,13 +171,7 @@ def test_subprocess_debug_shows_the_traceback():
     assert "Traceback" in _cli(*args, env={"PRIVPIX_DEBUG": "1"}).stderr
 
 
-def _can_unshare() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    return subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode == 0
-
-
-@pytest.mark.skipif(not _can_unshare(), reason="needs `unshare -rm` (user and mount namespaces)")
+@needs_unshare
 def test_read_only_and_full_file_systems(tmp_path, encoder_file):
     """Real EROFS and ENOSPC: a read-only bind mount and a 4 KiB tmpfs in a private mount namespace (root
     ignores permission bits, so a read-only file system is the way to be refused a write)."""

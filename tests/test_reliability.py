@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from conftest import needs_unshare
 from privpix.accounting import PrivacyLedger, open_ledger
 from privpix.errors import BudgetExceededError, DataError, ParameterError
 from privpix.guarantees import Guarantee
@@ -429,15 +430,7 @@ def test_demo_never_deletes_a_foreign_config(tmp_path, run):
     assert (proj / "config.json").read_text() == '{"app": "mine"}'
 
 
-def _can_unshare() -> bool:
-    import shutil
-
-    if shutil.which("unshare") is None:
-        return False
-    return subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode == 0
-
-
-@pytest.mark.skipif(not _can_unshare(), reason="needs `unshare -rm` (user and mount namespaces)")
+@needs_unshare
 def test_ledger_in_a_read_only_folder_publishes_nothing(tmp_path):
     """A real EROFS (a read-only bind mount in a private mount namespace; root ignores permission bits)."""
     src = _folder(tmp_path / "in")

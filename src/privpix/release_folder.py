@@ -37,6 +37,7 @@ from filelock import FileLock, Timeout
 from PIL import Image
 
 from privpix.accounting import write_text_atomic
+from privpix.data.files import sha256_file
 from privpix.errors import DataError, ParameterError
 
 MANIFEST = "manifest.json"
@@ -143,14 +144,6 @@ def listed_files(manifest: dict[str, Any], where: Path) -> list[tuple[str, str]]
     return out
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def verify_manifest(
     output: str | Path, note: Callable[[str], None] | None = None, *, repair: bool = False
 ) -> list[str]:
@@ -189,7 +182,7 @@ def verify_manifest(
             continue
         if not p.is_file():
             problems.append(f"{p}: missing")
-        elif _sha256_file(p) != sha:
+        elif sha256_file(p) != sha:
             problems.append(f"{p}: sha256 mismatch")
     known = {n for n, _ in listed} | {MANIFEST, *_OWN}
     for p in sorted(out.rglob("*")):
@@ -304,7 +297,7 @@ class ReleaseWriter:
                 self.old = listed_files(earlier, self.out)
                 for name, sha in self.old:
                     p = _no_links(self.out, name, self.out / MANIFEST)
-                    if p.exists() and (not p.is_file() or _sha256_file(p) != sha):
+                    if p.exists() and (not p.is_file() or sha256_file(p) != sha):
                         raise ParameterError(
                             f"--output {self.out}: {name} was changed after the earlier release was written; "
                             "privpix replaces only its own unchanged files (move it away first)"
@@ -321,31 +314,24 @@ class ReleaseWriter:
 
     def add(self, name: str, data: bytes) -> str:
         """Stage one file of the release; returns its sha256."""
-        assert self.stage is not None, "use ReleaseWriter as a context manager"
-        _safe_name(name, self.out / MANIFEST)
-        path = self.stage / name
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "wb") as fh:
-                fh.write(data)
-        except OSError as exc:
-            raise ParameterError(
-                f"--output {self.out}: cannot write the release ({exc.strerror or exc}); nothing was published"
-            ) from None
-        sha = hashlib.sha256(data).hexdigest()
-        self._files.append({"name": name, "sha256": sha})
-        return sha
+        return self._stage_file(name, lambda path: path.write_bytes(data))
 
     def add_image(self, name: str, image: np.ndarray, compress_level: int = 6) -> str:
         """Stage one (h, w, c) uint8 image as a PNG, encoded straight into its file (a big photo is not held a
         second time as bytes); returns its sha256."""
+        return self._stage_file(
+            name, lambda path: _png_image(image).save(path, format="PNG", compress_level=compress_level)
+        )
+
+    def _stage_file(self, name: str, write: Callable[[Path], object]) -> str:
+        """Write one staged file with ``write(path)``, record its sha256 (read back from the file) and return it."""
         assert self.stage is not None, "use ReleaseWriter as a context manager"
         _safe_name(name, self.out / MANIFEST)
         path = self.stage / name
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            _png_image(image).save(path, format="PNG", compress_level=compress_level)
-            sha = _sha256_file(path)
+            write(path)
+            sha = sha256_file(path)
         except OSError as exc:
             raise ParameterError(
                 f"--output {self.out}: cannot write the release ({exc.strerror or exc}); nothing was published"

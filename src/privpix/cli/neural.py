@@ -225,7 +225,7 @@ def train_ppsgan(
     """Train PPSGAN, PPAPNet or ACGAN (paper 004) and save the model file `privpix release` loads."""
     from privpix.data import ImageSet, load_dataset
     from privpix.errors import ParameterError
-    from privpix.mechanisms.neural.ppsgan import save_model, train_ppsgan
+    from privpix.mechanisms.neural.ppsgan import fit_model_file
 
     out = Path(output)
     _check_output_path(out, "--output")  # before hours of training, not after
@@ -236,27 +236,13 @@ def train_ppsgan(
         raise ParameterError(f"--dataset {dataset}: needs labelled images")
     if limit is not None and limit < len(data):
         data = data.subset(np.sort(np.random.default_rng(seed).choice(len(data), limit, replace=False)))
-    t0 = time.perf_counter()
-    gen, hist = train_ppsgan(
-        kind, data.as_float(), data.labels, epsilon=epsilon, delta=delta, d=d, width=width, ae_epochs=ae_epochs,
-        epochs=epochs, batch_size=batch_size, n_critic=n_critic, seed=seed, recipe=recipe,
-        resensitize_every=resensitize_every, progress=not quiet,
-    )  # fmt: skip
-    hist.pop("autoencoder", None)  # tensors; the model file holds the trained weights
-    h, w, c = data.shape
-    meta = {
-        "shape": [c, h, w],
-        "d": d,
-        "width": width,
-        "epsilon": epsilon,
-        "delta": delta,
-        "recipe": recipe,
-        "history": hist,
-        "fitted_on": f"{dataset} ({len(data)} images, seed {seed})",
-        "train_seconds": round(time.perf_counter() - t0, 1),
-    }
     with _writing(out, "--output"):
-        save_model(out, gen, meta)
+        _, meta = fit_model_file(
+            kind, data, out, fitted_on=f"{dataset} ({len(data)} images, seed {seed})", seed=seed, epsilon=epsilon,
+            delta=delta, d=d, width=width, ae_epochs=ae_epochs, epochs=epochs, batch_size=batch_size,
+            n_critic=n_critic, recipe=recipe, resensitize_every=resensitize_every, progress=not quiet,
+        )  # fmt: skip
+    hist = meta["history"]
     if not quiet:
         sec = np.mean(hist["sec"]) if hist["sec"] else 0.0
         _plain(

@@ -35,6 +35,7 @@ from privpix.data.files import (
     read_idx,
     read_image,
     require_file,
+    sha256_file,
 )
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import DataError, ParameterError
@@ -375,16 +376,6 @@ def _walk(root: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
     return files, skipped
 
 
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    try:
-        with path.open("rb") as fh:
-            return hashlib.file_digest(fh, "sha256").hexdigest()
-    except OSError as exc:
-        raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-
-
 def _scan_folder(
     folder: str | os.PathLike, max_pixels: int | None
 ) -> tuple[Path, list[_FolderEntry], list[tuple[Path, str]]]:
@@ -424,7 +415,10 @@ def _scan_folder(
     images: list[_FolderEntry] = []
     for e in candidates:
         if sizes[e.path.stat().st_size] > 1:
-            digest = _sha256(e.path)
+            try:
+                digest = sha256_file(e.path)
+            except OSError as exc:
+                raise DataError(f"{e.path}: cannot be read ({exc.strerror or exc})") from None
             if digest in by_digest:
                 skipped.append((e.path, f"duplicate of {_rel(by_digest[digest], root)}"))
                 continue

@@ -59,7 +59,7 @@ class _TrainedGAN(Mechanism):
 
         data = load_dataset("builtin-mnist").subset(np.arange(0, 5000, 100))
         tiny = {"d": 8, "width": 4, "ae_epochs": 1, "epochs": 1, "batch_size": 16, "n_critic": 1}
-        path = fit_model_file(cls.name, data, workdir / f"{cls.name}.pt", fitted_on="50 built-in digits", **tiny)
+        path, _ = fit_model_file(cls.name, data, workdir / f"{cls.name}.pt", fitted_on="50 built-in digits", **tiny)
         return [ConformanceCase({"model": str(path)}, data.subset(np.arange(12)))]
 
     def fit(self, data: ImageSet | None = None) -> _TrainedGAN:

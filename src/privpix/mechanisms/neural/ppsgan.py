@@ -472,10 +472,12 @@ def save_model(path: str | Path, gen, meta: dict) -> Path:
     return save_model_file(path, gen.state_dict(), full)
 
 
-def fit_model_file(kind: str, data, path: str | Path, *, fitted_on: str, seed: int = 0, **train: Any) -> Path:
+def fit_model_file(
+    kind: str, data, path: str | Path, *, fitted_on: str, seed: int = 0, **train: Any
+) -> tuple[Path, dict]:
     """Train a ``kind`` model (ppsgan, ppapnet, acgan) on labelled ``data`` (an ImageSet) and write its model
-    file, description included: what ``privpix train-ppsgan`` does, callable from anywhere. ``train`` goes to
-    :func:`train_ppsgan` (epsilon, delta, d, width, epochs, ...)."""
+    file, description included; returns the file and its description (with the training ``history``). What
+    ``privpix train-ppsgan`` runs. ``train`` goes to :func:`train_ppsgan` (epsilon, delta, d, width, epochs, ...)."""
     import time
 
     if data.labels is None:
@@ -495,7 +497,7 @@ def fit_model_file(kind: str, data, path: str | Path, *, fitted_on: str, seed: i
         "fitted_on": fitted_on,
         "train_seconds": round(time.perf_counter() - t0, 1),
     }
-    return save_model(path, gen, meta)
+    return save_model(path, gen, meta), meta
 
 
 def load_model(path: str | Path):
