@@ -88,7 +88,7 @@ def broken_audit(monkeypatch):
         def boom(*a, **k):
             raise exc
 
-        monkeypatch.setattr("privpix.mechanisms.ready_mechanism", boom)
+        monkeypatch.setattr("privpix.mechanisms.get_mechanism", boom)
 
     return install
 

@@ -76,3 +76,18 @@ def test_the_cli_is_a_package_run_as_a_module_too():
     assert (PACKAGE / "cli" / "__init__.py").is_file() and not (PACKAGE / "cli.py").exists()
     r = subprocess.run([sys.executable, "-m", "privpix", "--help"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "Usage:" in r.stdout and "release" in r.stdout, r.stderr
+
+
+def test_no_global_torch_seeding_in_the_package():
+    """Training draws from local generators (privpix.training): seeding torch's global RNG would change the
+    caller's random state and interleave with other threads' draws."""
+    import re
+
+    pattern = re.compile(r"\btorch(\.random|\.cuda)?\.manual_seed(_all)?\(")
+    found = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in sorted(PACKAGE.rglob("*.py"))
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert not found, f"torch's global RNG seeded at {found}; use privpix.training.generator(seed)"

@@ -79,8 +79,10 @@ def test_model_file_errors(tmp_path):
     bad.write_bytes(b"junk")
     with pytest.raises(DataError, match="not a privpix obfuscator model"):
         load_obfuscator(bad)
-    with pytest.raises(ParameterError, match="--param model=FILE"):
-        get_mechanism("ae-obfuscator")
+    with pytest.raises(ParameterError, match="not fitted; call fit"):
+        get_mechanism("ae-obfuscator").release(ImageSet(np.zeros((1, 64, 64, 3))), 0)
+    with pytest.raises(DataError, match="model file not found"):
+        get_mechanism("ae-obfuscator", model=str(tmp_path / "none.pt")).release(ImageSet(np.zeros((1, 64, 64, 3))), 0)
 
 
 def test_cli_train_and_release_on_celeba(run, data_dir, tmp_path):

@@ -123,3 +123,90 @@ def test_a_new_neighbour_relation_is_one_class_and_the_audit_uses_it():
     rgb = ImageSet(np.random.default_rng(0).integers(0, 256, (6, 4, 4, 3), dtype=np.uint8))
     res = audit(PerChannel(epsilon=1.0, sensitivity="bound", unit="image"), rgb, trials=40, seed=0)
     assert res.unit == "one channel of one image" and res.pair == "black vs one white channel"
+
+
+# ------------------------------------------------------------------------------ fitting is one path (item 2)
+
+TINY_GAN = {"d": 8, "width": 4, "ae_epochs": 1, "epochs": 1, "batch_size": 16, "n_critic": 1}
+
+
+def _digits(n: int = 60) -> ImageSet:
+    from privpix.data import load_dataset
+
+    return load_dataset("builtin-mnist").subset(np.random.default_rng(0).permutation(5000)[:n])
+
+
+def test_privpix_fit_trains_writes_and_the_model_file_carries_its_training_parameters(run, tmp_path):
+    model = tmp_path / "acgan.pt"
+    args = [f"--param={k}={v}" for k, v in TINY_GAN.items()]
+    r = run("fit", "--method", "acgan", "--dataset", "builtin-mnist:train", "--limit", 60, *args, "--output", model)
+    assert r.exit_code == 0, r.output
+    assert "no formal privacy guarantee" in r.output and model.is_file()
+    m = get_mechanism("acgan", model=str(model)).fit()
+    # With a model file the training parameters in force are the file's, and the manifest records them.
+    assert {k: m.get_params()[k] for k in TINY_GAN} == TINY_GAN
+    rel = m.release(_digits(12), 0)
+    assert rel.parameters == m.get_params() and rel.images.shape == (28, 28, 1)
+    with pytest.raises(ParameterError, match="trained with width=4"):
+        get_mechanism("acgan", model=str(model), width=8).fit()
+    # The same fit from the API writes the same weights: one path, seeded.
+    again = get_mechanism("acgan", **TINY_GAN)
+    from privpix.data import load_dataset
+
+    data = load_dataset("builtin-mnist:train")
+    data = data.subset(np.sort(np.random.default_rng(0).choice(len(data), 60, replace=False)))
+    again.fit(data, seed=0).save_model(tmp_path / "again.pt")
+    import torch
+
+    a = torch.load(model, weights_only=True)["state"]
+    b = torch.load(tmp_path / "again.pt", weights_only=True)["state"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    r = run("fit", "--method", "acgan", "--dataset", "builtin-mnist:train", "--output", model)
+    assert r.exit_code != 0 and "exists; pass --force" in r.output
+
+
+def test_fit_refuses_what_has_no_model_and_unfitted_mechanisms_refuse_to_release(run, tmp_path):
+    r = run("fit", "--method", "pixel-laplace", "--dataset", "builtin-mnist", "--output", tmp_path / "m.pt")
+    assert r.exit_code == 2 and "has no model file to write" in r.output and not (tmp_path / "m.pt").exists()
+    for name in ("ppsgan", "ae-obfuscator"):
+        m = get_mechanism(name)
+        assert m.capabilities().fits_on == "private" and not m.is_fitted
+        with pytest.raises(ParameterError, match="not fitted; call fit"):
+            m.release(_digits(4), 0)
+
+
+def test_the_bench_trains_a_gan_itself_once_per_run(tmp_path, monkeypatch):
+    from privpix.bench import BenchConfig, run_bench
+    from privpix.mechanisms.neural import ppsgan
+
+    calls = []
+    real = ppsgan.train_ppsgan
+    monkeypatch.setattr(ppsgan, "train_ppsgan", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    data = _digits(80)
+    train, test = data.subset(np.arange(60)), data.subset(np.arange(60, 80))
+    cfg = BenchConfig("builtin-mnist", ["acgan"], [1.0], repeats=2, params={"acgan": TINY_GAN}, audit_trials=20,
+                      cnn_epochs=0)  # fmt: skip
+    res = run_bench(train, test, cfg, tmp_path / "b")
+    assert calls == ["acgan"]  # two cells, the audit and the sample grid share one fit
+    assert len(res["cells"]) == 2 and len(res["audits"]) == 1
+    assert "trained without DP on builtin-mnist (60 images, seed 0)" in res["cells"][0]["guarantee"]["caveats"][0]
+    assert res["cells"][0]["parameters"]["width"] == 4
+
+
+def test_evaluate_is_the_grid_without_attacks_and_audit(run, tmp_path):
+    from privpix.evaluation import evaluate
+
+    data = _digits(60)
+    rows = evaluate(data.subset(np.arange(40)), data.subset(np.arange(40, 60)), ["pixel-laplace", "gaussian-blur"],
+                    [1.0, 4.0])  # fmt: skip
+    assert [(r["method"], r["epsilon"]) for r in rows] == [
+        ("pixel-laplace", 1.0), ("pixel-laplace", 4.0), ("gaussian-blur", None)
+    ]  # fmt: skip
+    assert not any(k.startswith(("reid", "mia", "recon")) for r in rows for k in r)
+    report = tmp_path / "r.html"
+    r = run("evaluate", "--dataset", "builtin-mnist", "--method", "gaussian-blur", "--limit", 40, "--report", report,
+            "-q")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    text = report.read_text()
+    assert "<h2>Guarantees</h2>" in text and "<h2>Utility and quality</h2>" in text and "<h2>Samples</h2>" in text
+    assert "<h2>Attacks</h2>" not in text and "claimed versus audited" not in text

@@ -33,11 +33,16 @@ from privpix.accounting import write_text_atomic
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError, PrivpixError
 from privpix.evaluation import attacks
-from privpix.evaluation.audit import audit
-from privpix.evaluation.runner import cell_seed, evaluate_cell
-from privpix.mechanisms.base import mechanism_class, ready_mechanism
-
-AUDIT_MAX_SIDE = 32
+from privpix.evaluation.grid import (
+    AttackSettings,
+    FittedMechanisms,
+    eps_key,
+    grid_points,
+    run_grid,
+    sample_grids,
+)
+from privpix.mechanisms.base import mechanism_class
+from privpix.report.html import verdict_text  # noqa: F401  (the one wording; benchmarks import it from here)
 
 
 @dataclass
@@ -117,46 +122,16 @@ def _append(path: Path, record: dict[str, Any]) -> None:
         os.fsync(fh.fileno())
 
 
-def _eps_key(eps: float | None) -> str:
-    return "none" if eps is None else repr(float(eps))
-
-
-def _audit_images(mech, test: ImageSet) -> ImageSet:
-    """At most 64 test images, downscaled so the longer side is ≤ 32 px (the audit's cost is thousands of
-    releases); a mechanism bound to the native size (a public PCA basis) keeps it."""
-    imgs = test.subset(np.arange(min(64, len(test))))
-    h, w, _ = imgs.shape
-    if max(h, w) <= AUDIT_MAX_SIDE:
-        return imgs
-    if mech.capabilities().fixed_shape is not None:
-        return imgs
-    scale = AUDIT_MAX_SIDE / max(h, w)
-    return imgs.resized(max(2, round(h * scale)), max(2, round(w * scale)))
-
-
-def _attack_row(mech, train, test, rel_train, rel_test, attribute, cnn_epochs, seed) -> dict[str, float]:
-    row: dict[str, float] = {}
-    row.update(attacks.reidentification(test, rel_test.images, train, rel_train.images, seed=seed))
-    if attribute:
-        row.update(attacks.attribute_inference(train, rel_train.images, test, rel_test.images, attribute, seed=seed))
-    query_rng = np.random.default_rng(seed + 1)
-
-    def query(s: ImageSet) -> ImageSet:
-        return mech.release(s, query_rng).images
-
-    row.update(attacks.membership_inference(train, rel_train.images, test, query=query, seed=seed))
-    row.update(attacks.reconstruction(train, rel_train.images, test, rel_test.images, cnn_epochs, seed=seed))
-    return row
-
-
 def run_bench(
     train: ImageSet,
     test: ImageSet,
     config: BenchConfig,
     output: str | Path,
     progress: Callable[[str], None] | None = None,
+    data_dir: str | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) the grid of ``config`` into ``output``; returns the results JSON (also written)."""
+    """Run (or resume) the grid of ``config`` into ``output``; returns the results JSON (also written). Each
+    mechanism is fitted once, as it declares: one that fits on the private set (a GAN) is trained on ``train``."""
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     cfg_path = out / "config.json"
@@ -181,51 +156,33 @@ def run_bench(
     if attribute:
         attacks.attribute_values(train, attribute)  # clear error now rather than after the first release
     cells_path, audits_path = out / "cells.jsonl", out / "audits.jsonl"
-    done = {(c["method"], _eps_key(c["epsilon"]), c["repeat"]) for c in _read_jsonl(cells_path)}
-    audited = {(a["method"], _eps_key(a["claimed_epsilon_requested"])) for a in _read_jsonl(audits_path)}
+    done = {(c["method"], eps_key(c["epsilon"]), c["repeat"]) for c in _read_jsonl(cells_path)}
+    audited = {(a["method"], eps_key(a["claimed_epsilon_requested"])) for a in _read_jsonl(audits_path)}
     t_run = time.perf_counter()
-    for method in config.methods:
-        cls = mechanism_class(method)
-        for eps in config.epsilons if cls.uses_epsilon else [None]:
-            mech = ready_mechanism(method, eps, params=config.params.get(method, {}), private=train)
-            for rep in range(config.repeats):
-                if (method, _eps_key(eps), rep) in done:
-                    continue
-                t0 = time.perf_counter()
-                seed = cell_seed(config.seed, method, eps, rep)
-                row, rel_train, rel_test = evaluate_cell(mech, train, test, seed)
-                row = {"dataset": config.dataset, "method": method, "repeat": rep, **row, "attribute": attribute}
-                row.update(_attack_row(mech, train, test, rel_train, rel_test, attribute, config.cnn_epochs, seed))
-                row["cell_seconds"] = time.perf_counter() - t0
-                _append(cells_path, row)
-                if progress is not None:
-                    progress(f"{method} ε={eps} rep {rep}: acc {row['accuracy']:.3f} re-id {row['reid_best']:.2f}")
-            if (method, _eps_key(eps)) not in audited:
-                res = audit(mech, _audit_images(mech, test), trials=config.audit_trials, seed=config.seed)
-                _append(audits_path, {"claimed_epsilon_requested": eps, **res.to_dict(), "method": method})
-                if progress is not None:
-                    progress(f"{method} ε={eps} audit: ≥ {res.audited_epsilon_lower:.2f} ({res.verdict})")
-    return write_results(out, config, test, time.perf_counter() - t_run)
-
-
-def verdict_text(a: dict[str, Any]) -> str:
-    """An audit's verdict in words, qualified where the bare word would mislead."""
-    text = a["verdict"]
-    if text == "consistent" and not a.get("refutable", True):
-        text += " (claim beyond the audit's range)"
-    if a.get("perfect_distinguisher"):
-        text += "; perfect distinguisher"
-    return text
+    fitted = FittedMechanisms(config.params, train, config.seed, data_dir)
+    run_grid(
+        train,
+        test,
+        grid_points(config.methods, config.epsilons),
+        fitted,
+        dataset=config.dataset,
+        repeats=config.repeats,
+        seed=config.seed,
+        attacks=AttackSettings(attribute, config.cnn_epochs),
+        audit_trials=config.audit_trials,
+        skip_cells=done,
+        skip_audits=audited,
+        on_cell=lambda c: _append(cells_path, dict(c)),
+        on_audit=lambda a: _append(audits_path, dict(a)),
+        progress=progress,
+    )
+    return write_results(out, config, test, time.perf_counter() - t_run, fitted)
 
 
 def _selected(records: Sequence[dict], config: BenchConfig, with_repeat: bool) -> list[dict]:
-    wanted = {
-        (m, _eps_key(e))
-        for m in config.methods
-        for e in (config.epsilons if mechanism_class(m).uses_epsilon else [None])
-    }
+    wanted = {p.key for p in grid_points(config.methods, config.epsilons)}
     key = "epsilon" if with_repeat else "claimed_epsilon_requested"
-    keep = [r for r in records if (r["method"], _eps_key(r[key])) in wanted]
+    keep = [r for r in records if (r["method"], eps_key(r[key])) in wanted]
     if with_repeat:
         keep = [r for r in keep if r["repeat"] < config.repeats]
     return keep
@@ -247,12 +204,19 @@ def tidy_rows(cells: Sequence[dict]) -> list[dict[str, Any]]:
     return rows
 
 
-def write_results(out: Path, config: BenchConfig, test: ImageSet | None = None, seconds: float = 0.0) -> dict[str, Any]:
+def write_results(
+    out: Path,
+    config: BenchConfig,
+    test: ImageSet | None = None,
+    seconds: float = 0.0,
+    fitted: FittedMechanisms | None = None,
+) -> dict[str, Any]:
     """results.csv, results.json and report.html from the JSONL files (the requested grid only); with the
-    ``test`` images the report also shows per-mechanism sample grids."""
+    ``test`` images and the run's ``fitted`` mechanisms the report also shows per-mechanism sample grids."""
     import pandas as pd
 
-    from privpix.report.html import write_bench_report
+    from privpix.data.loaders import credit
+    from privpix.report.html import write_report
 
     cells = _selected(_read_jsonl(out / "cells.jsonl"), config, True)
     audits = _selected(_read_jsonl(out / "audits.jsonl"), config, False)
@@ -266,7 +230,11 @@ def write_results(out: Path, config: BenchConfig, test: ImageSet | None = None, 
         "audits": audits,
     }
     write_text_atomic(out / "results.json", json.dumps(results, indent=1, default=_json_default))
-    write_bench_report(out / "report.html", results, _grids(config, test) if test is not None else [])
+    grids = []
+    if test is not None and fitted is not None:
+        points = grid_points(config.methods, config.epsilons)
+        grids = sample_grids(points, fitted, test, config.seed, credit(config.dataset.split(":")[0]))
+    write_report(out / "report.html", results, grids)
     return results
 
 
@@ -276,24 +244,3 @@ def _json_default(x: Any) -> Any:
     if isinstance(x, np.generic):
         return x.item()
     return str(x)
-
-
-def _grids(config: BenchConfig, test: ImageSet) -> list[tuple[str, str]]:
-    """Per-mechanism sample grids (originals, then one row per ε) of a few test images."""
-    from privpix.data.loaders import credit
-    from privpix.report.html import sample_grid_png
-
-    k = min(6, len(test))
-    sample = test.subset(np.linspace(0, len(test) - 1, k).astype(int))
-    grids = []
-    for method in config.methods:
-        cls = mechanism_class(method)
-        released = {}
-        for eps in config.epsilons if cls.uses_epsilon else [None]:
-            mech = ready_mechanism(method, eps, params=config.params.get(method, {}), private=test)
-            label = "release" if eps is None else f"ε={eps:g}"
-            released[label] = mech.release(sample, np.random.default_rng(config.seed)).images.as_float()
-        grids.append(
-            (method + "." + credit(config.dataset.split(":")[0]), sample_grid_png(sample.as_float(), released))
-        )
-    return grids

@@ -33,9 +33,12 @@ def check_mechanism(name: str, workdir: str | Path) -> list[str]:
     """Problems found when running mechanism ``name`` through privpix's generic path; ``[]`` when it conforms.
 
     Per conformance case: it constructs from its parameters, fits as declared, releases float32 images of the
-    input's shape in [0, 1]; the same seed gives the same release and another seed another one (when it declares
-    itself randomized); its guarantee has the model the class declares and a sound guarantee states a finite
-    per-image ε; a release folder's manifest records exactly ``get_params()``; audit neighbour pairs can be built.
+    input's shape in [0, 1] (or, for ``output == "features"``, one finite row of features per image, integers
+    in ``[0, domain_size)`` when ``Release.extra`` states a domain: :func:`_check_features`); the same seed
+    gives the same release and another seed another one (when it declares itself randomized); its guarantee
+    has the model the class declares and a sound guarantee states a finite per-image ε; a release folder's
+    manifest records exactly ``get_params()`` (feature releases, which have no release folder yet: the
+    parameters survive JSON); audit neighbour pairs can be built.
     """
     cls = MECHANISMS[name]
     work = Path(workdir)
@@ -63,16 +66,20 @@ def _check_case(cls: type[Mechanism], case: ConformanceCase, work: Path) -> list
     a = mech.release(images, 0)
     b = mech.release(images, 0)
     c = mech.release(images, 1)
-    x = a.images.images
-    if x.dtype != np.float32 or x.shape != images.images.shape:
-        out.append(f"release is {x.dtype} {x.shape}, expected float32 {images.images.shape}")
-    if x.size and (np.nanmin(x) < 0 or np.nanmax(x) > 1 or not np.all(np.isfinite(x))):
-        out.append("released values leave [0, 1] or are not finite")
-    if not np.array_equal(x, b.images.images):
+    if caps.output == "features":
+        out += _check_features(a, images)
+        x, xb, xc = a.values(), b.values(), c.values()
+    else:
+        x, xb, xc = a.images.images, b.images.images, c.images.images
+        if x.dtype != np.float32 or x.shape != images.images.shape:
+            out.append(f"release is {x.dtype} {x.shape}, expected float32 {images.images.shape}")
+        if x.size and (np.nanmin(x) < 0 or np.nanmax(x) > 1 or not np.all(np.isfinite(x))):
+            out.append("released values leave [0, 1] or are not finite")
+    if not np.array_equal(x, xb):
         out.append("the same seed gave two different releases")
-    if caps.randomized and np.array_equal(x, c.images.images):
+    if caps.randomized and np.array_equal(x, xc):
         out.append("declares itself randomized, but another seed gave the same release")
-    if not caps.randomized and not np.array_equal(x, c.images.images):
+    if not caps.randomized and not np.array_equal(x, xc):
         out.append("declares itself not randomized, but another seed gave another release")
     g = a.guarantee
     if g.model != cls.guarantee_model:
@@ -81,6 +88,14 @@ def _check_case(cls: type[Mechanism], case: ConformanceCase, work: Path) -> list
         out.append("a sound guarantee must state a finite per-image ε")
     if a.parameters != mech.get_params():
         out.append(f"Release.parameters {a.parameters} differ from get_params() {mech.get_params()}")
+    if caps.output == "features":
+        # A release folder holds images or records; feature reports have their own format (ldp reports.py), and
+        # release_to_dir has no feature path yet. What a manifest would record must survive JSON unchanged.
+        if json.loads(json.dumps(a.parameters, default=float)) != a.parameters:
+            out.append(f"the parameters {a.parameters} do not survive a JSON manifest unchanged")
+        if len(neighbour_pairs(mech, images)) == 0:
+            out.append("no audit neighbour pairs could be built")
+        return out
     manifest = release_to_dir(mech, [images], work / "release", 0)
     recorded = json.loads((work / "release" / "manifest.json").read_text())["parameters"]
     expected = json.loads(json.dumps(mech.get_params(), default=float))
@@ -88,4 +103,33 @@ def _check_case(cls: type[Mechanism], case: ConformanceCase, work: Path) -> list
         out.append(f"the manifest records {recorded}, but get_params() is {expected}")
     if len(neighbour_pairs(mech, images)) == 0:
         out.append("no audit neighbour pairs could be built")
+    return out
+
+
+def _check_features(rel, images: ImageSet) -> list[str]:
+    """A ``features`` release: no images, the input as ``source``, (n, k) features with k >= 1, finite, the
+    same as ``Release.values()`` (float32); when ``extra`` states ``domain_size`` d (randomized-response
+    reports), integers in [0, d), and ``n_features``, that width."""
+    out: list[str] = []
+    n = len(images)
+    if rel.images is not None:
+        out.append("a features release must hold no images (images is not None)")
+    if rel.source is None or len(rel.source) != n:
+        out.append("a features release must carry its input images as source")
+    f = np.asarray(rel.features) if rel.features is not None else None
+    if f is None or f.ndim != 2 or f.shape[0] != n or f.shape[1] < 1:
+        out.append(f"features must have shape (n, k) = ({n}, k >= 1), got {None if f is None else f.shape}")
+        return out
+    v = rel.values()
+    if v.dtype != np.float32 or v.shape != f.shape or not np.array_equal(v, f.astype(np.float32)):
+        out.append(f"Release.values() is {v.dtype} {v.shape}, expected float32 {f.shape} equal to the features")
+    if not np.all(np.isfinite(v)):
+        out.append("released features are not finite")
+    d = rel.extra.get("domain_size")
+    if d is not None:
+        if not np.array_equal(v, np.round(v)) or v.min() < 0 or v.max() >= d:
+            out.append(f"released features must be integers in [0, {d}), got range [{v.min()}, {v.max()}]")
+    m = rel.extra.get("n_features")
+    if m is not None and f.shape[1] != m:
+        out.append(f"features have {f.shape[1]} columns, extra says n_features = {m}")
     return out

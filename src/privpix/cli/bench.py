@@ -53,9 +53,9 @@ def audit(method, epsilon, delta, params, dataset, n_images, size, trials, seed,
     from privpix.data.memory import check_resize_fits
     from privpix.errors import ParameterError
     from privpix.evaluation.audit import audit as run_audit
-    from privpix.mechanisms import ready_mechanism
+    from privpix.mechanisms import fit_as_declared, get_mechanism
 
-    mech = ready_mechanism(method, epsilon, delta, _params(params), data_dir=data_dir)
+    mech = get_mechanism(method, epsilon, delta, **_params(params))
     hw = _size(size)  # a bad --size or --json fails before any data is loaded
     if json_path:
         _check_output_path(json_path, "--json")
@@ -69,6 +69,8 @@ def audit(method, epsilon, delta, params, dataset, n_images, size, trials, seed,
     if hw is not None:
         check_resize_fits(len(data), hw, data.shape[2])
         data = data.resized(*hw)
+    # A mechanism that fits on the private set fits on these images (the audit's neighbour pairs come from them).
+    fit_as_declared(mech, data, data_dir, seed=seed)
     t0 = time.perf_counter()
     res = run_audit(mech, data, trials=trials, seed=seed, progress=None if quiet else _plain)
     out = {"dataset": spec, **res.to_dict()}
@@ -187,7 +189,7 @@ def bench(
         )
     t0 = time.perf_counter()
     with _writing(output, "--output"):
-        res = run_bench(train, test, config, output, progress=step)
+        res = run_bench(train, test, config, output, progress=step, data_dir=data_dir)
     bar.close()
     if quiet:
         return
@@ -198,8 +200,7 @@ def bench(
 def print_audit_table(res: dict, title: str) -> None:
     """The bench's summary on the console: per (method, ε) the claim, the audited bound, the verdict, and the
     mean utility and re-identification over repeats."""
-    from privpix.bench import verdict_text
-    from privpix.report.html import cell_means
+    from privpix.report.html import cell_means, verdict_text
 
     table = Table(title=title)
     for col in ("method", "ε", "sound", "claimed (unit)", "audited ≥", "verdict", "accuracy", "re-id (best)"):

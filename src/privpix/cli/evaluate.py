@@ -147,7 +147,7 @@ def evaluate(
             _check_output_path(path, opt)  # before the evaluation, not after it
     name = pair_name(dataset)
     train, test = load_pair(name, data_dir, limit, seed, _size(size), grayscale)
-    rows = _run_evaluation(train, test, method_list, eps_list, repeats, seed, common, name, quiet)
+    rows, fitted = _run_evaluation(train, test, method_list, eps_list, repeats, seed, common, name, data_dir, quiet)
     _print_summary(rows, quiet)
     if json_path:
         from privpix.accounting import write_text_atomic
@@ -158,24 +158,20 @@ def evaluate(
             console.print(f"wrote {escape(json_path)}", highlight=False)
     if report_path:
         with _writing(report_path, "--report"):
-            _write_report(report_path, rows, test, method_list, eps_list, seed, name, common)
+            _write_report(report_path, rows, test, method_list, eps_list, repeats, seed, name, fitted)
         if not quiet:
             console.print(f"wrote {escape(report_path)}", highlight=False)
 
 
-def _run_evaluation(train, test, methods, epsilons, repeats, seed, common, dataset, quiet):
-    from privpix.evaluation import evaluate as run
-    from privpix.mechanisms import mechanism_class
+def _run_evaluation(train, test, methods, epsilons, repeats, seed, common, dataset, data_dir, quiet):
+    from privpix.evaluation.grid import FittedMechanisms, grid_points, run_grid
 
-    per_method = {m: _method_params(m, common) for m in methods}
-    cells = sum(repeats * (len(epsilons) if mechanism_class(m).uses_epsilon else 1) for m in methods)
-    bar, step = _progress(cells, "evaluate", "cell", quiet)
-
-    rows = run(
-        train, test, methods, epsilons, repeats=repeats, seed=seed, params=per_method, dataset=dataset, progress=step
-    )
+    fitted = FittedMechanisms({m: _method_params(m, common) for m in methods}, train, seed, data_dir)
+    points = grid_points(methods, epsilons)
+    bar, step = _progress(repeats * len(points), "evaluate", "cell", quiet)
+    rows = run_grid(train, test, points, fitted, dataset=dataset, repeats=repeats, seed=seed, progress=step)
     bar.close()
-    return rows
+    return rows, fitted
 
 
 def _print_summary(rows, quiet):
@@ -201,30 +197,17 @@ def _print_summary(rows, quiet):
     console.print(table)
 
 
-def _write_report(path, rows, test, methods, epsilons, seed, dataset, common, notes=()):
-    import numpy as np
-
+def _write_report(path, rows, test, methods, epsilons, repeats, seed, dataset, fitted):
     from privpix.data.loaders import credit
-    from privpix.mechanisms import mechanism_class, ready_mechanism
-    from privpix.noise import make_rng
-    from privpix.report import sample_grid_png, write_report
+    from privpix.evaluation.grid import grid_points, sample_grids
+    from privpix.report import write_report
 
-    k = min(8, len(test))
-    idx = np.linspace(0, len(test) - 1, k).astype(int)
-    sample = test.subset(idx)
-    grids = []
-    for eps in sorted(set(epsilons)) or [None]:
-        released = {}
-        for m in methods:
-            uses_eps = mechanism_class(m).uses_epsilon
-            mech = ready_mechanism(m, eps if uses_eps else None, params=_method_params(m, common), private=test)
-            released[m] = mech.release(sample, make_rng(seed)).images.as_float()
-        png = sample_grid_png(sample.as_float(), released)
-        grids.append(
-            (
-                f"Test images of {dataset} and their releases at ε={eps} (methods without ε: their "
-                "fixed setting)." + credit(dataset),
-                png,
-            )
-        )
-    write_report(path, rows, f"privpix evaluation: {dataset}", dataset, grids, notes)
+    grids = sample_grids(grid_points(methods, epsilons), fitted, test, seed, credit(dataset), k=8)
+    config = {
+        "dataset": dataset,
+        "methods": list(methods),
+        "epsilons": list(epsilons),
+        "repeats": repeats,
+        "seed": seed,
+    }
+    write_report(path, {"config": config, "cells": rows}, grids)

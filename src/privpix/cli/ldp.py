@@ -2,7 +2,9 @@
 
 The data user fits an encoder (``fit-encoder``) and hands the file to the owners; each owner encodes and
 perturbs their images (``perturb``); the data user trains and evaluates a classifier on the reports
-(``train``).
+(``train``). The same encoders + randomized response are the registered mechanisms ``ldp-pixel-report``,
+``ldp-hog-bovw``, ``ldp-dcaconv`` and ``ldp-bnn`` (``privpix audit``, ``bench``); an encoder file written here
+is their ``model`` parameter.
 """
 
 from __future__ import annotations
@@ -66,7 +68,12 @@ def ldp() -> None:
 
 
 @ldp.command("fit-encoder")
-@click.option("--encoder", "name", required=True, help="pixel, hog-bovw, dcaconv or bnn.")
+@click.option(
+    "--encoder",
+    "name",
+    required=True,
+    help="pixel, hog-bovw, dcaconv or bnn (the encoders of the ldp-* mechanisms; the file is their model=FILE).",
+)
 @click.option("--levels", type=int, default=None, help="Domain size d for the pixel encoder.")
 @click.option("--param", "params", multiple=True, help="Encoder parameter key=value (repeatable).")
 @click.option("--dataset", default=None, help="NAME[:SPLIT] of public or consented images to fit on.")

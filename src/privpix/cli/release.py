@@ -156,6 +156,12 @@ def release(
         raise ParameterError("--budget and --delta-budget need --ledger FILE")
     mech = get_mechanism(method, epsilon=epsilon, delta=delta, **_params(params))
     caps = mech.capabilities()
+    if caps.output == "features":
+        # A release folder holds images or records; per-owner report vectors have their own format.
+        raise ParameterError(
+            f"--method {method}: releases per-owner feature reports, not images; write them with "
+            "`privpix ldp perturb` (report folder), or measure them with `privpix bench` / `privpix audit`"
+        )
     if caps.batch_size is not None:
         # Dataset-level mechanisms privatize in batches of their own; stream whole batches of them.
         batch_size = max(1, batch_size // caps.batch_size) * caps.batch_size
@@ -204,7 +210,7 @@ def release(
     private = None
     if caps.fits_on == "private":
         private = data if input_dir is None else load_folder(input_dir, size=hw, max_pixels=max_pixels)
-    fit_as_declared(mech, private, data_dir)  # public data comes from the same --data-dir
+    fit_as_declared(mech, private, data_dir, seed=seed)  # public data comes from the same --data-dir
     batches = iter(batches)
     first = next(batches, None)
     if first is None:
@@ -276,7 +282,7 @@ def _release_records(mech, data, dataset, out, rng, force, ledger, budget, delta
     from privpix.mechanisms import fit_as_declared
     from privpix.publish import release_records_to_dir
 
-    fit_as_declared(mech)
+    fit_as_declared(mech, data if mech.capabilities().fits_on == "private" else None)
     guarantee = mech.guarantee((0, 0, 0))
     t0 = time.perf_counter()
 

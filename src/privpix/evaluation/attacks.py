@@ -302,27 +302,33 @@ def _cnn_inverse(train: ImageSet, rel_train: ImageSet, rel_test: ImageSet, epoch
     from privpix.errors import require_torch
 
     torch = require_torch("the CNN reconstruction attack")
+    from privpix import training
+
     c = train.shape[2]
-    with torch.random.fork_rng():  # seeded initialisation without touching the caller's torch state
-        torch.manual_seed(seed)
-        net = torch.nn.Sequential(
-            torch.nn.Conv2d(c, 32, 3, padding=1), torch.nn.ReLU(),
-            torch.nn.Conv2d(32, 32, 3, padding=1), torch.nn.ReLU(),
-            torch.nn.Conv2d(32, c, 3, padding=1),
-        )  # fmt: skip
+    nn = torch.nn
+    net = training.build(
+        lambda: nn.Sequential(
+            nn.Conv2d(c, 32, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(32, c, 3, padding=1),
+        ),
+        training.generator(seed),
+    )  # fmt: skip
 
     def t(s: ImageSet):
         return torch.from_numpy(np.ascontiguousarray(np.moveaxis(s.as_float(), 3, 1)))
 
     x, y = t(rel_train), t(train)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-    gen = torch.Generator().manual_seed(seed)
-    for _ in range(epochs):
-        for idx in torch.randperm(len(x), generator=gen).split(32):
-            opt.zero_grad()
-            loss = torch.nn.functional.mse_loss(x[idx] + net(x[idx]), y[idx])
-            loss.backward()
-            opt.step()
+
+    def step(idx):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(x[idx] + net(x[idx]), y[idx])
+        loss.backward()
+        opt.step()
+        return loss
+
+    training.fit(step, len(x), epochs=epochs, batch_size=32, generator=training.generator(seed), model=net)
     with torch.no_grad():
         xt = t(rel_test)
         out = torch.cat([xb + net(xb) for xb in xt.split(256)]).clamp(0, 1)

@@ -17,7 +17,9 @@ about ln(n / 3.7) can be shown (``max_auditable_epsilon``): a larger claim canno
 
 Neighbour pairs are worst cases where the unit allows: an all-black image against one with a white column,
 pixel block or whole image (data-derived noise scales vanish on a black image), and the dataset's most
-typical image against its least typical one. For mechanisms whose output depends on the whole batch
+typical image against its least typical one; for a claim per encoded feature, two images whose encodings
+differ in one value. Releases are compared through ``Release.values()``: pixels, or the report values of a
+mechanism that releases features. For mechanisms whose output depends on the whole batch
 (``dataset`` unit) the pair is two datasets that differ in one image: ``batch`` copies of one image (a
 degenerate, zero-range batch) and a real batch, each against the same with one image replaced.
 """
@@ -127,16 +129,17 @@ def neighbour_pairs(mech: Mechanism, images: ImageSet) -> list[NeighbourPair]:
 
 
 def _outputs(mech: Mechanism, pair_side: ImageSet, index: int, trials: int, rng, dataset_level: bool) -> np.ndarray:
-    """(trials, features) float32: the released image (per-image units, all trials in one vectorised call)
-    or, for a dataset pair, the released differing image and one unchanged image of each trial."""
+    """(trials, k) float32: what was released for the image (pixels, or a feature release's report values,
+    through ``Release.values()``; per-image units, all trials in one vectorised call) or, for a dataset pair,
+    the release of the differing image and of one unchanged image of each trial."""
     if not dataset_level:
         reps = pair_side.subset(np.zeros(trials, dtype=int))
-        return mech.release(reps, rng).images.flat().astype(np.float32)
-    out = np.empty((trials, 2 * int(np.prod(pair_side.shape))), dtype=np.float32)
-    for t in range(trials):
-        rel = mech.release(pair_side, rng).images.flat()
-        out[t] = np.concatenate([rel[index], rel[0]])
-    return out
+        return mech.release(reps, rng).values()
+    rows = []
+    for _ in range(trials):
+        rel = mech.release(pair_side, rng).values()
+        rows.append(np.concatenate([rel[index], rel[0]]))
+    return np.stack(rows).astype(np.float32)
 
 
 def _statistics(x0: np.ndarray, x1: np.ndarray) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
@@ -151,9 +154,9 @@ def _statistics(x0: np.ndarray, x1: np.ndarray) -> dict[str, Callable[[np.ndarra
     med_p, med_c = float(np.median(proj(x0))), float(np.median(coord(x0)))
     return {
         "projection on mean difference": proj,
-        f"pixel value {j}": coord,
+        f"released value {j}": coord,
         "|projection − median under x₀|": lambda z: np.abs(proj(z) - med_p),
-        f"|pixel value {j} − median under x₀|": lambda z: np.abs(coord(z) - med_c),
+        f"|released value {j} − median under x₀|": lambda z: np.abs(coord(z) - med_c),
     }
 
 
@@ -173,7 +176,7 @@ def _best_threshold(s0: np.ndarray, s1: np.ndarray, delta: float, alpha: float =
         eps = _epsilon_bounds(fp, fn, len(a), len(b), delta, alpha)
         i = int(np.argmax(eps))
         if eps[i] > best[0]:
-            best = (float(eps[i]), float(t[i]), sign)
+            best = (float(eps[i]), float(cands[i]), sign)  # the threshold on s itself, not on sign · s
     return best
 
 

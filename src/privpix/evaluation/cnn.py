@@ -62,28 +62,37 @@ class CNNClassifier:
 
     def fit(self, data: ImageSet, labels: np.ndarray | None = None) -> CNNClassifier:
         torch = _torch()
+        from privpix import training
+
         y = np.asarray(data.labels if labels is None else labels)
         if y is None or y.shape != (len(data),):
             raise ParameterError("CNNClassifier.fit needs one label per image")
         self.classes_, yi = np.unique(y, return_inverse=True)
-        torch.manual_seed(self.seed)
         x = torch.from_numpy(np.ascontiguousarray(np.moveaxis(data.as_float(), 3, 1)))
         t = torch.from_numpy(yi.astype(np.int64))
-        self.model_ = build_cnn(self.arch, x.shape[1], len(self.classes_), tuple(x.shape[2:]))
+        # Two streams seeded alike: the weights', and the minibatch order's.
+        shape = (x.shape[1], len(self.classes_), tuple(x.shape[2:]))
+        self.model_ = training.build(lambda: build_cnn(self.arch, *shape), training.generator(self.seed))
         opt = torch.optim.Adam(self.model_.parameters(), lr=self.lr)
-        gen = torch.Generator().manual_seed(self.seed)
-        self.model_.train()
-        for _ in range(self.epochs):
-            order = torch.randperm(len(x), generator=gen)
-            for i in range(0, len(x), self.batch_size):
-                idx = order[i : i + self.batch_size]
-                if len(idx) < 2:
-                    continue  # batch norm needs two samples
-                loss = torch.nn.functional.cross_entropy(self.model_(x[idx]), t[idx])
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-        self.model_.eval()
+
+        def step(idx):
+            loss = torch.nn.functional.cross_entropy(self.model_(x[idx]), t[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        order = training.generator(self.seed)
+        # min_batch 2: batch norm needs two samples.
+        training.fit(
+            step,
+            len(x),
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            generator=order,
+            min_batch=2,
+            model=self.model_,
+        )
         return self
 
     def predict(self, data: ImageSet) -> np.ndarray:

@@ -12,8 +12,6 @@ data), the strong adversary (trained on data obfuscated by the same model) and t
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from privpix.errors import ParameterError, require_torch
@@ -26,22 +24,33 @@ def _torch():
     return require_torch("neural attribute inference")
 
 
-def build_inferrer(kind: str, n_features: int = 102, n_classes: int = 2):
-    """Table 1 / Table 2 adversary and utility-provider network."""
+def build_inferrer(kind: str, n_features: int = 102, n_classes: int = 2, *, generator=None):
+    """Table 1 / Table 2 adversary and utility-provider network. With a torch ``generator`` its weights and
+    dropout masks come from it (:func:`privpix.training.build`); without, from torch's global RNG."""
     torch = _torch()
     nn = torch.nn
-    if kind == "image":
-        net = nn.Sequential(image_encoder(), image_classifier(n_classes))
-        init_weights(net)
-        return net
-    if kind == "tabular":
+    if kind not in KINDS:
+        raise ParameterError(f"kind must be one of {KINDS}, got {kind!r}")
+
+    def make():
+        if kind == "image":
+            return nn.Sequential(image_encoder(), image_classifier(n_classes))
         return nn.Sequential(
             nn.Linear(n_features, 256), nn.Dropout(0.2), nn.ReLU(),
             nn.Linear(256, 256), nn.Dropout(0.3), nn.ReLU(),
             nn.Linear(256, 128), nn.Dropout(0.4), nn.ReLU(),
             nn.Linear(128, n_classes), nn.LogSoftmax(dim=1),
         )  # fmt: skip
-    raise ParameterError(f"kind must be one of {KINDS}, got {kind!r}")
+
+    if generator is None:
+        net = make()
+    else:
+        from privpix import training
+
+        net = training.build(make, generator)
+    if kind == "image":
+        init_weights(net, generator)
+    return net
 
 
 class NeuralInferrer:
@@ -71,6 +80,8 @@ class NeuralInferrer:
 
     def fit(self, x: np.ndarray, y: np.ndarray) -> NeuralInferrer:
         torch = _torch()
+        from privpix import training
+
         xt = as_tensor(x, self.kind)
         y = np.asarray(y)
         if y.shape != (len(xt),):
@@ -78,44 +89,44 @@ class NeuralInferrer:
         self.classes_, yi = np.unique(y, return_inverse=True)
         if len(self.classes_) < 2:
             raise ParameterError("y holds a single class; nothing to learn")
-        torch.manual_seed(self.seed)
         rng = np.random.default_rng(self.seed)
         perm = rng.permutation(len(xt))
         n_val = max(2, round(self.val_fraction * len(xt)))
         val, tr = torch.from_numpy(perm[:n_val]), torch.from_numpy(perm[n_val:])
         yt = torch.from_numpy(yi.astype(np.int64))
-        net = build_inferrer(self.kind, xt.shape[1] if self.kind == "tabular" else 0, len(self.classes_))
+        # Two streams seeded alike: the weights' and dropout's, and the minibatch order's.
+        n_features = xt.shape[1] if self.kind == "tabular" else 0
+        net = build_inferrer(self.kind, n_features, len(self.classes_), generator=training.generator(self.seed))
         opt = torch.optim.Adam(net.parameters(), lr=self.lr, betas=(0.5, 0.999))
-        gen = torch.Generator().manual_seed(self.seed)
-        best, best_state, stale = math.inf, None, 0
-        self.history_: dict[str, list[float]] = {"train_nll": [], "val_nll": [], "val_acc": []}
-        for _ in range(self.epochs):
-            net.train()
-            order = tr[torch.randperm(len(tr), generator=gen)]
-            total = 0.0
-            for i in range(0, len(order), self.batch_size):
-                idx = order[i : i + self.batch_size]
-                if len(idx) < 2:
-                    continue  # batch norm needs two samples
-                loss = torch.nn.functional.nll_loss(net(xt[idx]), yt[idx])
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                total += loss.item() * len(idx)
+
+        def step(idx):
+            loss = torch.nn.functional.nll_loss(net(xt[idx]), yt[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        def validate():
             logp = _log_proba(net, xt[val])
-            v = float(torch.nn.functional.nll_loss(logp, yt[val]))
-            self.history_["train_nll"].append(total / max(1, len(tr)))
-            self.history_["val_nll"].append(v)
-            self.history_["val_acc"].append(float((logp.argmax(1) == yt[val]).float().mean()))
-            if v < best - 1e-6:
-                best, stale = v, 0
-                best_state = {k: t.detach().clone() for k, t in net.state_dict().items()}
-            else:
-                stale += 1
-                if stale >= self.patience:
-                    break
-        net.load_state_dict(best_state)
-        net.eval()
+            return {
+                "val_nll": float(torch.nn.functional.nll_loss(logp, yt[val])),
+                "val_acc": float((logp.argmax(1) == yt[val]).float().mean()),
+            }
+
+        # min_batch 2: batch norm needs two samples; early stopping keeps the lowest validation loss.
+        self.history_ = training.fit(
+            step,
+            tr,
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            generator=training.generator(self.seed),
+            losses=("train_nll",),
+            min_batch=2,
+            model=net,
+            validate=validate,
+            monitor="val_nll",
+            patience=self.patience,
+        )
         self.model_ = net
         return self
 

@@ -1,75 +1,50 @@
-"""One evaluation path for every mechanism: release, then utility and quality, one row per cell."""
+"""One cell of the grid (:mod:`privpix.evaluation.grid`): release, then utility and quality, one row."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from privpix.data.imageset import ImageSet
+from privpix.errors import ParameterError
 from privpix.evaluation.quality import entropy, psnr, ssim
-from privpix.evaluation.utility import PROTOCOLS, utility
-from privpix.mechanisms.base import Mechanism, Release, mechanism_class, ready_mechanism
+from privpix.evaluation.utility import PROTOCOLS, UtilityScores, utility
+from privpix.mechanisms.base import Mechanism, Release
 from privpix.noise import make_rng
 
-# Every row of :func:`evaluate` has at least these keys (the JSON contract of `privpix evaluate`).
+# Every row of :func:`privpix.evaluation.grid.evaluate` has at least these keys (`privpix evaluate --json`).
 ROW_KEYS = frozenset(
     {"dataset", "method", "epsilon", "repeat", "accuracy", "recall", "f1", "psnr", "ssim", "entropy", "guarantee"}
 )
 
 
-def evaluate(
-    train: ImageSet,
-    test: ImageSet,
-    methods: Sequence[str],
-    epsilons: Sequence[float],
-    repeats: int = 1,
-    seed: int = 0,
-    params: dict[str, dict[str, Any]] | None = None,
-    dataset: str = "",
-    progress: Callable[[str], None] | None = None,
-) -> list[dict[str, Any]]:
-    """Evaluate each (method, ε, repeat): release train and test, score PCA+SVM utility under both protocols
-    (``accuracy``/``recall``/``f1`` are train-on-released, test-on-original; ``*_release_all`` train and test
-    on released) and image quality of the released test images (PSNR, SSIM vs source, entropy, and the
-    source's entropy). Methods without ε (guarantee ``none``) run once per repeat with ``epsilon`` = None.
-
-    Each cell uses its own seed derived from (seed, method, ε, repeat), so rows are reproducible one by one.
-    """
-    params = params or {}
-    rows: list[dict[str, Any]] = []
-    src_entropy = float(np.mean(entropy(test.as_float())))
-    for method in methods:
-        cls = mechanism_class(method)
-        eps_list: list[float | None] = list(epsilons) if cls.uses_epsilon else [None]
-        for eps in eps_list:
-            mech = ready_mechanism(method, eps, params=params.get(method, {}), private=train)
-            for rep in range(repeats):
-                row, _, _ = evaluate_cell(mech, train, test, cell_seed(seed, method, eps, rep), src_entropy)
-                row = {"dataset": dataset or train.source, "method": method, "repeat": rep, **row}
-                rows.append(row)
-                if progress is not None:
-                    progress(f"{method} ε={eps} rep {rep}: accuracy {row['accuracy']:.3f}")
-    return rows
-
-
 def evaluate_cell(
     mech: Mechanism, train: ImageSet, test: ImageSet, cell_seed: int, src_entropy: float | None = None
 ) -> tuple[dict[str, Any], Release, Release]:
-    """One cell of :func:`evaluate`: release ``train`` then ``test`` with one seeded rng, score utility under
+    """One cell of the grid: release ``train`` then ``test`` with one seeded rng, score utility under
     both protocols and the quality of the released test images. Returns the row (without ``dataset``,
     ``method``, ``repeat``) and the two releases, for callers that attack them."""
     rng = make_rng(cell_seed)
     rel_train = mech.release(train, rng)
     rel_test = mech.release(test, rng)
-    u = utility(train, rel_train.images, test, rel_test.images, PROTOCOLS[0], seed=cell_seed)
-    ua = utility(train, rel_train.images, test, rel_test.images, PROTOCOLS[1], seed=cell_seed)
-    orig, out = test.as_float(), rel_test.images.as_float()
-    p = psnr(orig, out)
+    output = mech.capabilities().output
+    nan = math.nan
     if src_entropy is None:
-        src_entropy = float(np.mean(entropy(orig)))
+        src_entropy = float(np.mean(entropy(test.as_float())))
+    if output == "features":
+        u, ua = _feature_utility(mech, train, rel_train, test, rel_test)
+        quality = {"psnr": nan, "ssim": nan, "entropy": nan}
+    else:
+        u = utility(train, rel_train.images, test, rel_test.images, PROTOCOLS[0], seed=cell_seed)
+        ua = utility(train, rel_train.images, test, rel_test.images, PROTOCOLS[1], seed=cell_seed)
+        orig, out = test.as_float(), rel_test.images.as_float()
+        quality = {"psnr": nan, "ssim": nan, "entropy": float(np.mean(entropy(out)))}
+        if output == "images":  # a synthetic image is no transform of the test image at its index
+            p = psnr(orig, out)
+            quality["psnr"] = float(np.mean(p[np.isfinite(p)])) if np.isfinite(p).any() else math.inf
+            quality["ssim"] = float(np.mean(ssim(orig, out)))
     row = {
         "epsilon": mech.epsilon,
         "seed": cell_seed,
@@ -79,15 +54,35 @@ def evaluate_cell(
         "accuracy_release_all": ua.accuracy,
         "recall_release_all": ua.recall,
         "f1_release_all": ua.f1,
-        "psnr": float(np.mean(p[np.isfinite(p)])) if np.isfinite(p).any() else math.inf,
-        "ssim": float(np.mean(ssim(orig, out))),
-        "entropy": float(np.mean(entropy(out))),
+        **quality,
         "entropy_original": src_entropy,
         "seconds": rel_train.seconds + rel_test.seconds,
         "parameters": rel_test.parameters,
         "guarantee": rel_test.guarantee.to_dict(),
     }
     return row, rel_train, rel_test
+
+
+def _feature_utility(mech, train, rel_train, test, rel_test) -> tuple[UtilityScores, UtilityScores]:
+    """Utility of a feature release, the way its mechanism says its reports are learnt from: its
+    :meth:`~privpix.mechanisms.Mechanism.utility_model` trained on the released training reports and their
+    labels, tested on the data user's clean encodings of the test images (train-released-test-original) and on the
+    released test reports (release-all)."""
+    from sklearn.metrics import accuracy_score, f1_score, recall_score
+
+    if train.labels is None or test.labels is None:
+        raise ParameterError(f"{train.source}: utility needs labels")
+
+    def scores(x_test) -> UtilityScores:
+        clf = mech.utility_model().fit(rel_train.features, train.labels)
+        pred = clf.predict(x_test)
+        return UtilityScores(
+            accuracy=float(accuracy_score(test.labels, pred)),
+            recall=float(recall_score(test.labels, pred, average="macro", zero_division=0)),
+            f1=float(f1_score(test.labels, pred, average="macro", zero_division=0)),
+        )
+
+    return scores(mech.encode(test)), scores(rel_test.features)
 
 
 def cell_seed(seed: int, method: str, eps: float | None, rep: int) -> int:

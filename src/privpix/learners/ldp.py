@@ -1,7 +1,9 @@
 """Learners on GRR reports, with the scikit-learn estimator API.
 
 Every learner is told the reports' domain size ``d`` and per-feature ``epsilon`` (``inf`` for unperturbed
-data) and fits on reports ``X`` (n, m) of integers in ``[0, d)`` with labels ``y`` (sent in the clear).
+data) and fits on reports ``X`` (n, m) of integers in ``[0, d)`` (or floats holding such integers, as
+``Release.values()`` gives them) with labels ``y`` (sent in the clear). The LDP feature mechanisms
+(:meth:`privpix.mechanisms.ldp.mechanism.LDPFeatures.utility_model`) hand out these learners for bench utility.
 Prediction takes unperturbed encoded vectors (the data user's own test images), as in the paper.
 """
 
@@ -20,9 +22,14 @@ from privpix.mechanisms.ldp.rr import check_domain, check_epsilon, grr_probabili
 
 
 def _check_reports(X: Any, d: int, name: str = "X") -> np.ndarray:
+    """Reports (n, m) of integers in [0, d); a float array holding whole numbers (``Release.values()``, the
+    float32 view generic code passes around) is read as the integers it holds."""
     x = np.asarray(X)
     if x.ndim != 2 or len(x) == 0:
         raise ParameterError(f"{name} must have shape (n, m) with n >= 1, got {x.shape}")
+    if np.issubdtype(x.dtype, np.floating) and np.all(np.isfinite(x)) and np.array_equal(x, np.round(x)):
+        if x.min() >= 0 and x.max() < d:
+            x = x.astype(np.uint8 if d <= 256 else np.int64)
     if not np.issubdtype(x.dtype, np.integer) or x.min() < 0 or x.max() >= d:
         raise ParameterError(f"{name} must hold integers in [0, {d}) (d = {d}); got {x.dtype} [{x.min()}, {x.max()}]")
     return x

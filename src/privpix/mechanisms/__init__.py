@@ -17,8 +17,9 @@ from privpix.mechanisms.base import (
     ready_mechanism,
     register,
 )
-from privpix.mechanisms.ldp import image  # noqa: F401  (registers)
+from privpix.mechanisms.ldp import image, mechanism  # noqa: F401  (registers)
 from privpix.mechanisms.neural import ae, gan  # noqa: F401  (registers; imports torch only when used)
+from privpix.mechanisms.synthesis import dp_merf  # noqa: F401  (registers; imports torch only when used)
 
 __all__ = [
     "MECHANISMS",

@@ -79,19 +79,35 @@ class Release:
     """What a mechanism publishes.
 
     Attributes:
-        images: the released images (float32 in [0, 1], same metadata as the input).
+        images: the released images (float32 in [0, 1], same metadata as the input); ``None`` for a mechanism
+            whose :class:`Capabilities` ``output`` is ``"features"``.
         guarantee: the privacy statement that holds for this release.
         mechanism: registered name.
         parameters: every parameter in force, defaults included (with ``epsilon`` and ``delta``).
         seconds: wall time of the release.
+        features: for ``output == "features"``: the released per-image reports, shape (n, k), one row per input
+            image in input order (e.g. randomized-response reports of encoded features); else ``None``.
+        source: the input images (labels, subjects, attributes ride along) when ``images`` is ``None`` or holds
+            synthetic images (``output == "synthetic-images"``: as many new images as inputs, with their own
+            labels, none of them a transform of an input).
     """
 
-    images: ImageSet
+    images: ImageSet | None
     guarantee: Guarantee
     mechanism: str
     parameters: dict[str, Any]
     seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    features: np.ndarray | None = None
+    source: ImageSet | None = None
+
+    def values(self) -> np.ndarray:
+        """What was released, one flat row per image: (n, k) float32 (pixels or report values). The view
+        generic code (audit, attacks) compares releases through."""
+        if self.images is not None:
+            return self.images.flat().astype(np.float32)
+        assert self.features is not None
+        return np.asarray(self.features, dtype=np.float32).reshape(len(self.features), -1)
 
 
 @dataclass
@@ -265,10 +281,22 @@ class Mechanism:
         """Whether :meth:`fit` has learned what a release needs (always true when it fits on nothing)."""
         return True
 
-    def fit(self, data: ImageSet | None = None) -> Mechanism:
-        """Learn what the mechanism needs (see :meth:`capabilities`); per-image mechanisms need nothing."""
+    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> Mechanism:
+        """Learn what the mechanism needs (see :meth:`capabilities`); per-image mechanisms need nothing.
+        ``seed`` seeds a fit that draws randomness (training a network); a deterministic fit ignores it."""
         self._validate()
         return self
+
+    @property
+    def saves_model(self) -> bool:
+        """Whether :meth:`save_model` writes a file that a later ``model`` parameter loads (``privpix fit``)."""
+        return type(self).save_model is not Mechanism.save_model
+
+    def save_model(self, path: str | os.PathLike) -> Path:
+        """Write what :meth:`fit` learned to ``path`` (a model file the mechanism's own module reads back)."""
+        raise ParameterError(
+            f"{self.name}: has no model file to write (it fits on {self.capabilities().fits_on} when it releases)"
+        )
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """The guarantee a release of images of ``shape`` = (h, w, c) carries."""
@@ -298,10 +326,35 @@ class Mechanism:
         if not isinstance(images, ImageSet):
             raise ParameterError(f"{self.name}: release expects an ImageSet, got {type(images).__name__}")
         self._validate()
-        if not self.is_fitted:
-            raise ParameterError(f"{self.name}: not fitted; {self._fit_hint()}")
+        self._check_fitted()
         rng = _as_rng(rng)
         t0 = time.perf_counter()
+        if self.capabilities().output == "features":
+            feats = np.asarray(self._privatize_features(images, rng))
+            if feats.ndim != 2 or len(feats) != len(images):
+                raise AssertionError(f"{self.name}: _privatize_features must return (n, k), got {feats.shape}")
+            return Release(
+                images=None,
+                guarantee=self.guarantee(images.shape),
+                mechanism=self.name,
+                parameters=self.parameters(),
+                seconds=time.perf_counter() - t0,
+                features=feats,
+                source=images,
+            )
+        if self.capabilities().output == "synthetic-images":
+            synth, labels = self._synthesize(len(images), images.shape, rng)
+            synth = np.asarray(synth, dtype=np.float32)
+            if synth.shape != (len(images), *images.shape) or np.shape(labels) != (len(images),):
+                raise AssertionError(f"{self.name}: _synthesize must return (n, h, w, c) images and (n,) labels")
+            return Release(
+                images=ImageSet(synth, labels=np.asarray(labels), source=f"{self.name} synthetic images"),
+                guarantee=self.guarantee(images.shape),
+                mechanism=self.name,
+                parameters=self.parameters(),
+                seconds=time.perf_counter() - t0,
+                source=images,
+            )
         out = np.asarray(self._privatize_set(images, rng), dtype=np.float32)
         released = images.with_images(out)
         return Release(
@@ -311,6 +364,36 @@ class Mechanism:
             parameters=self.parameters(),
             seconds=time.perf_counter() - t0,
         )
+
+    def _synthesize(self, n: int, shape: tuple[int, int, int], rng: RNG) -> tuple[np.ndarray, np.ndarray]:
+        """Hook for ``output == "synthetic-images"`` mechanisms: ``n`` new images of ``shape`` (float in [0, 1],
+        (n, h, w, c)) and their labels (n,), drawn from what :meth:`fit` learned; no input image is used."""
+        raise NotImplementedError
+
+    def _privatize_features(self, images: ImageSet, rng: RNG) -> np.ndarray:
+        """Hook for ``output == "features"`` mechanisms: (n, k) released reports, one row per image."""
+        raise NotImplementedError
+
+    def encode(self, images: ImageSet) -> np.ndarray:
+        """``output == "features"``: the clean (unperturbed) encodings (n, k) of ``images``, as a data user
+        computes them for their own images at prediction time."""
+        raise NotImplementedError(f"{self.name}: releases {self.capabilities().output}, not features")
+
+    def utility_model(self):
+        """``output == "features"``: an unfitted scikit-learn-style classifier that learns from released reports
+        and labels (``fit(reports, y)``, ``predict(encodings)``); the grid scores feature releases with it."""
+        raise NotImplementedError(f"{self.name}: releases {self.capabilities().output}, not features")
+
+    def _check_fitted(self) -> None:
+        """Refuse to release unfitted; a mechanism that fits on a named model file loads it on first use
+        (reading a file the user named learns nothing from data, so it needs no explicit fit)."""
+        if self.is_fitted:
+            return
+        if self.capabilities().fits_on == "model-file":
+            self.fit(None)
+            if self.is_fitted:
+                return
+        raise ParameterError(f"{self.name}: not fitted; {self._fit_hint()}")
 
     def _fit_hint(self) -> str:
         """How to fit this mechanism, for the 'not fitted' error."""
@@ -335,6 +418,7 @@ class Mechanism:
         if not isinstance(records, RecordSet):
             raise ParameterError(f"{self.name}: release_records expects a RecordSet, got {type(records).__name__}")
         self._validate()
+        self._check_fitted()
         rng = _as_rng(rng)
         t0 = time.perf_counter()
         frame = self._privatize_records(records, rng)
@@ -446,11 +530,15 @@ def get_mechanism(name: str, epsilon: float | None = None, delta: float | None =
 
 
 def fit_as_declared(
-    mech: Mechanism, private: ImageSet | None = None, data_dir: str | os.PathLike | None = None
+    mech: Mechanism,
+    private: ImageSet | None = None,
+    data_dir: str | os.PathLike | None = None,
+    *,
+    seed: int | None = None,
 ) -> Mechanism:
     """Fit ``mech`` on what its :meth:`Mechanism.capabilities` say it fits on: the ``private`` images, the public
-    data set it names (read from ``data_dir``), its model file, or nothing. The one fitting step that release,
-    evaluate, bench and audit share; returns ``mech``."""
+    data set it names (read from ``data_dir``), its model file, or nothing; ``seed`` seeds a fit that draws
+    randomness (training). The one fitting step that release, evaluate, bench and audit share; returns ``mech``."""
     caps = mech.capabilities()
     if caps.fits_on == "public":
         if not caps.public_data:
@@ -460,12 +548,12 @@ def fit_as_declared(
         data = load_dataset(caps.public_data, data_dir)
         if not isinstance(data, ImageSet):
             raise ParameterError(f"{mech.name}: public data {caps.public_data} holds records, not images")
-        return mech.fit(data)
+        return mech.fit(data, seed=seed)
     if caps.fits_on == "private":
         if private is None:
             raise ParameterError(f"{mech.name}: fits on the private images, and none were given")
-        return mech.fit(private)
-    return mech.fit(None)
+        return mech.fit(private, seed=seed)
+    return mech.fit(None, seed=seed)
 
 
 def ready_mechanism(
@@ -476,6 +564,7 @@ def ready_mechanism(
     *,
     private: ImageSet | None = None,
     data_dir: str | os.PathLike | None = None,
+    seed: int | None = None,
 ) -> Mechanism:
     """:func:`get_mechanism` then :func:`fit_as_declared`: a mechanism ready to release."""
-    return fit_as_declared(get_mechanism(spec, epsilon, delta, **(params or {})), private, data_dir)
+    return fit_as_declared(get_mechanism(spec, epsilon, delta, **(params or {})), private, data_dir, seed=seed)

@@ -32,7 +32,7 @@ def knob_guarantee(epsilon: float, caveats: tuple[str, ...]) -> Guarantee:
     return Guarantee(
         model="central-dp",
         epsilon=epsilon,
-        unit="one pixel column of one image",
+        unit=PixelColumn().wording(),
         per_image_epsilon=None,
         sound=False,
         caveats=caveats,

@@ -134,7 +134,7 @@ class PCAInverse(Mechanism):
 
     # ---------------------------------------------------------------------------------------- fitting
 
-    def fit(self, data: ImageSet | None = None) -> PCAInverse:
+    def fit(self, data: ImageSet | None = None, *, seed: int | None = None) -> PCAInverse:
         """For ``basis=public``: learn the mean, the components and the coefficient bound from public images
         (``data``, or the ``public`` dataset parameter). Other bases learn nothing here."""
         self._validate()
@@ -184,7 +184,7 @@ class PCAInverse(Mechanism):
             return Guarantee(
                 model="central-dp",
                 epsilon=self.epsilon,
-                unit="one image (replaced by any other)",
+                unit=self.neighbours().wording(),
                 per_image_epsilon=self.epsilon,
                 sound=True,
                 caveats=(
@@ -198,7 +198,7 @@ class PCAInverse(Mechanism):
             model="central-dp",
             epsilon=total,
             delta=self.delta,
-            unit="one image (replaced by any other)",
+            unit=self.neighbours().wording(),
             per_image_epsilon=total,
             sound=True,
             caveats=(

@@ -43,15 +43,15 @@ def _release_blocks(images: ImageSet, add_noise, clip: bool) -> np.ndarray:
     return out
 
 
-def _unit_size(unit: str, m: int, h: int, w: int) -> tuple[int, str]:
-    """Number of pixel positions in a neighbouring unit, and its description."""
+def _unit_size(unit: str, m: int, h: int, w: int) -> int:
+    """Number of pixel positions in a neighbouring unit (its wording is the relation's: ``neighbours()``)."""
     if unit == "pixel":
-        return 1, "one pixel of one image"
+        return 1
     if unit == "pixels":
-        return min(m, h * w), ("one pixel of one image" if m == 1 else f"up to {m} pixels of one image")
+        return min(m, h * w)
     if unit == "column":
-        return h, "one pixel column of one image (paper 001, definition 1)"
-    return h * w, "one whole image"
+        return h  # paper 001, definition 1
+    return h * w
 
 
 @register
@@ -103,12 +103,12 @@ class PixelLaplace(Mechanism):
 
     def bound_sensitivity(self, shape: tuple[int, int, int]) -> float:
         h, w, c = shape
-        size, _ = _unit_size(self.unit, self.m, h, w)
+        size = _unit_size(self.unit, self.m, h, w)
         return self.pixel_range * c * size
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         h, w, c = shape
-        _, unit_text = _unit_size(self.unit, self.m, h, w)
+        unit_text = self.neighbours().wording()
         if self.sensitivity == "data":
             return Guarantee(
                 model="central-dp",
@@ -218,7 +218,7 @@ class DPPix(Mechanism):
         return Guarantee(
             model="central-dp",
             epsilon=self.epsilon,
-            unit="one pixel of one image" if m == 1 else f"up to {m} pixels of one image",
+            unit=self.neighbours().wording(),
             per_image_epsilon=self.epsilon * delta_image / delta_unit,
             sound=True,
             caveats=(

@@ -1,5 +1,5 @@
 """The HTML report: guarantee table, trade-off plots and sample grids, self-contained in one file."""
 
-from privpix.report.html import render_report, sample_grid_png, write_report
+from privpix.report.html import render_report, sample_grid_png, verdict_text, write_report
 
-__all__ = ["render_report", "sample_grid_png", "write_report"]
+__all__ = ["render_report", "sample_grid_png", "verdict_text", "write_report"]

@@ -114,23 +114,24 @@ def _fmt(x: Any) -> str:
 
 
 def summary_rows(rows: Sequence[dict]) -> list[dict[str, Any]]:
-    """Mean over repeats per (method, ε)."""
-    groups: dict[tuple[str, Any], list[dict]] = defaultdict(list)
+    """Mean over repeats per (method, ε) of the utility and quality scores, with the guarantee in words."""
+    keys = ("accuracy", "f1", "accuracy_release_all", "psnr", "ssim", "entropy")
+    first: dict[tuple[str, Any], dict] = {}
+    count: dict[tuple[str, Any], int] = defaultdict(int)
     for r in rows:
-        groups[(r["method"], r["epsilon"])].append(r)
+        first.setdefault((r["method"], r["epsilon"]), r)
+        count[(r["method"], r["epsilon"])] += 1
     out = []
-    for (method, eps), rs in groups.items():
+    for method, eps, vals in cell_means(rows, keys):
+        g = Guarantee.from_dict(first[(method, eps)]["guarantee"])
         out.append(
             {
                 "method": method,
                 "epsilon": eps,
-                "repeats": len(rs),
-                **{
-                    k: float(np.mean([x[k] for x in rs]))
-                    for k in ("accuracy", "f1", "accuracy_release_all", "psnr", "ssim", "entropy")
-                },
-                "guarantee": Guarantee.from_dict(rs[0]["guarantee"]).short(),
-                "guarantee_compact": Guarantee.from_dict(rs[0]["guarantee"]).compact(),
+                "repeats": count[(method, eps)],
+                **{k: math.nan if vals[k] is None else vals[k] for k in keys},
+                "guarantee": g.short(),
+                "guarantee_compact": g.compact(),
             }
         )
     return out
@@ -142,102 +143,6 @@ table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px soli
 th{background:#f2f2f2}.bad{color:#b00020;font-weight:600}.good{color:#1b5e20;font-weight:600}
 .figs img{max-width:49%}.note{background:#fff8e1;border-left:4px solid #ffb300;padding:.6em 1em}
 """
-
-
-def render_report(
-    rows: Sequence[dict],
-    title: str,
-    dataset: str,
-    grids: Sequence[tuple[str, str]] = (),
-    notes: Sequence[str] = (),
-) -> str:
-    """The report as one HTML string. ``grids`` are (caption, base64 PNG) sample grids."""
-    # One guarantee per method label (the first ε shown: the wording is the same across ε).
-    seen: dict[str, dict] = {}
-    for r in rows:
-        seen.setdefault(r["method"], r)
-    g_rows = []
-    for method, r in seen.items():
-        g = Guarantee.from_dict(r["guarantee"])
-        sound = '<span class="good">yes</span>' if g.sound else '<span class="bad">NO</span>'
-        per_image = "—" if g.model in ("none", "empirical") else _fmt(g.per_image_epsilon)
-        if g.model in ("central-dp", "local-dp") and not g.sound:
-            per_image = '<span class="bad">no finite bound</span>'
-        g_rows.append(
-            [
-                _fmt(method),
-                _fmt(g.model),
-                sound,
-                _fmt(g.unit),
-                per_image,
-                "<br>".join(html.escape(c) for c in g.caveats),
-            ]
-        )
-    s_rows = [
-        [
-            _fmt(s["method"]),
-            _fmt(s["epsilon"]),
-            s["repeats"],
-            _fmt(s["accuracy"]),
-            _fmt(s["f1"]),
-            _fmt(s["accuracy_release_all"]),
-            _fmt(s["psnr"]),
-            _fmt(s["ssim"]),
-            _fmt(s["entropy"]),
-            _fmt(s["guarantee"]),
-        ]
-        for s in summary_rows(rows)
-    ]
-    plots = [
-        tradeoff_plot(rows, "accuracy", "accuracy (train on released, test on original)"),
-        tradeoff_plot(rows, "ssim", "SSIM of released vs original test images"),
-    ]
-    parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-        f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>",
-        f"<p>Dataset: <b>{html.escape(dataset)}</b> · privpix {__version__}</p>",
-        *(f"<p class='note'>{html.escape(n)}</p>" for n in notes),
-        "<h2>Guarantees</h2><p>What each release truly promises. <b>sound: NO</b> means the ε is a noise knob "
-        "from the paper, not a differential-privacy guarantee.</p>",
-        _table(
-            ["method", "model", "sound", "neighbouring unit", "ε per whole image (at the ε below)", "caveats"], g_rows
-        ),
-        "<h2>Utility and quality</h2><p>accuracy / F1: PCA + SVM trained on released training images, tested on "
-        "original test images. release-all: trained and tested on released images. PSNR / SSIM / entropy: "
-        "released test images against their sources.</p>",
-        _table(
-            [
-                "method",
-                "ε",
-                "repeats",
-                "accuracy",
-                "macro F1",
-                "accuracy (release-all)",
-                "PSNR dB",
-                "SSIM",
-                "entropy bits",
-                "guarantee",
-            ],
-            s_rows,
-        ),
-        _figs(plots),
-        *_samples(grids),
-        "</body></html>",
-    ]
-    return "\n".join(parts)
-
-
-def write_report(
-    path: str | Path,
-    rows: Sequence[dict],
-    title: str,
-    dataset: str,
-    grids: Sequence[tuple[str, str]] = (),
-    notes: Sequence[str] = (),
-) -> Path:
-    p = Path(path)
-    write_text_atomic(p, render_report(rows, title, dataset, grids, notes))
-    return p
 
 
 # ------------------------------------------------------------------------------------ benchmark report
@@ -295,34 +200,63 @@ def privacy_utility_plot(cells: Sequence[dict], privacy_key: str, xlabel: str) -
     return _png(fig)
 
 
-def _verdict_html(a: dict[str, Any]) -> str:
-    v = a["verdict"]
-    cls = {"violated": "bad", "consistent": "good"}.get(v, "")
-    if v == "consistent" and not a.get("refutable", True):
-        cls, v = "", "consistent (claim above the auditable range)"
-    text = f"<span class='{cls}'>{html.escape(v)}</span>" if cls else html.escape(v)
+def verdict_text(a: dict[str, Any]) -> str:
+    """An audit record's verdict in words, qualified where the bare word would mislead (the one wording the
+    console, the report and the benchmarks use)."""
+    text = a["verdict"]
+    if text == "consistent" and not a.get("refutable", True):
+        text += " (claim beyond the audit's range)"
     if a.get("perfect_distinguisher"):
-        text += "<br><span class='bad'>perfect distinguisher: no finite ε on this pair</span>"
+        text += "; perfect distinguisher: no finite ε on this pair"
     return text
 
 
-def render_bench_report(results: dict[str, Any], grids: Sequence[tuple[str, str]] = ()) -> str:
-    """The benchmark report (see :mod:`privpix.bench`) as one self-contained HTML string."""
-    cfg, cells, audits, env = results["config"], results["cells"], results["audits"], results["environment"]
+def _verdict_html(a: dict[str, Any]) -> str:
+    cls = {"violated": "bad", "consistent": "good" if a.get("refutable", True) else ""}.get(a["verdict"], "")
+    if a.get("perfect_distinguisher"):
+        cls = "bad"
+    text = html.escape(verdict_text(a))
+    return f"<span class='{cls}'>{text}</span>" if cls else text
+
+
+def _guarantee_rows(cells: Sequence[dict]) -> list[list[str]]:
+    """One row per method label (its first cell: the wording is the same across ε)."""
+    seen: dict[str, dict] = {}
+    for r in cells:
+        seen.setdefault(r["method"], r)
+    rows = []
+    for method, r in seen.items():
+        g = Guarantee.from_dict(r["guarantee"])
+        sound = '<span class="good">yes</span>' if g.sound else '<span class="bad">NO</span>'
+        per_image = "—" if g.model in ("none", "empirical") else _fmt(g.per_image_epsilon)
+        if g.model in ("central-dp", "local-dp") and not g.sound:
+            per_image = '<span class="bad">no finite bound</span>'
+        rows.append(
+            [
+                _fmt(method),
+                _fmt(g.model),
+                sound,
+                _fmt(g.unit),
+                per_image,
+                "<br>".join(html.escape(c) for c in g.caveats),
+            ]
+        )
+    return rows
+
+
+def _audit_rows(cells: Sequence[dict], audits: Sequence[dict]) -> list[list[str]]:
     first_cell: dict[tuple[str, Any], dict] = {}
     for c in cells:
         first_cell.setdefault((c["method"], c["epsilon"]), c)
-    g_rows = []
+    rows = []
     for a in audits:
         cell = first_cell.get((a["method"], a["claimed_epsilon_requested"]))
         g = Guarantee.from_dict(cell["guarantee"]) if cell else None
-        sound = '<span class="good">yes</span>' if a["sound"] else '<span class="bad">NO</span>'
-        g_rows.append(
+        rows.append(
             [
                 _fmt(a["method"]),
                 _fmt(a["claimed_epsilon_requested"]),
-                _fmt(g.model if g else None),
-                sound,
+                '<span class="good">yes</span>' if a["sound"] else '<span class="bad">NO</span>',
                 _fmt(a["unit"]),
                 _fmt(a["claimed_epsilon"]),
                 f"<b>{a['audited_epsilon_lower']:.3g}</b>",
@@ -332,89 +266,136 @@ def render_bench_report(results: dict[str, Any], grids: Sequence[tuple[str, str]
                 _fmt(g.per_image_epsilon if g and g.sound else None),
             ]
         )
-    caveats: dict[str, tuple[str, ...]] = {}
-    for c in cells:
-        caveats.setdefault(c["method"], tuple(c["guarantee"].get("caveats", ())))
-    cav_rows = [[_fmt(m), "<br>".join(html.escape(x) for x in cs) or "—"] for m, cs in caveats.items()]
-    util_keys = ["accuracy", "f1", "accuracy_release_all", "psnr", "ssim"]
-    u_rows = [[_fmt(m), _fmt(e), *(_fmt(v[k]) for k in util_keys)] for m, e, v in cell_means(cells, util_keys)]
+    return rows
+
+
+def render_report(results: dict[str, Any], grids: Sequence[tuple[str, str]] = ()) -> str:
+    """The one report of a grid (``privpix evaluate`` and ``privpix bench``) as a self-contained HTML string.
+
+    ``results``: ``config`` (dataset, methods, epsilons, repeats, seed), ``cells`` (:class:`CellRecord` rows),
+    and optionally ``audits``, ``environment``, ``run_seconds``, ``title`` and ``notes``; a section whose records
+    are absent (attacks, audits, environment) is left out. ``grids`` are (caption, base64 PNG) sample grids."""
+    cfg, cells = results["config"], results["cells"]
+    audits, env = results.get("audits") or [], results.get("environment")
+    title = results.get("title") or f"privpix {'benchmark' if audits else 'evaluation'}: {cfg['dataset']}"
     present = [(k, lab) for k, lab in ATTACK_COLUMNS if any(k in c for c in cells)]
-    a_rows = [
-        [_fmt(m), _fmt(e), *(_fmt(v[k]) for k, _ in present)] for m, e, v in cell_means(cells, [k for k, _ in present])
-    ]
-    chance = {
-        k: cell_means(cells, [k])[0][2][k] if cells else None
-        for k in ("reid_chance", "identity_chance", "attr_majority", "recon_baseline_psnr")
-    }
-    plots = [
-        tradeoff_plot(cells, "accuracy", "utility accuracy (train on released, test on original)"),
-        tradeoff_plot(cells, "reid_best", "re-identification rate (strongest of three matchers)"),
-        privacy_utility_plot(cells, "reid_best", "re-identification rate (strongest matcher)"),
-        privacy_utility_plot(cells, "attr_strong", "strong-adversary attribute accuracy"),
-        tradeoff_plot(cells, "mia_dcr_auc", "membership AUC (distance to closest release)"),
-        tradeoff_plot(cells, "recon_ridge_psnr", "PSNR of the ridge inversion (dB)"),
-    ]
-    timing: dict[str, list[float]] = defaultdict(list)
-    for c in cells:
-        timing[c["method"]].append(float(c.get("cell_seconds", 0.0)))
-    t_rows = [
-        [_fmt(m), len(ts), f"{sum(ts):.1f}", f"{sum(a['seconds'] for a in audits if a['method'] == m):.1f}"]
-        for m, ts in timing.items()
-    ]
-    title = f"privpix benchmark: {cfg['dataset']}"
+    attribute = next((c["attribute"] for c in cells if c.get("attribute")), None)
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
         f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>",
         f"<p>Dataset <b>{html.escape(cfg['dataset'])}</b>; methods {html.escape(', '.join(cfg['methods']))}; "
-        f"ε ∈ {html.escape(str(cfg['epsilons']))}; {cfg['repeats']} repeat(s); seed {cfg['seed']}; "
-        f"attribute attacked: {html.escape(str(cells[0]['attribute'] if cells else '—'))}.</p>",
-        "<p class='note'>How to read this. <b>sound: NO</b> means the ε is a paper's noise knob, not a "
-        "differential-privacy guarantee. The audited ε is a 95 %-confidence <i>lower</i> bound on the ε the "
-        "mechanism really spends for the unit shown, found by distinguishing worst-case neighbours; "
-        "<b>violated</b> means the claim is refuted. <b>consistent</b> only means this audit could not refute it: "
-        "no bound above the 'max auditable' column can be shown with the trials run.</p>",
-        "<h2>Guarantees: claimed versus audited ε</h2>",
+        f"ε ∈ {html.escape(str(cfg['epsilons']))}; {cfg.get('repeats', 1)} repeat(s); seed {cfg.get('seed', 0)}"
+        + (f"; attribute attacked: {html.escape(str(attribute))}" if attribute else "")
+        + f" · privpix {__version__}</p>",
+        *(f"<p class='note'>{html.escape(n)}</p>" for n in results.get("notes", ())),
+        "<h2>Guarantees</h2><p>What each release truly promises. <b>sound: NO</b> means the ε is a noise knob "
+        "from the paper, not a differential-privacy guarantee.</p>",
+        _table(
+            ["method", "model", "sound", "neighbouring unit", "ε per whole image (at the first ε)", "caveats"],
+            _guarantee_rows(cells),
+        ),
+    ]
+    if audits:
+        parts += [
+            "<h2>Guarantees: claimed versus audited ε</h2>",
+            "<p class='note'>How to read this. The audited ε is a 95 %-confidence <i>lower</i> bound on the ε the "
+            "mechanism really spends for the unit shown, found by distinguishing worst-case neighbours; "
+            "<b>violated</b> means the claim is refuted. <b>consistent</b> only means this audit could not refute "
+            "it: no bound above the 'max auditable' column can be shown with the trials run.</p>",
+            _table(
+                [
+                    "method",
+                    "ε (requested)",
+                    "sound",
+                    "audited unit",
+                    "claimed ε for that unit",
+                    "audited ε ≥",
+                    "max auditable",
+                    "verdict",
+                    "best distinguisher",
+                    "ε per whole image",
+                ],
+                _audit_rows(cells, audits),
+            ),
+        ]
+    s_rows = [
+        [_fmt(s["method"]), _fmt(s["epsilon"]), s["repeats"], *(_fmt(s[k]) for k in
+         ("accuracy", "f1", "accuracy_release_all", "psnr", "ssim", "entropy")), _fmt(s["guarantee"])]
+        for s in summary_rows(cells)
+    ]  # fmt: skip
+    parts += [
+        "<h2>Utility and quality</h2><p>accuracy / F1: PCA + SVM trained on released training images, tested on "
+        "original test images. release-all: trained and tested on released images. PSNR / SSIM / entropy: "
+        "released test images against their sources (mean over repeats).</p>",
         _table(
             [
                 "method",
-                "ε (requested)",
-                "model",
-                "sound",
-                "audited unit",
-                "claimed ε for that unit",
-                "audited ε ≥",
-                "max auditable",
-                "verdict",
-                "best distinguisher",
-                "ε per whole image",
+                "ε",
+                "repeats",
+                "accuracy",
+                "macro F1",
+                "accuracy (release-all)",
+                "PSNR dB",
+                "SSIM",
+                "entropy bits",
+                "guarantee",
             ],
-            g_rows,
+            s_rows,
         ),
-        _table(["method", "caveats"], cav_rows),
-        "<h2>Utility and quality</h2><p>PCA + SVM trained on released training images and tested on original "
-        "test images (release-all: tested on released too); PSNR / SSIM of released test images.</p>",
-        _table(["method", "ε", "accuracy", "macro F1", "accuracy (release-all)", "PSNR dB", "SSIM"], u_rows),
-        "<h2>Attacks</h2><p>Re-identification: top-1 link of each released test image to its source among all "
-        f"test originals (chance {_fmt(chance['reid_chance'])}); "
-        f"identity re-id: subject named by a classifier trained on other images (chance "
-        f"{_fmt(chance['identity_chance'])}); attribute: weak adversary trained on originals, strong on releases "
-        f"(majority {_fmt(chance['attr_majority'])}); membership: was the image in the published training split "
-        "(AUC 0.5 = no information); inversion: a regressor from release back to original, trained on the "
-        f"training pairs (the mean training image, no release at all, scores {_fmt(chance['recon_baseline_psnr'])} "
-        "dB).</p>",
-        _table(["method", "ε", *(lab for _, lab in present)], a_rows),
-        _figs(plots),
-        *_samples(grids, "<p>Test images (top row) and their releases, one row per ε.</p>"),
-        "<h2>Environment and timings</h2>",
-        _table(["", ""], [[html.escape(k), html.escape(str(v))] for k, v in env.items()]),
-        _table(["method", "cells", "cell seconds (sum)", "audit seconds"], t_rows),
-        f"<p>Run time of the last invocation: {results.get('run_seconds', 0.0):.1f} s (cells already done "
-        "were skipped).</p></body></html>",
     ]
+    plots = [
+        tradeoff_plot(cells, "accuracy", "utility accuracy (train on released, test on original)"),
+        tradeoff_plot(cells, "ssim", "SSIM of released vs original test images"),
+    ]
+    if present:
+        keys = [k for k, _ in present]
+        a_rows = [[_fmt(m), _fmt(e), *(_fmt(v[k]) for k in keys)] for m, e, v in cell_means(cells, keys)]
+        chance = {
+            k: cell_means(cells, [k])[0][2][k]
+            for k in ("reid_chance", "identity_chance", "attr_majority", "recon_baseline_psnr")
+        }
+        parts += [
+            "<h2>Attacks</h2><p>Re-identification: top-1 link of each released test image to its source among all "
+            f"test originals (chance {_fmt(chance['reid_chance'])}); identity re-id: subject named by a classifier "
+            f"trained on other images (chance {_fmt(chance['identity_chance'])}); attribute: weak adversary trained "
+            f"on originals, strong on releases (majority {_fmt(chance['attr_majority'])}); membership: was the "
+            "image in the published training split (AUC 0.5 = no information); inversion: a regressor from release "
+            "back to original, trained on the training pairs (the mean training image, no release at all, scores "
+            f"{_fmt(chance['recon_baseline_psnr'])} dB).</p>",
+            _table(["method", "ε", *(lab for _, lab in present)], a_rows),
+        ]
+        plots += [
+            tradeoff_plot(cells, "reid_best", "re-identification rate (strongest of three matchers)"),
+            privacy_utility_plot(cells, "reid_best", "re-identification rate (strongest matcher)"),
+        ]
+        if "attr_strong" in keys:
+            plots.append(privacy_utility_plot(cells, "attr_strong", "strong-adversary attribute accuracy"))
+        plots += [
+            tradeoff_plot(cells, "mia_dcr_auc", "membership AUC (distance to closest release)"),
+            tradeoff_plot(cells, "recon_ridge_psnr", "PSNR of the ridge inversion (dB)"),
+        ]
+    parts += [_figs(plots), *_samples(grids, "<p>Test images (top row) and their releases, one row per ε.</p>")]
+    if env:
+        timing: dict[str, list[float]] = defaultdict(list)
+        for c in cells:
+            timing[c["method"]].append(float(c.get("cell_seconds", c.get("seconds", 0.0))))
+        t_rows = [
+            [_fmt(m), len(ts), f"{sum(ts):.1f}", f"{sum(a['seconds'] for a in audits if a['method'] == m):.1f}"]
+            for m, ts in timing.items()
+        ]
+        parts += [
+            "<h2>Environment and timings</h2>",
+            _table(["", ""], [[html.escape(k), html.escape(str(v))] for k, v in env.items()]),
+            _table(["method", "cells", "cell seconds (sum)", "audit seconds"], t_rows),
+            f"<p>Run time of the last invocation: {results.get('run_seconds', 0.0):.1f} s (cells already done "
+            "were skipped).</p>",
+        ]
+    parts.append("</body></html>")
     return "\n".join(parts)
 
 
-def write_bench_report(path: str | Path, results: dict[str, Any], grids: Sequence[tuple[str, str]] = ()) -> Path:
+def write_report(path: str | Path, results: dict[str, Any], grids: Sequence[tuple[str, str]] = ()) -> Path:
+    """Write :func:`render_report` to ``path`` atomically."""
     p = Path(path)
-    write_text_atomic(p, render_bench_report(results, grids))
+    write_text_atomic(p, render_report(results, grids))
     return p

@@ -1,5 +1,7 @@
-"""Local differential privacy for images (paper 000): encoders, generalised randomized response, estimators
-and the owner-side report format. The learners that read reports live in :mod:`privpix.learners`."""
+"""Local differential privacy for images (paper 000): encoders, generalised randomized response, estimators,
+the owner-side report format, and the encoders + randomized response as registered feature-release mechanisms
+(:mod:`~privpix.mechanisms.ldp.mechanism`: ``ldp-pixel-report``, ``ldp-hog-bovw``, ``ldp-dcaconv``, ``ldp-bnn``).
+The learners that read reports live in :mod:`privpix.learners`."""
 
 from privpix.mechanisms.ldp.encoders import ENCODERS, Encoder, load_encoder, make_encoder
 from privpix.mechanisms.ldp.estimators import (

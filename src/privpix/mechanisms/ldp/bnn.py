@@ -12,7 +12,7 @@ import numpy as np
 
 from privpix.errors import require_torch
 from privpix.mechanisms.base import Param
-from privpix.mechanisms.ldp.encoder_base import Encoder, register_encoder
+from privpix.mechanisms.ldp.encoder_base import Encoder
 
 
 def _torch():
@@ -69,7 +69,6 @@ def _build(torch, n_filters: int, kernel: int, pool: int, pool_stride: int, hidd
     return Net()
 
 
-@register_encoder
 class BNNEncoder(Encoder):
     """Binarized CNN features (d = 2), paper 000's baseline to DCAConv with L2 = 1."""
 
@@ -96,27 +95,28 @@ class BNNEncoder(Encoder):
 
     def _fit(self, x, labels, *, seed, progress):
         torch = _torch()
-        from tqdm import tqdm
+        from privpix import training
 
         classes, y = np.unique(labels, return_inverse=True)
         self.n_classes = len(classes)
-        torch.manual_seed(seed)
-        net = self._net(self.n_classes)
+        # Two streams seeded alike: the weights', and the minibatch order's.
+        net = training.build(lambda: self._net(self.n_classes), training.generator(seed))
+        with torch.no_grad():  # the sizing pass the constructor ran (on meta tensors) moved the batch-norm
+            net.features(torch.zeros(1, 1, *self.image_shape))  # statistics; run it for real, as before
         opt = torch.optim.Adam(net.parameters(), lr=self.config["lr"])
         xt = torch.from_numpy(x[:, None])
         yt = torch.from_numpy(y.astype(np.int64))
-        gen = torch.Generator().manual_seed(seed)
-        bs = self.config["batch_size"]
-        net.train()
-        for epoch in range(self.config["epochs"]):
-            order = torch.randperm(len(xt), generator=gen)
-            for i in tqdm(range(0, len(xt), bs), desc=f"BNN epoch {epoch + 1}", disable=not progress, leave=False):
-                idx = order[i : i + bs]
-                loss = torch.nn.functional.cross_entropy(net(xt[idx]), yt[idx])
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-        net.eval()
+
+        def step(idx):
+            loss = torch.nn.functional.cross_entropy(net(xt[idx]), yt[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        cfg, order = self.config, training.generator(seed)
+        kw = {"epochs": cfg["epochs"], "batch_size": cfg["batch_size"], "progress": progress, "desc": "BNN epoch"}
+        training.fit(step, len(xt), generator=order, model=net, **kw)
         self.net = net
         self.d = 2
 

@@ -15,19 +15,22 @@ from scipy.linalg import eigh, null_space
 
 from privpix.errors import ParameterError
 from privpix.mechanisms.base import Param
-from privpix.mechanisms.ldp.encoder_base import Encoder, as_gray, register_encoder
+from privpix.mechanisms.ldp.encoder_base import Encoder, as_gray
 from privpix.mechanisms.ldp.rr import value_dtype
 
 
 def parse_layers(text: str | tuple[int, ...]) -> tuple[int, ...]:
-    """ "5,4" → (5, 4): filters per layer."""
+    """ "5,4" → (5, 4): filters per layer. "5-4" is the same, for method labels whose brackets split on commas
+    (``ldp-dcaconv[layers=5-1]``)."""
     if isinstance(text, tuple):
         parts = text
     else:
         try:
-            parts = tuple(int(p) for p in str(text).split(","))
+            parts = tuple(int(p) for p in str(text).replace("-", ",").split(","))
         except ValueError:
-            raise ParameterError(f"layers must be comma-separated integers such as 5,4; got {text!r}") from None
+            raise ParameterError(
+                f"layers must be comma-separated integers such as 5,4 (or 5-4); got {text!r}"
+            ) from None
     if not parts or any(p < 1 for p in parts):
         raise ParameterError(f"layers must be one or more positive integers such as 5,4; got {text!r}")
     if parts[-1] > 16:
@@ -100,7 +103,6 @@ def dca_filters(
     return (filt * sign[:, None]).astype(np.float32), vals[order]
 
 
-@register_encoder
 class DCAConvEncoder(Encoder):
     """DCAConv. Defaults as the paper's Table 1: 7×7 filters, stride 1, layers 5,4 (d = 16), 2×2 max pooling
     with stride 1. ``layers=5,1`` gives d = 2 (Table 2). Each layer may have at most as many filters as
@@ -110,7 +112,7 @@ class DCAConvEncoder(Encoder):
     summary = "DCA-learnt convolution filters, binarised and max-pooled (paper 000's DCAConv)"
     needs_labels = True
     params = (
-        Param("layers", str, "5,4", "filters per layer, comma separated; d = 2^(last)"),
+        Param("layers", str, "5,4", "filters per layer, separated by , or - (5-4); d = 2^(last)"),
         Param("kernel", int, 7, "filter size k (k×k)", minimum=1),
         Param("stride", int, 1, "convolution stride", minimum=1),
         Param("pool", int, 2, "max-pooling window (pool×pool); 1 = no pooling", minimum=1),

@@ -1,10 +1,12 @@
-"""The encoder base class and registry: what every encoder module imports.
+"""The encoder base class, and the encoder registry derived from the mechanism registry.
 
 Concrete encoders (:mod:`~privpix.mechanisms.ldp.encoders` for pixel and HOG-BoVW,
-:mod:`~privpix.mechanisms.ldp.dcaconv`, :mod:`~privpix.mechanisms.ldp.bnn`) subclass :class:`Encoder` here and
-register with :func:`register_encoder`; :func:`~privpix.mechanisms.ldp.encoders.make_encoder` and
-:func:`~privpix.mechanisms.ldp.encoders.load_encoder` look them up, so the registry imports the concrete
-encoders and they import only this module.
+:mod:`~privpix.mechanisms.ldp.dcaconv`, :mod:`~privpix.mechanisms.ldp.bnn`) subclass :class:`Encoder` here. There
+is no second registry: an encoder is reachable by name (:data:`ENCODERS`, ``make_encoder``, ``load_encoder``)
+because a registered LDP feature mechanism (:mod:`~privpix.mechanisms.ldp.mechanism`, one per encoder) names it
+as its ``encoder_class``. :data:`ENCODERS` is a read-only view of :data:`privpix.mechanisms.base.MECHANISMS`, so
+a name cannot be overwritten: registering a second mechanism under a taken name, or one whose encoder name is
+taken by another class (:func:`~privpix.mechanisms.ldp.mechanism.register_ldp`), is refused.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -20,7 +23,7 @@ import numpy as np
 from privpix.accounting import write_bytes_atomic
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Param
+from privpix.mechanisms.base import MECHANISMS, Param
 from privpix.mechanisms.ldp.rr import value_dtype
 
 FORMAT = "privpix-ldp-encoder/1"
@@ -182,9 +185,40 @@ class Encoder:
         raise NotImplementedError
 
 
-ENCODERS: dict[str, type[Encoder]] = {}
+class EncoderRegistry(Mapping):
+    """Encoder name → :class:`Encoder` subclass, read-only, derived on every lookup from the registered
+    mechanisms that declare an ``encoder_class`` (the LDP feature mechanisms). Two different encoder classes
+    under one name are an error, never a silent overwrite."""
+
+    def providers(self) -> dict[str, tuple[str, type[Encoder]]]:
+        """Encoder name → (first registered mechanism name that wraps it, encoder class)."""
+        # The built-in LDP mechanisms are registered by importing privpix.mechanisms, which importing this
+        # module (inside that package) has already done.
+        out: dict[str, tuple[str, type[Encoder]]] = {}
+        for mname, cls in list(MECHANISMS.items()):
+            enc = getattr(cls, "encoder_class", None)
+            if not (isinstance(enc, type) and issubclass(enc, Encoder)):
+                continue
+            prev = out.get(enc.name)
+            if prev is not None and prev[1] is not enc:
+                raise ValueError(
+                    f"encoder {enc.name!r} is defined twice: by mechanism {prev[0]!r} ({prev[1].__qualname__}) and "
+                    f"by mechanism {mname!r} ({enc.__qualname__}); rename one"
+                )
+            out.setdefault(enc.name, (mname, enc))
+        return out
+
+    def __getitem__(self, name: str) -> type[Encoder]:
+        return self.providers()[name][1]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.providers())
+
+    def __len__(self) -> int:
+        return len(self.providers())
+
+    def __repr__(self) -> str:
+        return f"EncoderRegistry({', '.join(sorted(self))})"
 
 
-def register_encoder(cls: type[Encoder]) -> type[Encoder]:
-    ENCODERS[cls.name] = cls
-    return cls
+ENCODERS = EncoderRegistry()

@@ -7,8 +7,9 @@ encode (filters, vocabulary, scaler) and a note of the data it was fitted on, be
 protected by the owners' perturbation.
 
 This module is the registry's front: :func:`make_encoder` and :func:`load_encoder`, and the two baseline
-encoders (pixel, HOG-BoVW). The base class and :func:`register_encoder` are in
-:mod:`~privpix.mechanisms.ldp.encoder_base`, which the encoder modules import; they never import this one.
+encoders (pixel, HOG-BoVW). The base class and the read-only registry :data:`ENCODERS` are in
+:mod:`~privpix.mechanisms.ldp.encoder_base`, which the encoder modules import; they never import this one. An
+encoder is registered by the LDP feature mechanism that wraps it (:mod:`~privpix.mechanisms.ldp.mechanism`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 
 from privpix.errors import DataError, ParameterError
 from privpix.mechanisms.base import Param
-from privpix.mechanisms.ldp.encoder_base import ENCODERS, FORMAT, Encoder, as_gray, register_encoder
+from privpix.mechanisms.ldp.encoder_base import ENCODERS, FORMAT, Encoder, as_gray
 from privpix.mechanisms.ldp.rr import value_dtype
 
 __all__ = [
@@ -34,16 +35,15 @@ __all__ = [
     "as_gray",
     "load_encoder",
     "make_encoder",
-    "register_encoder",
 ]
 
 
 def make_encoder(name: str, **params: Any) -> Encoder:
     """An unfitted encoder by registered name (``pixel``, ``hog-bovw``, ``dcaconv``, ``bnn``)."""
-    _register_builtins()
-    if name not in ENCODERS:
-        raise ParameterError(f"encoder: unknown name {name!r}; known: {', '.join(sorted(ENCODERS))}")
-    return ENCODERS[name](**params)
+    known = ENCODERS.providers()
+    if name not in known:
+        raise ParameterError(f"encoder: unknown name {name!r}; known: {', '.join(sorted(known))}")
+    return known[name][1](**params)
 
 
 # An encoder file names the image size owners must resize to; beyond this it is corrupt (or hostile), and
@@ -56,7 +56,6 @@ def load_encoder(path: str | Path) -> Encoder:
 
     Anything that is not such a file (truncated, another npz, inconsistent arrays) raises :class:`DataError`
     naming ``path``: the file comes from another party, so it is checked, down to encoding one blank image."""
-    _register_builtins()
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: encoder file not found")
@@ -75,12 +74,13 @@ def load_encoder(path: str | Path) -> Encoder:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         fmt = meta.get("format") if isinstance(meta, dict) else None
         raise DataError(f"{path}: not a privpix encoder file (format {fmt!r}, expected {FORMAT!r})")
-    if meta.get("encoder") not in ENCODERS:
-        raise DataError(f"{path}: unknown encoder {meta.get('encoder')!r}; known: {', '.join(sorted(ENCODERS))}")
+    known = ENCODERS.providers()
+    if meta.get("encoder") not in known:
+        raise DataError(f"{path}: unknown encoder {meta.get('encoder')!r}; known: {', '.join(sorted(known))}")
     try:
         if not isinstance(meta["config"], dict):
             raise TypeError(f"config is {type(meta['config']).__name__}, not an object")
-        enc = ENCODERS[meta["encoder"]](**meta["config"])
+        enc = known[meta["encoder"]][1](**meta["config"])
         enc.d = int(meta["d"])
         h, w = (int(v) for v in meta["image_shape"])
         enc.image_shape = (h, w)
@@ -109,14 +109,9 @@ def load_encoder(path: str | Path) -> Encoder:
     return enc
 
 
-def _register_builtins() -> None:
-    from privpix.mechanisms.ldp import bnn, dcaconv  # noqa: F401  (registers)
-
-
 # ------------------------------------------------------------------------------------------------ pixel
 
 
-@register_encoder
 class PixelEncoder(Encoder):
     """The paper's raw-pixel baseline: each pixel cut into d equal-width levels.
 
@@ -174,7 +169,6 @@ class PixelEncoder(Encoder):
 # --------------------------------------------------------------------------------------------- HOG-BoVW
 
 
-@register_encoder
 class HogBovwEncoder(Encoder):
     """The paper's BoVW baseline: HOG block descriptors (scikit-image) of each image, a K-means visual
     vocabulary, and the per-image count of each visual word as the m = ``words`` features.

@@ -37,7 +37,7 @@ class LDPPixel(Mechanism):
         return Guarantee(
             model="local-dp",
             epsilon=self.epsilon,
-            unit="one pixel value of one image",
+            unit=self.neighbours().wording(),
             per_feature_epsilon=self.epsilon,
             per_image_epsilon=per_image,
             sound=True,

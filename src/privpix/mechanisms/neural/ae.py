@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -10,12 +11,13 @@ import pandas as pd
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param, register
+from privpix.mechanisms.base import Capabilities, ConformanceCase, Param, register
+from privpix.mechanisms.trained import TrainedModel
 from privpix.noise import RNG, torch_seed
 
 
 @register
-class AEObfuscator(Mechanism):
+class AEObfuscator(TrainedModel):
     """Release images through a trained obfuscator with the provider's own f (K) and g (sigma2).
 
     f needs each image's true utility label, read from the ImageSet attribute named by ``utility`` (default:
@@ -29,56 +31,86 @@ class AEObfuscator(Mechanism):
     soundness = "empirical only: privacy is the measured adversary accuracy"
     uses_epsilon = False
     params = (
-        Param("model", str, "", "obfuscator model file (privpix train-obfuscator)"),
+        Param("model", str, "", "obfuscator model file; empty: fit() trains one on the data it is given"),
         Param("sigma2", float, 0.0, "g: noise multiplier on the R output (× its mean |activation|)", minimum=0.0),
         Param("K", float, 3000.0, "f: the non-true class's log-probability is set to −K", minimum=0.0),
         Param("use_f", bool, True, "apply f (needs the utility labels)"),
-        Param("utility", str, "", "attribute holding the utility labels (default: the model's)"),
+        Param("utility", str, "", "utility feature: an image attribute (training default Smiling) or the records' "
+              "label column; at release, the attribute holding each image's utility label (default: the model's)"),
         Param("keep_label", bool, True, "records: publish the utility label column beside the features"),
-    )
+        Param("private", str, "", "training: the private feature recorded in the model (default Male / sex)"),
+        Param("epochs", int, 20, "training: epochs (Algorithm 1)", minimum=1),
+        Param("batch_size", int, 64, "training: minibatch size", minimum=1),
+        Param("lr", float, 1e-3, "training: Adam learning rate", minimum=1e-12),
+        Param("patience", int, 3, "training: early stopping on validation loss", minimum=1),
+        Param("val_fraction", float, 0.1, "training: fraction held out for validation", minimum=1e-9),
+        Param("measure", str, "", "training: comma-separated σ² values at which weak/strong adversaries and the "
+              "utility provider are measured on the validation split and stored in the model file"),
+        Param("measure_k", float, 0.0, "training: K for measure (0: 3000 for images, 50 for records)", minimum=0.0),
+    )  # fmt: skip
 
-    net_ = None
-    meta_: dict | None = None
-    loaded_from_: str | None = None
+    # Parameters that only shape training; the model file records them (utility and private at its top level).
+    training: ClassVar[dict[str, str]] = {
+        "utility": "utility",
+        "private": "private",
+        **{k: k for k in ("epochs", "batch_size", "lr", "patience", "val_fraction", "measure", "measure_k")},
+    }
 
     def _check(self) -> None:
-        if not self.model:
-            raise ParameterError("ae-obfuscator: give the trained model file with --param model=FILE")
+        if not self.val_fraction < 1:
+            raise ParameterError(f"ae-obfuscator: val_fraction must be in (0, 1), got {self.val_fraction}")
+        _sigma2s(self.measure)
 
     def capabilities(self) -> Capabilities:
         # g's noise is the only randomness: with sigma2 = 0 the release is a deterministic function of the image.
-        return Capabilities(fits_on="model-file", fixed_shape=(64, 64, 3), randomized=self.sigma2 > 0)
-
-    def _load(self):
-        if self.net_ is None or self.loaded_from_ != self.model:
-            from privpix.mechanisms.neural.obfuscator import load_obfuscator
-
-            self.net_, self.meta_ = load_obfuscator(self.model)
-            self.loaded_from_ = self.model
-        return self.net_, self.meta_
+        tabular = self.meta_ is not None and self.is_fitted and self.meta_.get("n_features", 0) > 0
+        return Capabilities(
+            fits_on=self._fits_on(),
+            fixed_shape=None if tabular else (64, 64, 3),
+            output="records" if tabular else "images",
+            randomized=self.sigma2 > 0,
+        )
 
     @classmethod
     def conformance_cases(cls, workdir: Path) -> list[ConformanceCase]:
-        """A one-epoch image obfuscator on 20 random 64x64 colour images with a binary ``smile`` attribute."""
-        from privpix.mechanisms.neural.obfuscator import save_obfuscator, train_obfuscator
-
+        """A one-epoch image obfuscator on 20 random 64x64 colour images with binary ``smile`` and ``male``
+        attributes: trained by fit, and written to a model file and loaded from it."""
         rng = np.random.default_rng(0)
-        x = rng.random((20, 64, 64, 3), dtype=np.float32)
-        y = np.arange(20) % 2
-        net, hist = train_obfuscator("image", x[:16], y[:16], x[16:], y[16:], epochs=1, batch_size=8, seed=0)
-        meta = {"utility": "smile", "private": "none", "fitted_on": "20 random images", "n_features": 0}
-        path = save_obfuscator(workdir / "obfuscator.pt", net, {**meta, "history": hist})
-        images = ImageSet((x * 255).astype(np.uint8), attributes={"smile": y})
+        x = (rng.random((20, 64, 64, 3)) * 255).astype(np.uint8)
+        attrs = {"smile": np.arange(20) % 2, "male": (np.arange(20) // 2) % 2}
+        images = ImageSet(x, attributes=attrs, source="20 random images")
+        tiny = {"utility": "smile", "private": "male", "epochs": 1, "batch_size": 8, "val_fraction": 0.2}
+        path = cls(**tiny).fit(images, seed=0).save_model(workdir / "obfuscator.pt")
         return [
+            ConformanceCase(tiny, images),
             ConformanceCase({"model": str(path)}, images),
             ConformanceCase({"model": str(path), "use_f": False, "sigma2": 2.0}, images),
         ]
 
-    def fit(self, data: ImageSet | None = None) -> AEObfuscator:
-        """Load the trained model file (training is ``privpix train-obfuscator``)."""
-        self._validate()
-        self._load()
-        return self
+    def _read_model(self, path: str):
+        from privpix.mechanisms.neural.obfuscator import load_obfuscator
+
+        net, meta = load_obfuscator(path)
+        return net, {**meta.get("training", {}), **meta}
+
+    def _adopt_training(self, meta: dict) -> None:
+        # At release, utility names the images' attribute holding the utility labels, which may be spelled
+        # otherwise than the training data's: it is not held to the file.
+        utility = self.utility
+        super()._adopt_training({**meta, "utility": None})
+        self.utility = utility
+
+    def _train(self, data, seed: int):
+        """Algorithm 1 on CelebA-style images with the ``utility`` and ``private`` attributes (resized to 64x64)
+        or on UCI-Adult-style records (label column = utility)."""
+        return _train(data, self._training(), seed)
+
+    def _write_model(self, path: Path) -> Path:
+        from privpix.mechanisms.neural.obfuscator import save_obfuscator
+
+        net, meta = self._load()
+        training = set(self.training) - {"utility", "private"}
+        return save_obfuscator(path, net, {k: v for k, v in meta.items() if k != "format" and k not in training})
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """Empirical only, whatever the shape; carries the adversary accuracies measured into the model file."""
@@ -144,3 +176,99 @@ class AEObfuscator(Mechanism):
             net, images.as_float(), labels, sigma2=self.sigma2, K=self.K, use_f=self.use_f, seed=torch_seed(rng)
         )
         return np.clip(out, 0, 1)
+
+
+def _sigma2s(text: str) -> list[float]:
+    """The ``measure`` parameter: comma-separated σ² values >= 0."""
+    out = []
+    for part in filter(None, (t.strip() for t in text.split(","))):
+        try:
+            v = float(part)
+        except ValueError:
+            raise ParameterError(f"ae-obfuscator: measure: {part!r} is not a number") from None
+        if not np.isfinite(v) or v < 0:
+            raise ParameterError(f"ae-obfuscator: measure: σ² must be finite and >= 0, got {part!r}")
+        out.append(v)
+    return out
+
+
+def _train(data: ImageSet | RecordSet, training: dict, seed: int) -> tuple[object, dict]:
+    """Algorithm 1 on ``data`` with ``training`` (the mechanism's training parameters): the network and the
+    model file's description (training parameters, history and, with ``measure``, the measured accuracies)."""
+    import time
+
+    from privpix.mechanisms.neural.obfuscator import train_obfuscator
+
+    rng = np.random.default_rng(seed)
+    if isinstance(data, ImageSet):
+        from privpix.data import celeba_64
+
+        kind, utility, private = "image", training["utility"] or "Smiling", training["private"] or "Male"
+        for opt, attr in (("utility", utility), ("private", private)):
+            if attr not in data.attributes:
+                raise ParameterError(
+                    f"ae-obfuscator: {opt}={attr} is not an attribute of {data.source or 'the images'}"
+                )
+        data = celeba_64(data) if data.shape != (64, 64, 3) else data
+        x = data.as_float()
+        y = (np.asarray(data.attributes[utility]) > 0).astype(np.int64)
+        priv = (np.asarray(data.attributes[private]) > 0).astype(np.int64)
+        n_features, encoding = 0, None
+    elif isinstance(data, RecordSet):
+        from privpix.mechanisms.neural.records import encode_records, fit_record_encoding
+
+        kind, utility, private = "tabular", training["utility"] or data.label_column, training["private"] or "sex"
+        if utility != data.label_column:
+            raise ParameterError(f"ae-obfuscator: utility for records must be the label column {data.label_column!r}")
+        if private not in data.frame.columns:
+            raise ParameterError(f"ae-obfuscator: private={private} is not a column of the records")
+        data = data.complete()  # the paper drops records with missing values
+        encoding = fit_record_encoding(data, private)
+        x, y = encode_records(data, encoding), data.labels
+        values = sorted(data.frame[private].unique())
+        if len(values) != 2:
+            raise ParameterError(f"ae-obfuscator: private={private} must be a binary column, has {len(values)} values")
+        priv = (data.frame[private] == values[1]).to_numpy(dtype=np.int64)
+        n_features = x.shape[1]
+    else:
+        raise ParameterError(f"ae-obfuscator: fit() takes images or records, got {type(data).__name__}")
+    perm = rng.permutation(len(x))
+    n_val = max(2, round(training["val_fraction"] * len(x)))
+    val, tr = perm[:n_val], perm[n_val:]
+    if len(tr) < 2:
+        raise ParameterError(f"ae-obfuscator: {len(x)} records leave nothing to train on after validation")
+    t0 = time.perf_counter()
+    net, hist = train_obfuscator(
+        kind, x[tr], y[tr], x[val], y[val], epochs=training["epochs"], batch_size=training["batch_size"],
+        lr=training["lr"], patience=training["patience"], seed=seed, progress=False,
+    )  # fmt: skip
+    meta = {
+        "utility": utility,
+        "private": private,
+        "fitted_on": f"{data.source or 'the given data'} ({len(tr)} train / {len(val)} validation records, "
+        f"seed {seed})",
+        "n_features": n_features,
+        "record_encoding": encoding,
+        "training": {k: v for k, v in training.items() if k not in ("utility", "private")},
+        "seed": seed,
+        "history": hist,
+        "train_seconds": round(time.perf_counter() - t0, 1),
+    }
+    sigma2s = _sigma2s(training["measure"])
+    if sigma2s:
+        k = training["measure_k"] or (3000.0 if kind == "image" else 50.0)
+        meta["measured"] = _measure(net, x, y, priv, tr, val, sigma2s, k)
+    return net, meta
+
+
+def _measure(net, x, y, priv, tr, val, sigma2s: list[float], K: float) -> list[dict]:
+    """Weak/strong adversary and utility-provider accuracies on the validation split, per σ² (with f, K)."""
+    from privpix.evaluation.obfuscation import AttributeData, measure_release, obfuscator_release, train_inferrer
+
+    train, test = AttributeData(x[tr], y[tr], priv[tr]), AttributeData(x[val], y[val], priv[val])
+    weak = train_inferrer(train, "private")
+    rows = [{"sigma2": None, "K": None, "use_f": None, "weak": weak.score(test.x, test.private)}]
+    for s2 in sigma2s:
+        r = measure_release(obfuscator_release(net, sigma2=s2, K=K, use_f=True), train, test, weak_adversary=weak)
+        rows.append({"sigma2": s2, "K": K, "use_f": True, **r})
+    return rows

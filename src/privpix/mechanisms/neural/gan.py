@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -9,64 +10,112 @@ import numpy as np
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param, register
+from privpix.mechanisms.base import Capabilities, ConformanceCase, Param, register
+from privpix.mechanisms.trained import TrainedModel
 from privpix.noise import RNG, torch_seed
 
+# The training parameters and the model file's description keys they are recorded under.
+_TRAINING = {
+    "noise_epsilon": "epsilon",
+    "noise_delta": "delta",
+    "d": "d",
+    "width": "width",
+    "ae_epochs": "ae_epochs",
+    "epochs": "epochs",
+    "batch_size": "batch_size",
+    "n_critic": "n_critic",
+    "recipe": "recipe",
+    "resensitize_every": "resensitize_every",
+}
 
-class _TrainedGAN(Mechanism):
-    """Release images through a model file written by ``privpix train-ppsgan``."""
+
+class _TrainedGAN(TrainedModel):
+    """Release images through a trained paper-004 model: the model file named by ``model``, or a model that
+    :meth:`fit` trains on the images it is given (``model`` empty). Training is this mechanism's fit:
+    ``privpix fit --method ppsgan --dataset mnist:train --output m.pt`` trains and writes the file, and every
+    training parameter below is recorded in it. With a model file, the training parameters in force are the
+    file's (``get_params`` reports them after :meth:`fit`), and giving a different one is an error."""
 
     paper = "004"
     guarantee_model = "empirical"
     uses_epsilon = False
-    params = (Param("model", str, "", "model file (privpix train-ppsgan --model KIND)"),)
+    params = (
+        Param("model", str, "", "trained model file; empty: fit() trains one on the images it is given"),
+        Param("noise_epsilon", float, 1.0, "training: the paper's ε, a noise-scale knob (not a DP ε)", minimum=1e-12),
+        Param("noise_delta", float, 0.0, "training: the paper's δ knob; 0 → Laplace, > 0 → Gaussian", minimum=0.0),
+        Param("d", int, 128, "training: latent size d", minimum=1),
+        Param("width", int, 128, "training: first conv width (paper 128; 32 on a CPU)", minimum=1),
+        Param("ae_epochs", int, 5, "training: autoencoder pretraining epochs", minimum=0),
+        Param("epochs", int, 5, "training: adversarial epochs (Algorithm 1)", minimum=1),
+        Param("batch_size", int, 256, "training: minibatch size", minimum=1),
+        Param("n_critic", int, 5, "training: critic steps per generator step", minimum=1),
+        Param("recipe", str, "paper", "training: paper (§3.4 as written) or authors (the released code's losses)",
+              choices=("paper", "authors")),
+        Param("resensitize_every", int, 1000, "training, recipe=authors: generator steps between s_e updates",
+              minimum=1),
+    )  # fmt: skip
 
+    training = _TRAINING
     # A subclass's one line on where its noise goes (none for a plain GAN).
     noise_caveat: str | None = None
-    generator_ = None
-    meta_: dict | None = None
-    loaded_from_: str | None = None
+    needs_labels = False
 
     def _check(self) -> None:
-        if not self.model:
-            raise ParameterError(f"{self.name}: give the trained model file with --param model=FILE")
+        if self.noise_delta >= 1:
+            raise ParameterError(f"{self.name}: noise_delta must be < 1, got {self.noise_delta}")
 
     def capabilities(self) -> Capabilities:
         shape = None
-        if self.meta_ is not None and self.loaded_from_ == self.model:
+        if self.meta_ is not None and self.is_fitted:
             c, h, w = self.meta_["shape"]
             shape = (h, w, c)
-        return Capabilities(fits_on="model-file", fixed_shape=shape, needs_labels=self.needs_labels)
-
-    needs_labels = False
-
-    def _load(self):
-        # A changed ``model`` parameter loads the new file: fitted state follows the parameters in force.
-        if self.generator_ is None or self.loaded_from_ != self.model:
-            from privpix.mechanisms.neural.ppsgan import load_model
-
-            gen, meta = load_model(self.model)
-            if meta["kind"] != self.name:
-                raise ParameterError(f"{self.model}: a {meta['kind']} model, not {self.name}")
-            self.generator_, self.meta_, self.loaded_from_ = gen, meta, self.model
-        return self.generator_, self.meta_
+        return Capabilities(fits_on=self._fits_on(), fixed_shape=shape, needs_labels=self.needs_labels)
 
     @classmethod
     def conformance_cases(cls, workdir: Path) -> list[ConformanceCase]:
-        """A tiny model trained on 50 built-in digits (seconds), released on 12 of them."""
+        """A tiny model trained on 50 built-in digits (seconds), released on 12 of them: once trained by fit,
+        once written to a model file and loaded from it."""
         from privpix.data import load_dataset
-        from privpix.mechanisms.neural.ppsgan import fit_model_file
 
         data = load_dataset("builtin-mnist").subset(np.arange(0, 5000, 100))
         tiny = {"d": 8, "width": 4, "ae_epochs": 1, "epochs": 1, "batch_size": 16, "n_critic": 1}
-        path, _ = fit_model_file(cls.name, data, workdir / f"{cls.name}.pt", fitted_on="50 built-in digits", **tiny)
-        return [ConformanceCase({"model": str(path)}, data.subset(np.arange(12)))]
+        path = cls(**tiny).fit(data, seed=0).save_model(workdir / f"{cls.name}.pt")
+        return [ConformanceCase(tiny, data), ConformanceCase({"model": str(path)}, data.subset(np.arange(12)))]
 
-    def fit(self, data: ImageSet | None = None) -> _TrainedGAN:
-        """Load the trained model file (training is ``privpix train-ppsgan``)."""
-        self._validate()
-        self._load()
-        return self
+    def _read_model(self, path: str):
+        from privpix.mechanisms.neural.ppsgan import load_model
+
+        gen, meta = load_model(path)
+        if meta["kind"] != self.name:
+            raise ParameterError(f"{path}: a {meta['kind']} model, not {self.name}")
+        return gen, meta
+
+    def _train(self, data, seed: int):
+        """Train on labelled images ((h, w) 28 or 32) with the training parameters."""
+        if not isinstance(data, ImageSet) or data.labels is None:
+            raise ParameterError(f"{self.name}: training needs labelled images")
+        from privpix.mechanisms.neural.ppsgan import train_ppsgan
+
+        t0 = time.perf_counter()
+        train = {key: getattr(self, param) for param, key in _TRAINING.items()}
+        gen, hist = train_ppsgan(self.name, data.as_float(), data.labels, seed=seed, **train)
+        hist.pop("autoencoder", None)  # tensors; the model file holds the trained weights
+        h, w, c = data.shape
+        meta = {
+            "shape": [c, h, w],
+            **train,
+            "seed": seed,
+            "history": hist,
+            "fitted_on": f"{data.source or 'the given images'} ({len(data)} images, seed {seed})",
+            "train_seconds": round(time.perf_counter() - t0, 1),
+        }
+        return gen, meta
+
+    def _write_model(self, path: Path) -> Path:
+        from privpix.mechanisms.neural.ppsgan import save_model
+
+        gen, meta = self._load()
+        return save_model(path, gen, {k: v for k, v in meta.items() if k not in ("kind", "classes", "format")})
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """Empirical only: ε and δ of the model file are noise-scale knobs, not a DP guarantee."""

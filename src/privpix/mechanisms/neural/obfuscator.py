@@ -21,8 +21,6 @@ and 64→64→62; decoder 64→128→128→102 with sigmoid).
 
 from __future__ import annotations
 
-import math
-import time
 from pathlib import Path
 from typing import Any
 
@@ -84,8 +82,10 @@ def image_classifier(n_out: int = 2):
     )  # fmt: skip
 
 
-def build_obfuscator(kind: str, n_features: int = 102):
-    """The paper's networks as one ``torch.nn.Module`` with ``encode``, ``heads``, ``decode``."""
+def build_obfuscator(kind: str, n_features: int = 102, *, generator=None):
+    """The paper's networks as one ``torch.nn.Module`` with ``encode``, ``heads``, ``decode``. With a torch
+    ``generator`` its weights and dropout masks come from it (:func:`privpix.training.build`); without, from
+    torch's global RNG."""
     torch = _torch()
     nn = torch.nn
     if kind not in KINDS:
@@ -138,20 +138,26 @@ def build_obfuscator(kind: str, n_features: int = 102):
             c, r = self.heads(x)
             return self.decode(c, r), c, r
 
-    net = Obfuscator()
-    init_weights(net)
+    if generator is None:
+        net = Obfuscator()
+    else:
+        from privpix import training
+
+        net = training.build(Obfuscator, generator)
+    init_weights(net, generator)
     return net
 
 
-def init_weights(net) -> None:
+def init_weights(net, generator=None) -> None:
     """The paper's initialisation (after DCGAN): conv weights N(0, 0.02²); batch-norm weights N(1, 0.02²),
-    biases 0. Linear layers keep PyTorch's default (the paper does not specify them)."""
+    biases 0, drawn from the torch ``generator`` (the global RNG when None). Linear layers keep PyTorch's
+    default (the paper does not specify them)."""
     nn = _torch().nn
     for m in net.modules():
         if isinstance(m, nn.Conv2d | nn.ConvTranspose2d):
-            nn.init.normal_(m.weight, 0.0, 0.02)
+            nn.init.normal_(m.weight, 0.0, 0.02, generator=generator)
         elif isinstance(m, nn.BatchNorm2d):
-            nn.init.normal_(m.weight, 1.0, 0.02)
+            nn.init.normal_(m.weight, 1.0, 0.02, generator=generator)
             nn.init.zeros_(m.bias)
 
 
@@ -173,14 +179,14 @@ def train_obfuscator(
     ``y`` the utility feature (0/1). Returns the network of the lowest validation autoencoder loss (eq. 9;
     the classifier's validation NLL on a small split is too noisy to stop on) and its history."""
     torch = _torch()
-    from tqdm import tqdm
+    from privpix import training
 
     for name, y in (("y_train", y_train), ("y_val", y_val)):
         if not set(np.unique(y)) <= {0, 1}:
             raise ParameterError(f"{name}: the utility feature must be binary 0/1")
-    torch.manual_seed(seed)
     n_feat = 0 if kind == "image" else int(np.asarray(x_train).shape[1])
-    net = build_obfuscator(kind, n_feat or 102)
+    # Two streams seeded alike: the weights' and dropout's, and the minibatch order's.
+    net = build_obfuscator(kind, n_feat or 102, generator=training.generator(seed))
     xt, xv = as_tensor(x_train, kind), as_tensor(x_val, kind)
     yt, yv = (torch.from_numpy(np.asarray(y, dtype=np.int64)) for y in (y_train, y_val))
     # The paper's Adam (β1 = 0.5 as the authors' code); one optimiser per loss, as Algorithm 1 updates
@@ -188,48 +194,40 @@ def train_obfuscator(
     opt_ae = torch.optim.Adam(net.parameters(), lr=lr, betas=(0.5, 0.999))
     opt_c = torch.optim.Adam([*net.encoder.parameters(), *net.classifier.parameters()], lr=lr, betas=(0.5, 0.999))
     mse, nll = torch.nn.MSELoss(), torch.nn.NLLLoss()
-    gen = torch.Generator().manual_seed(seed)
-    history: dict[str, list] = {"train_ae": [], "train_nll": [], "val_ae": [], "val_nll": [], "val_acc": [], "sec": []}
-    best, best_state, stale = math.inf, None, 0
-    for epoch in range(epochs):
-        t0 = time.perf_counter()
-        net.train()
-        order = torch.randperm(len(xt), generator=gen)
-        tot_ae = tot_c = 0.0
-        for i in tqdm(range(0, len(xt), batch_size), desc=f"epoch {epoch + 1}", disable=not progress, leave=False):
-            idx = order[i : i + batch_size]
-            if len(idx) < 2:
-                continue
-            xb, yb = xt[idx], yt[idx]
-            recon, _, _ = net(xb)
-            loss_ae = mse(recon, xb)  # eq. 9, all networks
-            opt_ae.zero_grad()
-            loss_ae.backward()
-            opt_ae.step()
-            c, _ = net.heads(xb)
-            loss_c = nll(c, yb)  # eq. 10, encoder and classifier only
-            opt_c.zero_grad()
-            loss_c.backward()
-            opt_c.step()
-            tot_ae += loss_ae.item() * len(idx)
-            tot_c += loss_c.item() * len(idx)
+
+    def step(idx):
+        xb, yb = xt[idx], yt[idx]
+        recon, _, _ = net(xb)
+        loss_ae = mse(recon, xb)  # eq. 9, all networks
+        opt_ae.zero_grad()
+        loss_ae.backward()
+        opt_ae.step()
+        c, _ = net.heads(xb)
+        loss_c = nll(c, yb)  # eq. 10, encoder and classifier only
+        opt_c.zero_grad()
+        loss_c.backward()
+        opt_c.step()
+        return loss_ae, loss_c
+
+    def validate():
         v_ae, v_c, v_acc = evaluate_obfuscator(net, xv, yv)
-        history["train_ae"].append(tot_ae / len(xt))
-        history["train_nll"].append(tot_c / len(xt))
-        history["val_ae"].append(v_ae)
-        history["val_nll"].append(v_c)
-        history["val_acc"].append(v_acc)
-        history["sec"].append(time.perf_counter() - t0)
-        val = v_ae
-        if val < best - 1e-6:
-            best, stale = val, 0
-            best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
-        else:
-            stale += 1
-            if stale >= patience:
-                break
-    net.load_state_dict(best_state)
-    net.eval()
+        return {"val_ae": v_ae, "val_nll": v_c, "val_acc": v_acc}
+
+    # min_batch 2: batch norm needs two samples; early stopping keeps the lowest validation autoencoder loss.
+    history = training.fit(
+        step,
+        len(xt),
+        epochs=epochs,
+        batch_size=batch_size,
+        generator=training.generator(seed),
+        losses=("train_ae", "train_nll"),
+        min_batch=2,
+        model=net,
+        validate=validate,
+        monitor="val_ae",
+        patience=patience,
+        progress=progress,
+    )
     history["epochs_run"] = len(history["val_ae"])
     return net, history
 
@@ -301,7 +299,10 @@ def load_obfuscator(path: str | Path):
     state, meta = load_model_file(path, FORMAT, "obfuscator")
 
     def build():
-        net = build_obfuscator(meta["kind"], meta.get("n_features", 102))
+        from privpix import training
+
+        # A throwaway generator for the weights the file replaces: loading leaves torch's global RNG alone.
+        net = build_obfuscator(meta["kind"], meta.get("n_features", 102), generator=training.generator(0))
         net.load_state_dict(state)
         return net
 

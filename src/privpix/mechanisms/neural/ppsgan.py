@@ -73,9 +73,12 @@ def _conv_trunk(c: int, width: int):
     return nn.Sequential(*layers, nn.Flatten())
 
 
-def build_networks(kind: str, shape: tuple[int, int, int], d: int = 128, width: int = 128, n_classes: int = 10):
+def build_networks(
+    kind: str, shape: tuple[int, int, int], d: int = 128, width: int = 128, n_classes: int = 10, *, generator=None
+):
     """``(generator, critic)`` modules. The generator has ``encode``, ``decode``, ``amplify``; the critic
-    returns ``(real_logit, class_logits)``."""
+    returns ``(real_logit, class_logits)``. With a torch ``generator`` the weights come from it, generator's
+    first (:func:`privpix.training.build`); without, from torch's global RNG."""
     torch = _torch()
     nn = torch.nn
     if kind not in KINDS:
@@ -101,6 +104,12 @@ def build_networks(kind: str, shape: tuple[int, int, int], d: int = 128, width: 
             self.deconv = nn.Sequential(*layers)
             self.register_buffer("sigma_star", torch.zeros(d))
             self.register_buffer("gaussian", torch.zeros((), dtype=torch.bool))
+
+        def reset_parameters(self):
+            """The noise buffers as constructed: σ* = 0, Laplace (what :func:`privpix.training.build` calls)."""
+            with torch.no_grad():
+                self.sigma_star.zero_()
+                self.gaussian.fill_(False)
 
         def encode(self, x):
             return self.encoder(x)
@@ -149,7 +158,11 @@ def build_networks(kind: str, shape: tuple[int, int, int], d: int = 128, width: 
             f = self.trunk(x)
             return self.real(f)[:, 0], self.cls(f)
 
-    return Generator(), Critic()
+    if generator is None:
+        return Generator(), Critic()
+    from privpix import training
+
+    return training.build(lambda: (Generator(), Critic()), generator)
 
 
 def attention(z):
@@ -231,118 +244,213 @@ def train_ppsgan(
     ``callback(epoch, generator)`` runs after each adversarial epoch (1-based) with the generator in eval mode,
     e.g. to measure utility along the training; the training resumes in train mode afterwards.
     """
-    torch = _torch()
-    from tqdm import tqdm
-
     if kind not in KINDS:
         raise ParameterError(f"kind must be one of {KINDS}, got {kind!r}")
     if recipe not in RECIPES:
         raise ParameterError(f"recipe must be one of {RECIPES}, got {recipe!r}")
     if resensitize_every < 1:
         raise ParameterError(f"resensitize_every must be >= 1, got {resensitize_every}")
-    authors = recipe == "authors"
-    x = as_tensor(images)
-    y_np = np.asarray(labels)
-    if y_np.shape != (len(x),):
-        raise ParameterError(f"labels must have shape ({len(x)},), got {y_np.shape}")
-    classes, yi = np.unique(y_np, return_inverse=True)
-    y = torch.from_numpy(yi.astype(np.int64))
-    torch.manual_seed(seed)
-    gen_rng = torch.Generator().manual_seed(seed)
-    g, c = build_networks(kind, tuple(x.shape[1:]), d=d, width=width, n_classes=len(classes))
-    hist: dict[str, Any] = {"ae_mse": [], "critic": [], "gen": [], "zero": [], "sec": []}
-    n = len(x)
+    return _TRAINERS[kind](
+        kind,
+        images,
+        labels,
+        epsilon=epsilon,
+        delta=delta,
+        d=d,
+        width=width,
+        ae_epochs=ae_epochs,
+        epochs=epochs,
+        batch_size=batch_size,
+        n_critic=n_critic,
+        lr=lr,
+        seed=seed,
+        pretrained=pretrained,
+        recipe=recipe,
+        resensitize_every=resensitize_every,
+        callback=callback,
+        progress=progress,
+    ).run()
 
-    def batch():
-        return torch.randint(0, n, (min(batch_size, n),), generator=gen_rng)
 
-    steps = max(1, n // batch_size)
-    if kind != "acgan":
+class _AdversarialTrainer:
+    """Algorithm 1's adversarial loop, shared by the three kinds: per generator step ``n_critic`` critic steps
+    on ``L_d + L_c`` (a real batch and a fake one), then one generator step. Minibatches are drawn with
+    replacement. Two local generators seeded with ``seed``: one for the initial weights, one for the
+    minibatches and the noise (the global RNG is not touched). Subclasses say how a fake batch is made, what
+    the generator minimises, and what runs before the adversarial epochs."""
+
+    def __init__(self, kind: str, images: np.ndarray, labels: np.ndarray, **kw: Any):
+        torch = _torch()
+        from privpix import training
+
+        self.kind = kind
+        self.epsilon, self.delta, self.lr = kw["epsilon"], kw["delta"], kw["lr"]
+        self.batch_size, self.n_critic, self.epochs = kw["batch_size"], kw["n_critic"], kw["epochs"]
+        self.ae_epochs, self.pretrained = kw["ae_epochs"], kw["pretrained"]
+        self.authors, self.resensitize_every = kw["recipe"] == "authors", kw["resensitize_every"]
+        self.callback, self.progress = kw["callback"], kw["progress"]
+        self.x = as_tensor(images)
+        y_np = np.asarray(labels)
+        if y_np.shape != (len(self.x),):
+            raise ParameterError(f"labels must have shape ({len(self.x)},), got {y_np.shape}")
+        self.classes, yi = np.unique(y_np, return_inverse=True)
+        self.y = torch.from_numpy(yi.astype(np.int64))
+        self.rng = training.generator(kw["seed"])  # minibatches and noise
+        self.g, self.c = build_networks(
+            kind,
+            tuple(self.x.shape[1:]),
+            d=kw["d"],
+            width=kw["width"],
+            n_classes=len(self.classes),
+            generator=training.generator(kw["seed"]),
+        )
+        self.hist: dict[str, Any] = {"ae_mse": [], "critic": [], "gen": [], "zero": [], "sec": []}
+        self.steps = max(1, len(self.x) // self.batch_size)
+
+    def batch(self):
+        n = len(self.x)
+        return _torch().randint(0, n, (min(self.batch_size, n),), generator=self.rng)
+
+    def prepare(self) -> None:
+        """What runs before the adversarial epochs."""
+
+    def fake(self, idx):
+        """The generator's batch standing for the samples ``idx``."""
+        raise NotImplementedError
+
+    def generator_loss(self, idx, r_fake, c_fake):
+        """(the generator's loss, its zero-noise term) on the fake batch for ``idx``."""
+        raise NotImplementedError
+
+    def before_generator_step(self, gen_steps: int) -> None:
+        """Runs before the critic steps of each generator step (``gen_steps`` done so far)."""
+
+    def run(self) -> tuple[Any, dict]:
+        torch = _torch()
+        from tqdm import tqdm
+
+        g, c, x, y, hist = self.g, self.c, self.x, self.y, self.hist
+        self.prepare()
+        opt_g = torch.optim.AdamW(g.parameters(), lr=self.lr, weight_decay=1e-4, betas=(0.5, 0.9))
+        opt_c = torch.optim.AdamW(c.parameters(), lr=self.lr, weight_decay=1e-4, betas=(0.5, 0.9))
+        bce, ce = torch.nn.functional.binary_cross_entropy_with_logits, torch.nn.functional.cross_entropy
+        gen_steps = 0
+        for ep in range(self.epochs):
+            t0 = time.perf_counter()
+            tot_c = tot_g = tot_z = 0.0
+            g.train()  # the callback of the previous epoch left it in eval mode
+            c.train()
+            for _ in tqdm(range(self.steps), desc=f"adversarial {ep + 1}", disable=not self.progress, leave=False):
+                self.before_generator_step(gen_steps)
+                for _ in range(self.n_critic):
+                    i, j = self.batch(), self.batch()
+                    with torch.no_grad():
+                        xt = self.fake(i)
+                    r_real, c_real = c(x[j])
+                    r_fake, c_fake = c(xt)
+                    loss_c = bce(r_real, torch.ones_like(r_real)) + bce(r_fake, torch.zeros_like(r_fake))
+                    loss_c = loss_c + ce(c_real, y[j])
+                    if not self.authors:  # the paper's C_c learns from the fakes too
+                        loss_c = loss_c + ce(c_fake, y[i])
+                    opt_c.zero_grad()
+                    loss_c.backward()
+                    opt_c.step()
+                i = self.batch()
+                r_fake, c_fake = c(self.fake(i))
+                loss_g, zero = self.generator_loss(i, r_fake, c_fake)
+                opt_g.zero_grad()
+                loss_g.backward()
+                opt_g.step()
+                gen_steps += 1
+                tot_c += loss_c.item()
+                tot_g += loss_g.item()
+                tot_z += zero.item()
+            hist["critic"].append(tot_c / self.steps)
+            hist["gen"].append(tot_g / self.steps)
+            hist["zero"].append(tot_z / self.steps)
+            hist["sec"].append(time.perf_counter() - t0)
+            if self.callback is not None:
+                g.eval()
+                g.classes_ = self.classes
+                self.callback(ep + 1, g)
+        g.eval()
+        g.classes_ = self.classes
+        return g, hist
+
+
+class _EncoderGANTrainer(_AdversarialTrainer):
+    """PPSGAN and PPAPNet: a pretrained autoencoder initialises G_e and G_d, s_e is measured on the training
+    images, and the fake is the decoded amplified latent; the generator also minimises the zero-noise
+    reconstruction ``‖x − G_d(G_e(x))‖²``."""
+
+    def prepare(self) -> None:
+        torch = _torch()
+        from tqdm import tqdm
+
+        g, x, hist = self.g, self.x, self.hist
         opt = torch.optim.Adam([*g.encoder.parameters(), *g.fc.parameters(), *g.deconv.parameters()], lr=1e-3)
-        if pretrained is not None:
-            g.load_state_dict(pretrained)
-        for ep in range(0 if pretrained is not None else ae_epochs):
+        if self.pretrained is not None:
+            g.load_state_dict(self.pretrained)
+        for ep in range(0 if self.pretrained is not None else self.ae_epochs):
             g.train()
             tot = 0.0
-            for _ in tqdm(range(steps), desc=f"autoencoder {ep + 1}", disable=not progress, leave=False):
-                xb = x[batch()]
+            for _ in tqdm(range(self.steps), desc=f"autoencoder {ep + 1}", disable=not self.progress, leave=False):
+                xb = x[self.batch()]
                 loss = torch.nn.functional.mse_loss(g.decode(g.encode(xb)), xb)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
                 tot += loss.item()
-            hist["ae_mse"].append(tot / steps)
+            hist["ae_mse"].append(tot / self.steps)
         hist["autoencoder"] = {k: v.detach().clone() for k, v in g.state_dict().items()}
-        g.gaussian.fill_(delta > 0)
+        g.gaussian.fill_(self.delta > 0)
+        hist["s_e_mean"] = self.resensitize()
 
-    def resensitize() -> float:
-        s_e = approximate_sensitivity(g, x)
-        g.sigma_star.copy_(torch.from_numpy(sigma_star(s_e, epsilon, delta).astype(np.float32)))
+    def resensitize(self) -> float:
+        """s_e and σ* from the current encoder; returns mean s_e."""
+        torch = _torch()
+        s_e = approximate_sensitivity(self.g, self.x)
+        self.g.sigma_star.copy_(torch.from_numpy(sigma_star(s_e, self.epsilon, self.delta).astype(np.float32)))
         return float(s_e.mean())
 
-    if kind != "acgan":
-        hist["s_e_mean"] = resensitize()
-    opt_g = torch.optim.AdamW(g.parameters(), lr=lr, weight_decay=1e-4, betas=(0.5, 0.9))
-    opt_c = torch.optim.AdamW(c.parameters(), lr=lr, weight_decay=1e-4, betas=(0.5, 0.9))
-    bce, ce = torch.nn.functional.binary_cross_entropy_with_logits, torch.nn.functional.cross_entropy
+    def before_generator_step(self, gen_steps: int) -> None:
+        # The authors' code re-measures s_e every ``resensitize_every`` generator steps.
+        if self.authors and gen_steps and gen_steps % self.resensitize_every == 0:
+            self.hist.setdefault("s_e_means", []).append(self.resensitize())
+            self.g.train()  # approximate_sensitivity measures in eval mode
 
-    def fake(idx):
-        if kind == "acgan":
-            return g.sample(y[idx], gen_rng)
-        return g(x[idx], gen_rng)
+    def fake(self, idx):
+        return self.g(self.x[idx], self.rng)
 
-    gen_steps = 0
-    for ep in range(epochs):
-        t0 = time.perf_counter()
-        tot_c = tot_g = tot_z = 0.0
-        g.train()  # the callback of the previous epoch left it in eval mode
-        c.train()
-        for _ in tqdm(range(steps), desc=f"adversarial {ep + 1}", disable=not progress, leave=False):
-            if authors and kind != "acgan" and gen_steps and gen_steps % resensitize_every == 0:
-                hist.setdefault("s_e_means", []).append(resensitize())
-                g.train()  # approximate_sensitivity measures in eval mode
-            for _ in range(n_critic):
-                i, j = batch(), batch()
-                with torch.no_grad():
-                    xt = fake(i)
-                r_real, c_real = c(x[j])
-                r_fake, c_fake = c(xt)
-                loss_c = bce(r_real, torch.ones_like(r_real)) + bce(r_fake, torch.zeros_like(r_fake)) + ce(c_real, y[j])
-                if not authors:
-                    loss_c = loss_c + ce(c_fake, y[i])
-                opt_c.zero_grad()
-                loss_c.backward()
-                opt_c.step()
-            i = batch()
-            xt = fake(i)
-            r_fake, c_fake = c(xt)
-            if kind == "acgan":
-                loss_g = bce(r_fake, torch.ones_like(r_fake)) + ce(c_fake, y[i])
-                zero = torch.zeros(())
-            else:
-                # Paper: minimise L_c − L_d + L_zero, L_d the critic's cross-entropy on x̃ labelled fake; the
-                # authors' code swaps −L_d for the non-saturating −log D(x̃).
-                zero = torch.nn.functional.mse_loss(g.decode(g.encode(x[i])), x[i])
-                adv = bce(r_fake, torch.ones_like(r_fake)) if authors else -bce(r_fake, torch.zeros_like(r_fake))
-                loss_g = ce(c_fake, y[i]) + adv + zero
-            opt_g.zero_grad()
-            loss_g.backward()
-            opt_g.step()
-            gen_steps += 1
-            tot_c += loss_c.item()
-            tot_g += loss_g.item()
-            tot_z += zero.item()
-        hist["critic"].append(tot_c / steps)
-        hist["gen"].append(tot_g / steps)
-        hist["zero"].append(tot_z / steps)
-        hist["sec"].append(time.perf_counter() - t0)
-        if callback is not None:
-            g.eval()
-            g.classes_ = classes
-            callback(ep + 1, g)
-    g.eval()
-    g.classes_ = classes
-    return g, hist
+    def generator_loss(self, idx, r_fake, c_fake):
+        # Paper: minimise L_c − L_d + L_zero, L_d the critic's cross-entropy on x̃ labelled fake; the authors'
+        # code swaps −L_d for the non-saturating −log D(x̃).
+        torch = _torch()
+        bce, ce = torch.nn.functional.binary_cross_entropy_with_logits, torch.nn.functional.cross_entropy
+        xb = self.x[idx]
+        zero = torch.nn.functional.mse_loss(self.g.decode(self.g.encode(xb)), xb)
+        adv = bce(r_fake, torch.ones_like(r_fake)) if self.authors else -bce(r_fake, torch.zeros_like(r_fake))
+        return ce(c_fake, self.y[idx]) + adv + zero, zero
+
+
+class _ACGANTrainer(_AdversarialTrainer):
+    """ACGAN: G_d fed with U[−1, 1]^d noise and a one-hot class; no autoencoder, no zero-noise term, and the
+    non-saturating generator loss under both recipes."""
+
+    def fake(self, idx):
+        return self.g.sample(self.y[idx], self.rng)
+
+    def generator_loss(self, idx, r_fake, c_fake):
+        torch = _torch()
+        bce, ce = torch.nn.functional.binary_cross_entropy_with_logits, torch.nn.functional.cross_entropy
+        return bce(r_fake, torch.ones_like(r_fake)) + ce(c_fake, self.y[idx]), torch.zeros(())
+
+
+_TRAINERS: dict[str, type[_AdversarialTrainer]] = {
+    "ppsgan": _EncoderGANTrainer,
+    "ppapnet": _EncoderGANTrainer,
+    "acgan": _ACGANTrainer,
+}
 
 
 class TrunkClassifier:
@@ -357,30 +465,39 @@ class TrunkClassifier:
 
     def fit(self, images: np.ndarray, labels: np.ndarray) -> TrunkClassifier:
         torch = _torch()
+        from privpix import training
+
         x = as_tensor(images)
         self.classes_, yi = np.unique(np.asarray(labels), return_inverse=True)
         y = torch.from_numpy(yi.astype(np.int64))
-        torch.manual_seed(self.seed)
         c, h, _ = x.shape[1:]
         _check_shape((c, h, h))
-        self.trunk_ = _conv_trunk(c, self.width)
         flat = 8 * self.width * _sizes(h)[-1] ** 2
-        self.head_ = torch.nn.Linear(flat, len(self.classes_))
-        params = [*self.trunk_.parameters(), *self.head_.parameters()]
-        opt = torch.optim.Adam(params, lr=1e-3)
-        gen = torch.Generator().manual_seed(self.seed)
-        self.trunk_.train()
-        for _ in range(self.epochs):
-            order = torch.randperm(len(x), generator=gen)
-            for i in range(0, len(x), self.batch_size):
-                idx = order[i : i + self.batch_size]
-                if len(idx) < 2:
-                    continue
-                loss = torch.nn.functional.cross_entropy(self.head_(self.trunk_(x[idx])), y[idx])
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-        self.trunk_.eval()
+        # Two streams seeded alike: the weights' (trunk, then head), and the minibatch order's.
+        self.trunk_, self.head_ = training.build(
+            lambda: (_conv_trunk(c, self.width), torch.nn.Linear(flat, len(self.classes_))),
+            training.generator(self.seed),
+        )
+        opt = torch.optim.Adam([*self.trunk_.parameters(), *self.head_.parameters()], lr=1e-3)
+
+        def step(idx):
+            loss = torch.nn.functional.cross_entropy(self.head_(self.trunk_(x[idx])), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        order = training.generator(self.seed)
+        # min_batch 2: batch norm needs two samples.
+        training.fit(
+            step,
+            len(x),
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            generator=order,
+            min_batch=2,
+            model=self.trunk_,
+        )
         return self
 
     def features(self, images: np.ndarray) -> np.ndarray:
@@ -472,34 +589,6 @@ def save_model(path: str | Path, gen, meta: dict) -> Path:
     return save_model_file(path, gen.state_dict(), full)
 
 
-def fit_model_file(
-    kind: str, data, path: str | Path, *, fitted_on: str, seed: int = 0, **train: Any
-) -> tuple[Path, dict]:
-    """Train a ``kind`` model (ppsgan, ppapnet, acgan) on labelled ``data`` (an ImageSet) and write its model
-    file, description included; returns the file and its description (with the training ``history``). What
-    ``privpix train-ppsgan`` runs. ``train`` goes to :func:`train_ppsgan` (epsilon, delta, d, width, epochs, ...)."""
-    import time
-
-    if data.labels is None:
-        raise ParameterError(f"{kind}: training needs labelled images")
-    t0 = time.perf_counter()
-    gen, hist = train_ppsgan(kind, data.as_float(), data.labels, seed=seed, **train)
-    hist.pop("autoencoder", None)  # tensors; the model file holds the trained weights
-    h, w, c = data.shape
-    meta = {
-        "shape": [c, h, w],
-        "d": train.get("d", 128),
-        "width": train.get("width", 128),
-        "epsilon": train.get("epsilon", 1.0),
-        "delta": train.get("delta", 0.0),
-        "recipe": train.get("recipe", "paper"),
-        "history": hist,
-        "fitted_on": fitted_on,
-        "train_seconds": round(time.perf_counter() - t0, 1),
-    }
-    return save_model(path, gen, meta), meta
-
-
 def load_model(path: str | Path):
     """(generator, meta) from :func:`save_model`; weights only (``weights_only=True``)."""
     from privpix.mechanisms.neural.modelfile import build_from_file, load_model_file
@@ -507,7 +596,13 @@ def load_model(path: str | Path):
     state, meta = load_model_file(path, FORMAT, "PPSGAN")
 
     def build():
-        gen, _ = build_networks(meta["kind"], tuple(meta["shape"]), meta["d"], meta["width"], len(meta["classes"]))
+        from privpix import training
+
+        # A throwaway generator for the weights the file replaces: loading leaves torch's global RNG alone.
+        shape, n_classes = tuple(meta["shape"]), len(meta["classes"])
+        gen, _ = build_networks(
+            meta["kind"], shape, meta["d"], meta["width"], n_classes, generator=training.generator(0)
+        )
         gen.load_state_dict(state)
         gen.classes_ = np.asarray(meta["classes"])
         return gen

@@ -1,0 +1,159 @@
+"""``privpix fit``: fit a mechanism that learns a model (paper 003's obfuscator, paper 004's GANs) on a dataset
+and write its model file, which ``--param model=FILE`` loads in ``release``, ``evaluate``, ``bench`` and
+``audit``. ``train-obfuscator`` and ``train-ppsgan`` are the earlier names, kept as aliases that map their
+options onto the mechanisms' training parameters."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+from privpix.cli.app import main
+from privpix.cli.options import _check_output_path, _params, _plain, _writing
+
+# Out-of-range numbers are usage errors naming the option, before any data is loaded; a learning rate or a
+# noise knob of 0 trains nothing useful, so both must be strictly positive (and finite: FloatRange checks).
+_POSITIVE = click.FloatRange(min=0, min_open=True, max=1e300)
+
+
+def fit_to_file(
+    method: str,
+    dataset: str,
+    output: str,
+    params: dict[str, Any],
+    *,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    data_dir: str | None = None,
+    force: bool = False,
+    quiet: bool = False,
+) -> Path:
+    """What ``privpix fit`` does: ``method``'s fit on ``dataset`` (a seeded subset of ``limit``), then its
+    model file written to ``output``. Every check that needs no data runs before the data is loaded."""
+    from privpix.data import load_dataset
+    from privpix.errors import ParameterError
+    from privpix.mechanisms import Mechanism, get_mechanism, mechanism_class
+
+    out = Path(output)
+    _check_output_path(out, "--output")  # before hours of training, not after
+    if out.exists() and not force:
+        raise ParameterError(f"--output {out}: exists; pass --force to replace it")
+    if mechanism_class(method).save_model is Mechanism.save_model:
+        raise ParameterError(
+            f"--method {method}: has no model file to write; whatever it needs it fits when it releases (use it "
+            "with release, evaluate or bench directly)"
+        )
+    mech = get_mechanism(method, epsilon, delta, **params)
+    if mech.capabilities().fits_on != "private":
+        raise ParameterError(
+            f"--method {method}: a model file is already given (model=...); privpix fit trains a new one"
+        )
+    if limit is not None and limit < 2:
+        raise ParameterError(f"--limit must be >= 2, got {limit}")
+    data = load_dataset(dataset, data_dir)
+    if limit is not None and limit < len(data):
+        data = data.subset(np.sort(np.random.default_rng(seed).choice(len(data), limit, replace=False)))
+    if not quiet:
+        _plain(f"privpix fit: {method} on {dataset} ({len(data)} items), seed {seed} → {out}")
+    t0 = time.perf_counter()
+    mech.fit(data, seed=seed)
+    with _writing(out, "--output"):
+        mech.save_model(out)
+    if not quiet:
+        g = mech.guarantee(mech.capabilities().fixed_shape or (0, 0, 0))
+        _plain(f"wrote {out} in {time.perf_counter() - t0:.0f} s; its releases carry: {g.compact()}")
+        for caveat in g.caveats:
+            _plain(f"  {caveat}")
+    return out
+
+
+_COMMON = [
+    click.option("--seed", type=int, default=0, show_default=True, help="Seeds the --limit subset and the fit."),
+    click.option("--data-dir", type=click.Path(file_okay=False), default=None),
+    click.option("--output", required=True, type=click.Path(dir_okay=False), help="Model file to write."),
+    click.option("--force", is_flag=True, help="Replace an existing --output."),
+    click.option("--quiet", "-q", is_flag=True),
+]
+
+
+def _common(fn):
+    for opt in reversed(_COMMON):
+        fn = opt(fn)
+    return fn
+
+
+@main.command()
+@click.option("--method", required=True, help="Mechanism to fit, optionally name[key=value,...].")
+@click.option("--dataset", required=True, help="NAME[:SPLIT] to fit on (images or records, as the method needs).")
+@click.option("--param", "params", multiple=True, help="Mechanism parameter key=value (repeatable); see mechanisms.")
+@click.option("--epsilon", type=float, default=None, help="ε, for a mechanism whose fit spends one.")
+@click.option("--delta", type=float, default=None, help="δ, for a mechanism whose fit spends one.")
+@click.option("--limit", type=int, default=None, help="Fit on a seeded subset of this many items.")
+@_common
+def fit(method, dataset, params, epsilon, delta, limit, seed, data_dir, output, force, quiet) -> None:
+    """Fit a mechanism that learns a model on DATASET and write its model file (release it with
+    --param model=FILE). Training parameters are the mechanism's own (`privpix mechanisms`)."""
+    fit_to_file(method, dataset, output, _params(params), epsilon=epsilon, delta=delta, limit=limit, seed=seed,
+                data_dir=data_dir, force=force, quiet=quiet)  # fmt: skip
+
+
+@main.command("train-obfuscator")
+@click.option("--dataset", required=True, help="celeba[:train] (images) or adult[:train] (records).")
+@click.option("--utility", default=None, help="Utility feature: a CelebA attribute (default Smiling) or income.")
+@click.option("--private", "private", default=None, help="Private feature, recorded in the model (default Male/sex).")
+@click.option("--epochs", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--lr", type=_POSITIVE, default=1e-3, show_default=True)
+@click.option("--patience", type=click.IntRange(min=1), default=3, show_default=True, help="Early stopping.")
+@click.option("--val-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1,
+              show_default=True)  # fmt: skip
+@click.option("--limit", type=click.IntRange(min=10), default=None, help="Train on a seeded subset.")
+@click.option("--measure", default=None, help="Comma-separated σ² values measured into the model file.")
+@click.option("--measure-k", type=click.FloatRange(min=0), default=None, help="K for --measure.")
+@_common
+def train_obfuscator(
+    dataset, utility, private, epochs, batch_size, lr, patience, val_fraction, limit, measure, measure_k, seed,
+    data_dir, output, force, quiet,
+) -> None:  # fmt: skip
+    """Alias of `privpix fit --method ae-obfuscator` (paper 003's Algorithm 1)."""
+    params = {
+        "utility": utility or "", "private": private or "", "epochs": epochs, "batch_size": batch_size, "lr": lr,
+        "patience": patience, "val_fraction": val_fraction, "measure": measure or "", "measure_k": measure_k or 0.0,
+    }  # fmt: skip
+    fit_to_file("ae-obfuscator", dataset, output, params, limit=limit, seed=seed, data_dir=data_dir, force=force,
+                quiet=quiet)  # fmt: skip
+
+
+@main.command("train-ppsgan")
+@click.option("--model", "kind", type=click.Choice(["ppsgan", "ppapnet", "acgan"]), default="ppsgan", show_default=True)
+@click.option("--dataset", required=True, help="NAME[:SPLIT] with labels, e.g. mnist:train.")
+@click.option("--epsilon", type=_POSITIVE, default=1.0, show_default=True, help="Noise knob ε (not a DP guarantee).")
+@click.option("--delta", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True,
+              help="Noise knob δ: 0 → Laplace, > 0 → Gaussian.")  # fmt: skip
+@click.option("--latent", "d", type=click.IntRange(min=1), default=128, show_default=True, help="Latent size d.")
+@click.option("--width", type=click.IntRange(min=1), default=128, show_default=True, help="First conv width.")
+@click.option("--ae-epochs", type=click.IntRange(min=0), default=5, show_default=True)
+@click.option("--epochs", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True)
+@click.option("--n-critic", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--limit", type=click.IntRange(min=2), default=None, help="Train on a seeded subset.")
+@click.option("--recipe", type=click.Choice(["paper", "authors"]), default="paper", show_default=True)
+@click.option("--resensitize-every", type=click.IntRange(min=1), default=1000, show_default=True)
+@_common
+def train_ppsgan(
+    kind, dataset, epsilon, delta, d, width, ae_epochs, epochs, batch_size, n_critic, limit, recipe, resensitize_every,
+    seed, data_dir, output, force, quiet,
+) -> None:  # fmt: skip
+    """Alias of `privpix fit --method ppsgan|ppapnet|acgan` (paper 004)."""
+    params = {
+        "noise_epsilon": epsilon, "noise_delta": delta, "d": d, "width": width, "ae_epochs": ae_epochs,
+        "epochs": epochs, "batch_size": batch_size, "n_critic": n_critic, "recipe": recipe,
+        "resensitize_every": resensitize_every,
+    }  # fmt: skip
+    fit_to_file(kind, dataset, output, params, limit=limit, seed=seed, data_dir=data_dir, force=force, quiet=quiet)

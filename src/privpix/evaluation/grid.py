@@ -1,0 +1,254 @@
+"""The one grid every comparison runs: (method, ε, repeat) cells, each released by a mechanism fitted once as it
+declares, scored for utility and quality, optionally attacked, and one ε audit per (method, ε).
+
+``privpix evaluate`` is this grid without attacks and audit; ``privpix bench`` (:mod:`privpix.bench`) adds both
+and stores the records in a resumable folder. Records are plain JSON objects, typed here (:class:`CellRecord`,
+:class:`AuditRecord`) so that every reader agrees on their keys.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NotRequired, TypedDict
+
+import numpy as np
+
+from privpix.data.imageset import ImageSet
+from privpix.evaluation.quality import entropy
+from privpix.evaluation.runner import cell_seed, evaluate_cell
+from privpix.mechanisms.base import Mechanism, mechanism_class, ready_mechanism
+
+AUDIT_MAX_SIDE = 32
+
+
+class CellRecord(TypedDict):
+    """One (method, ε, repeat) cell, as ``privpix evaluate --json`` and the bench's ``cells.jsonl`` store it.
+
+    Scores: ``accuracy``/``recall``/``f1`` (train on released, test on original), the same with
+    ``_release_all`` (train and test on released), ``psnr`` (dB), ``ssim``, ``entropy`` (bits) of released test
+    images and ``entropy_original``; ``seconds`` of the two releases. Bench cells add ``attribute``, the attack
+    scores (``reid_*``, ``attr_*``, ``mia_*``, ``recon_*``, ...) and ``cell_seconds``."""
+
+    dataset: str
+    method: str
+    repeat: int
+    epsilon: float | None
+    seed: int
+    accuracy: float
+    recall: float
+    f1: float
+    psnr: float
+    ssim: float
+    entropy: float
+    parameters: dict[str, Any]
+    guarantee: dict[str, Any]
+    attribute: NotRequired[str]
+    cell_seconds: NotRequired[float]
+
+
+class AuditRecord(TypedDict):
+    """One (method, ε) audit in the bench's ``audits.jsonl``: the requested ε and
+    :meth:`privpix.evaluation.audit.AuditResult.to_dict` (claimed and audited ε, unit, verdict, ...)."""
+
+    method: str
+    claimed_epsilon_requested: float | None
+    claimed_epsilon: float | None
+    audited_epsilon_lower: float
+    verdict: str
+    unit: str
+    sound: bool
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One (method, ε) of a grid; ``epsilon`` is None for a mechanism that takes no ε."""
+
+    method: str
+    epsilon: float | None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """A hashable key that tells 1 from 1.0 apart no more than JSON does."""
+        return self.method, eps_key(self.epsilon)
+
+    @property
+    def label(self) -> str:
+        return "release" if self.epsilon is None else f"ε={self.epsilon:g}"
+
+
+def eps_key(eps: float | None) -> str:
+    return "none" if eps is None else repr(float(eps))
+
+
+def grid_points(methods: Sequence[str], epsilons: Sequence[float]) -> list[GridPoint]:
+    """Every (method, ε) of a grid, in order; a mechanism that takes no ε gets one point with ε = None."""
+    return [GridPoint(m, e) for m in methods for e in (list(epsilons) if mechanism_class(m).uses_epsilon else [None])]
+
+
+class FittedMechanisms:
+    """The mechanism of each grid point, fitted once as it declares (on the training images when it fits on the
+    private set, e.g. a GAN it trains) and reused by every cell, the audit and the sample grids of that point."""
+
+    def __init__(
+        self, params: dict[str, dict[str, Any]], train: ImageSet, seed: int = 0, data_dir: str | None = None
+    ) -> None:
+        self.params, self.train, self.seed, self.data_dir = params, train, seed, data_dir
+        self._cache: dict[tuple[str, str], Mechanism] = {}
+
+    def __call__(self, point: GridPoint) -> Mechanism:
+        if point.key not in self._cache:
+            self._cache[point.key] = ready_mechanism(
+                point.method,
+                point.epsilon,
+                params=self.params.get(point.method, {}),
+                private=self.train,
+                data_dir=self.data_dir,
+                seed=self.seed,
+            )
+        return self._cache[point.key]
+
+
+@dataclass
+class AttackSettings:
+    """What the bench attacks with: the attribute the inference attack targets and the CNN inversion's epochs."""
+
+    attribute: str = ""
+    cnn_epochs: int = 3
+
+
+def attack_scores(
+    mech: Mechanism, train: ImageSet, test: ImageSet, rel_train, rel_test, settings: AttackSettings, seed: int
+) -> dict[str, float]:
+    """Re-identification, attribute inference, membership and reconstruction scores of one cell."""
+    from privpix.evaluation import attacks
+
+    row: dict[str, float] = {}
+    row.update(attacks.reidentification(test, rel_test.images, train, rel_train.images, seed=seed))
+    if settings.attribute:
+        row.update(
+            attacks.attribute_inference(train, rel_train.images, test, rel_test.images, settings.attribute, seed=seed)
+        )
+    query_rng = np.random.default_rng(seed + 1)
+
+    def query(s: ImageSet) -> ImageSet:
+        return mech.release(s, query_rng).images
+
+    row.update(attacks.membership_inference(train, rel_train.images, test, query=query, seed=seed))
+    row.update(attacks.reconstruction(train, rel_train.images, test, rel_test.images, settings.cnn_epochs, seed=seed))
+    return row
+
+
+def audit_images(mech: Mechanism, test: ImageSet) -> ImageSet:
+    """At most 64 test images, downscaled so the longer side is ≤ 32 px (the audit's cost is thousands of
+    releases); a mechanism bound to one shape (a public PCA basis, a trained network) keeps it."""
+    imgs = test.subset(np.arange(min(64, len(test))))
+    h, w, _ = imgs.shape
+    if max(h, w) <= AUDIT_MAX_SIDE or mech.capabilities().fixed_shape is not None:
+        return imgs
+    scale = AUDIT_MAX_SIDE / max(h, w)
+    return imgs.resized(max(2, round(h * scale)), max(2, round(w * scale)))
+
+
+def run_grid(
+    train: ImageSet,
+    test: ImageSet,
+    points: Iterable[GridPoint],
+    fitted: FittedMechanisms,
+    *,
+    dataset: str,
+    repeats: int = 1,
+    seed: int = 0,
+    attacks: AttackSettings | None = None,
+    audit_trials: int | None = None,
+    skip_cells: set[tuple[str, str, int]] = frozenset(),  # type: ignore[assignment]
+    skip_audits: set[tuple[str, str]] = frozenset(),  # type: ignore[assignment]
+    on_cell: Callable[[CellRecord], None] | None = None,
+    on_audit: Callable[[AuditRecord], None] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[CellRecord]:
+    """Run every cell (and, with ``audit_trials``, every audit) of ``points`` not in the skip sets; each record
+    goes to ``on_cell``/``on_audit`` as soon as it is done (a bench appends it to its JSONL file). Returns the
+    cells run. Each cell is seeded by :func:`~privpix.evaluation.runner.cell_seed` alone, so a cell's result does
+    not depend on which other cells run."""
+    from privpix.evaluation.audit import audit
+
+    src_entropy = float(np.mean(entropy(test.as_float())))
+    cells: list[CellRecord] = []
+    for point in points:
+        mech = fitted(point)
+        for rep in range(repeats):
+            if (*point.key, rep) in skip_cells:
+                continue
+            t0 = time.perf_counter()
+            s = cell_seed(seed, point.method, point.epsilon, rep)
+            row, rel_train, rel_test = evaluate_cell(mech, train, test, s, src_entropy)
+            cell: dict[str, Any] = {"dataset": dataset, "method": point.method, "repeat": rep, **row}
+            if attacks is not None:
+                cell["attribute"] = attacks.attribute
+                if rel_test.images is not None:  # the attacks compare images; a feature release has the audit
+                    cell.update(attack_scores(mech, train, test, rel_train, rel_test, attacks, s))
+                cell["cell_seconds"] = time.perf_counter() - t0
+            record: CellRecord = cell  # type: ignore[assignment]
+            cells.append(record)
+            if on_cell is not None:
+                on_cell(record)
+            if progress is not None:
+                extra = f" re-id {cell['reid_best']:.2f}" if "reid_best" in cell else ""
+                progress(f"{point.method} ε={point.epsilon} rep {rep}: acc {cell['accuracy']:.3f}{extra}")
+        if audit_trials is not None and point.key not in skip_audits:
+            res = audit(mech, audit_images(mech, test), trials=audit_trials, seed=seed)
+            a: AuditRecord = {"claimed_epsilon_requested": point.epsilon, **res.to_dict(), "method": point.method}  # type: ignore[typeddict-item]
+            if on_audit is not None:
+                on_audit(a)
+            if progress is not None:
+                progress(f"{point.method} ε={point.epsilon} audit: ≥ {res.audited_epsilon_lower:.2f} ({res.verdict})")
+    return cells
+
+
+def evaluate(
+    train: ImageSet,
+    test: ImageSet,
+    methods: Sequence[str],
+    epsilons: Sequence[float],
+    repeats: int = 1,
+    seed: int = 0,
+    params: dict[str, dict[str, Any]] | None = None,
+    dataset: str = "",
+    progress: Callable[[str], None] | None = None,
+    data_dir: str | None = None,
+) -> list[CellRecord]:
+    """The grid without attacks and audit: for each (method, ε, repeat), release train and test, score PCA+SVM
+    utility under both protocols (``accuracy``/``recall``/``f1`` are train-on-released, test-on-original;
+    ``*_release_all`` train and test on released) and image quality of the released test images (PSNR, SSIM vs
+    source, entropy, and the source's entropy). Methods without ε run once per repeat with ``epsilon`` = None.
+
+    Each cell uses its own seed derived from (seed, method, ε, repeat), so rows are reproducible one by one."""
+    fitted = FittedMechanisms(params or {}, train, seed, data_dir)
+    return run_grid(
+        train,
+        test,
+        grid_points(methods, epsilons),
+        fitted,
+        dataset=dataset or train.source,
+        repeats=repeats,
+        seed=seed,
+        progress=progress,
+    )
+
+
+def sample_grids(
+    points: Sequence[GridPoint], fitted: FittedMechanisms, test: ImageSet, seed: int, caption: str = "", k: int = 6
+) -> list[tuple[str, str]]:
+    """One sample grid per method (a row of ``k`` test images, then its release at each ε), as (caption,
+    base64 PNG) for the report; each release is seeded with ``seed``."""
+    from privpix.report.html import sample_grid_png
+
+    sample = test.subset(np.linspace(0, len(test) - 1, min(k, len(test))).astype(int))
+    by_method: dict[str, dict[str, np.ndarray]] = {}
+    for point in points:
+        released = fitted(point).release(sample, np.random.default_rng(seed))
+        if released.images is not None:
+            by_method.setdefault(point.method, {})[point.label] = released.images.as_float()
+    return [(m + "." + caption, sample_grid_png(sample.as_float(), rel)) for m, rel in by_method.items()]
