@@ -58,7 +58,7 @@ class TrainedModel(Mechanism):
             return self
         if data is None:
             raise ParameterError(f"{self.name}: fit() trains on the data it is given; give it, or a model file")
-        self.model_, self.meta_ = self._train(data, 0 if seed is None else int(seed))
+        self.model_, self.meta_ = self._train(data, None if seed is None else int(seed))
         self.loaded_from_, self.trained_with_ = "", self._training()
         return self
 
@@ -86,9 +86,10 @@ class TrainedModel(Mechanism):
         assert self.meta_ is not None
         return self.model_, self.meta_
 
-    def _train(self, data: ImageSet | RecordSet, seed: int) -> tuple[Any, dict]:
+    def _train(self, data: ImageSet | RecordSet, seed: int | None) -> tuple[Any, dict]:
         """Train on ``data``: the model and its description (training parameters under their ``training`` keys,
-        ``fitted_on``, history)."""
+        ``fitted_on``, history). ``seed`` None: the subclass chooses (a fixed default, or OS entropy where a
+        seeded fit would be weaker)."""
         raise NotImplementedError
 
     def _read_model(self, path: str) -> tuple[Any, dict]:

@@ -100,10 +100,10 @@ class AEObfuscator(TrainedModel):
         super()._adopt_training({**meta, "utility": None})
         self.utility = utility
 
-    def _train(self, data, seed: int):
+    def _train(self, data, seed: int | None):
         """Algorithm 1 on CelebA-style images with the ``utility`` and ``private`` attributes (resized to 64x64)
         or on UCI-Adult-style records (label column = utility)."""
-        return _train(data, self._training(), seed)
+        return _train(data, self._training(), 0 if seed is None else seed)
 
     def _write_model(self, path: Path) -> Path:
         from privpix.mechanisms.neural.obfuscator import save_obfuscator

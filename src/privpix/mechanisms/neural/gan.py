@@ -90,8 +90,9 @@ class _TrainedGAN(TrainedModel):
             raise ParameterError(f"{path}: a {meta['kind']} model, not {self.name}")
         return gen, meta
 
-    def _train(self, data, seed: int):
-        """Train on labelled images ((h, w) 28 or 32) with the training parameters."""
+    def _train(self, data, seed: int | None):
+        """Train on labelled images ((h, w) 28 or 32) with the training parameters (``seed`` None: 0)."""
+        seed = 0 if seed is None else seed
         if not isinstance(data, ImageSet) or data.labels is None:
             raise ParameterError(f"{self.name}: training needs labelled images")
         from privpix.mechanisms.neural.ppsgan import train_ppsgan

@@ -43,13 +43,15 @@ import math
 import os
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param, register
+from privpix.mechanisms.base import Capabilities, ConformanceCase, Param, register
+from privpix.mechanisms.trained import TrainedModel
 from privpix.neighbours import Neighbours, OneOfBatch
 from privpix.noise import RNG, gaussian, make_rng, torch_seed
 
@@ -145,7 +147,7 @@ def split_embedding(embedding: np.ndarray, n_classes: int, count_share: float) -
 
 
 @register
-class DPMERF(Mechanism):
+class DPMERF(TrainedModel):
     """DP-MERF synthetic images: one Gaussian release of a random-feature mean embedding of the labelled private
     set, then a generator trained on it (see the module docstring for the construction, the replace-one relation,
     what is public and the calibration). ``fit`` reads the private images once; a release draws n new images and
@@ -181,13 +183,11 @@ class DPMERF(Mechanism):
         Param("lr_decay", float, 0.9, "training: learning-rate factor after each epoch", minimum=1e-6),
     )  # fmt: skip
 
-    generator_ = None
+    training: ClassVar[dict[str, str]] = {k: k for k in TRAINING}
+    # The fitted generator is ``model_`` (TrainedModel); beside it:
     embedding_: np.ndarray | None = None  # the released noisy embedding μ̃ (K·D + K,)
     label_probs_: np.ndarray | None = None
     omega_: np.ndarray | None = None
-    meta_: dict | None = None
-    loaded_from_: str | None = None  # the model file of the fitted state ("" when fitted by fit)
-    trained_with_: dict | None = None
 
     def _check(self) -> None:
         if self.n_features % 2:
@@ -202,12 +202,13 @@ class DPMERF(Mechanism):
             raise ParameterError("dp-merf: the Gaussian mechanism needs a delta in (0, 1), e.g. --delta 1e-5")
 
     def _training(self) -> dict:
-        return {"epsilon": self.epsilon, "delta": self.delta, **{k: getattr(self, k) for k in TRAINING}}
+        # ε and δ calibrate the fit: changing either after it makes the mechanism unfitted.
+        return {"epsilon": self.epsilon, "delta": self.delta, **super()._training()}
 
     def capabilities(self) -> Capabilities:
         shape = tuple(self.meta_["shape"]) if self.meta_ is not None and self.is_fitted else None
         return Capabilities(
-            fits_on="model-file" if self.model else "private",
+            fits_on=self._fits_on(),
             fixed_shape=shape,
             needs_labels=True,
             output="synthetic-images",
@@ -216,12 +217,12 @@ class DPMERF(Mechanism):
 
     @property
     def is_fitted(self) -> bool:
-        if self.generator_ is None or self.meta_ is None:
-            return False
-        if self.model:
-            same = (self.meta_["epsilon"], self.meta_["delta"]) == (self.epsilon, self.delta)
-            return self.loaded_from_ == self.model and same
-        return self.loaded_from_ == "" and self.trained_with_ == self._training()
+        # A model file is fitted only for the (ε, δ) it was calibrated for.
+        return super().is_fitted and (not self.model or self._file_claim() == (self.epsilon, self.delta))
+
+    def _file_claim(self) -> tuple[float, float]:
+        assert self.meta_ is not None
+        return self.meta_["epsilon"], self.meta_["delta"]
 
     def neighbours(self) -> Neighbours:
         """Replace-one on the whole private set: two sets of n labelled images that differ in one."""
@@ -248,10 +249,16 @@ class DPMERF(Mechanism):
         from OS entropy, as a real release should."""
         self._validate()
         self._check_delta()
-        if self.model:
-            return self._load_file()
-        if data is None:
-            raise ParameterError(f"{self.name}: fit() needs the labelled private images, or a model file")
+        super().fit(data, seed=seed)
+        if self.model and self._file_claim() != (self.epsilon, self.delta):
+            eps, delta = self._file_claim()
+            raise ParameterError(
+                f"{self.name}: {self.model} was calibrated for ε={eps:g}, δ={delta:g}; give "
+                f"--epsilon {eps:g} --delta {delta:g} (a release states the file's guarantee)"
+            )
+        return self
+
+    def _train(self, data, seed: int | None):
         if not isinstance(data, ImageSet) or data.labels is None:
             raise ParameterError(f"{self.name}: fit() needs labelled images (the embedding is φ(x) ⊗ y)")
         labels = np.asarray(data.labels)
@@ -315,52 +322,25 @@ class DPMERF(Mechanism):
         )
         meta.update(history=history, embed_seconds=round(embed_seconds, 3),
                     train_seconds=round(time.perf_counter() - t1, 3))  # fmt: skip
-        self.generator_, self.embedding_, self.label_probs_, self.omega_ = gen, noisy, probs, omega
-        self.meta_, self.loaded_from_, self.trained_with_ = meta, "", self._training()
-        return self
+        self.embedding_, self.label_probs_, self.omega_ = noisy, probs, omega
+        return gen, meta
 
-    def _load_file(self) -> DPMERF:
-        if self.loaded_from_ != self.model:
-            gen, embedding, meta = load_model(self.model)
-            self._adopt_training(meta)
-            self.generator_, self.embedding_, self.meta_, self.loaded_from_ = gen, embedding, meta, self.model
-            self.label_probs_ = split_embedding(embedding, meta["n_classes"], meta["count_share"])[1]
-            self.omega_ = None  # frequencies(...) with the file's omega_seed rebuilds them when needed
-        file_claim = (self.meta_["epsilon"], self.meta_["delta"])
-        if file_claim != (self.epsilon, self.delta):
-            raise ParameterError(
-                f"{self.name}: {self.model} was calibrated for ε={file_claim[0]:g}, δ={file_claim[1]:g}; give "
-                f"--epsilon {file_claim[0]:g} --delta {file_claim[1]:g} (a release states the file's guarantee)"
-            )
-        return self
+    def _read_model(self, path: str):
+        gen, embedding, meta = load_model(path)
+        self.embedding_ = embedding
+        self.label_probs_ = split_embedding(embedding, meta["n_classes"], meta["count_share"])[1]
+        self.omega_ = None  # frequencies(...) with the file's omega_seed rebuilds them when needed
+        return gen, meta
 
-    def _adopt_training(self, meta: dict) -> None:
-        """Take the training parameters the file records; one given that contradicts it is an error."""
-        defaults = {p.name: p.default for p in self.params}
-        for key in TRAINING:
-            mine, theirs = getattr(self, key), type(defaults[key])(meta[key])
-            if mine != defaults[key] and mine != theirs:
-                raise ParameterError(
-                    f"{self.name}: {key}={mine} was given, but {self.model} was fitted with {key}={theirs}; "
-                    "training parameters apply only when fit() fits"
-                )
-            setattr(self, key, theirs)
-
-    def save_model(self, path: str | Path) -> Path:
-        """Write the fitted model (generator weights, the noisy embedding, the guarantee's ε, δ and n, every
-        training parameter) to ``path``; ``model=path`` loads it."""
-        if not self.is_fitted:
-            raise ParameterError(f"{self.name}: not fitted; {self._fit_hint()}")
+    def _write_model(self, path: Path) -> Path:
+        """The generator weights, the noisy embedding, the guarantee's ε, δ and n, every training parameter."""
         from privpix.mechanisms.neural.modelfile import save_model_file
 
+        gen, meta = self._load()
         torch = _torch()
-        state = {f"generator.{k}": v for k, v in self.generator_.state_dict().items()}
+        state = {f"generator.{k}": v for k, v in gen.state_dict().items()}
         state["embedding"] = torch.from_numpy(np.asarray(self.embedding_, dtype=np.float64))
-        return save_model_file(path, state, {"format": FORMAT, **self.meta_})
-
-    def _load(self):
-        self._check_fitted()
-        return self.generator_, self.meta_
+        return save_model_file(path, state, {"format": FORMAT, **meta})
 
     # -------------------------------------------------------------------------------------- releasing
 
