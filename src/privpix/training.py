@@ -227,3 +227,30 @@ def fit(
             model.load_state_dict(best_state)
         model.eval()
     return history
+
+
+def fit_classifier(
+    forward: Callable[[torch.Tensor], torch.Tensor],
+    parameters: Any,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    lr: float,
+    epochs: int,
+    batch_size: int,
+    seed: int,
+    model: nn.Module,
+) -> dict[str, list]:
+    """Train a classifier whose logits are ``forward(x[idx])`` with cross-entropy and Adam (``parameters``) through
+    :func:`fit`, its minibatch order drawn from a generator seeded with ``seed``; batches of one sample are
+    skipped (batch norm needs two). ``model`` is switched to train mode for the epochs and back to eval."""
+    opt = torch.optim.Adam(parameters, lr=lr)
+
+    def step(idx):
+        loss = torch.nn.functional.cross_entropy(forward(x[idx]), y[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return fit(step, len(x), epochs=epochs, batch_size=batch_size, generator=generator(seed), min_batch=2, model=model)

@@ -73,26 +73,10 @@ class CNNClassifier:
         # Two streams seeded alike: the weights', and the minibatch order's.
         shape = (x.shape[1], len(self.classes_), tuple(x.shape[2:]))
         self.model_ = training.build(lambda: build_cnn(self.arch, *shape), training.generator(self.seed))
-        opt = torch.optim.Adam(self.model_.parameters(), lr=self.lr)
-
-        def step(idx):
-            loss = torch.nn.functional.cross_entropy(self.model_(x[idx]), t[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-
-        order = training.generator(self.seed)
-        # min_batch 2: batch norm needs two samples.
-        training.fit(
-            step,
-            len(x),
-            epochs=self.epochs,
-            batch_size=self.batch_size,
-            generator=order,
-            min_batch=2,
-            model=self.model_,
-        )
+        training.fit_classifier(
+            self.model_, self.model_.parameters(), x, t, lr=self.lr, epochs=self.epochs, batch_size=self.batch_size,
+            seed=self.seed, model=self.model_,
+        )  # fmt: skip
         return self
 
     def predict(self, data: ImageSet) -> np.ndarray:

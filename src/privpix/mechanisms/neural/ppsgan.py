@@ -478,26 +478,10 @@ class TrunkClassifier:
             lambda: (_conv_trunk(c, self.width), torch.nn.Linear(flat, len(self.classes_))),
             training.generator(self.seed),
         )
-        opt = torch.optim.Adam([*self.trunk_.parameters(), *self.head_.parameters()], lr=1e-3)
-
-        def step(idx):
-            loss = torch.nn.functional.cross_entropy(self.head_(self.trunk_(x[idx])), y[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-
-        order = training.generator(self.seed)
-        # min_batch 2: batch norm needs two samples.
-        training.fit(
-            step,
-            len(x),
-            epochs=self.epochs,
-            batch_size=self.batch_size,
-            generator=order,
-            min_batch=2,
-            model=self.trunk_,
-        )
+        training.fit_classifier(
+            lambda xb: self.head_(self.trunk_(xb)), [*self.trunk_.parameters(), *self.head_.parameters()], x, y,
+            lr=1e-3, epochs=self.epochs, batch_size=self.batch_size, seed=self.seed, model=self.trunk_,
+        )  # fmt: skip
         return self
 
     def features(self, images: np.ndarray) -> np.ndarray:
