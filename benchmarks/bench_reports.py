@@ -18,10 +18,10 @@ import subprocess  # the report screenshot
 import time
 from pathlib import Path
 
-from privpix.bench import BenchConfig, run_bench, verdict_text
+from privpix.bench import BenchConfig, run_bench
 from privpix.data import load_pair
 from privpix.mechanisms import mechanism_class
-from privpix.report.html import cell_means
+from privpix.report.html import cell_means, verdict_text
 
 ROOT = Path(__file__).parent
 OUT = ROOT / "results"

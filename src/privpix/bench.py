@@ -42,7 +42,6 @@ from privpix.evaluation.grid import (
     sample_grids,
 )
 from privpix.mechanisms.base import mechanism_class
-from privpix.report.html import verdict_text  # noqa: F401  (the one wording; benchmarks import it from here)
 
 
 @dataclass

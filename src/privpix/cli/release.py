@@ -282,7 +282,7 @@ def _release_records(mech, data, dataset, out, rng, force, ledger, budget, delta
     from privpix.mechanisms import fit_as_declared
     from privpix.publish import release_records_to_dir
 
-    fit_as_declared(mech, data if mech.capabilities().fits_on == "private" else None)
+    fit_as_declared(mech, data)  # used only by a mechanism that fits on the private records
     guarantee = mech.guarantee((0, 0, 0))
     t0 = time.perf_counter()
 

@@ -531,14 +531,15 @@ def get_mechanism(name: str, epsilon: float | None = None, delta: float | None =
 
 def fit_as_declared(
     mech: Mechanism,
-    private: ImageSet | None = None,
+    private: ImageSet | RecordSet | None = None,
     data_dir: str | os.PathLike | None = None,
     *,
     seed: int | None = None,
 ) -> Mechanism:
-    """Fit ``mech`` on what its :meth:`Mechanism.capabilities` say it fits on: the ``private`` images, the public
-    data set it names (read from ``data_dir``), its model file, or nothing; ``seed`` seeds a fit that draws
-    randomness (training). The one fitting step that release, evaluate, bench and audit share; returns ``mech``."""
+    """Fit ``mech`` on what its :meth:`Mechanism.capabilities` say it fits on: the ``private`` images (or
+    records; read only when it fits on the private set), the public data set it names (read from ``data_dir``),
+    its model file, or nothing; ``seed`` seeds a fit that draws randomness (training). The one fitting step that
+    release, evaluate, bench and audit share; returns ``mech``."""
     caps = mech.capabilities()
     if caps.fits_on == "public":
         if not caps.public_data:
