@@ -160,6 +160,8 @@ def test_evaluate_json(run, data_dir, tmp_path):
 
 
 def test_demo_runs_offline(run, tmp_path, monkeypatch):
+    from privpix.cli.bench import DEMO_METHODS
+
     monkeypatch.setenv("PRIVPIX_DATA", str(tmp_path / "nothing-here"))
     r = run("demo", "--output", tmp_path / "d", "--epsilon", "1", "--limit", 200, "--audit-trials", 200, "-q")
     assert r.exit_code == 0, r.output
@@ -168,6 +170,12 @@ def test_demo_runs_offline(run, tmp_path, monkeypatch):
     assert {c["method"] for c in res["cells"]} >= {"pixel-laplace", "dp-pix[b=4,m=1]"}
     verdicts = {a["method"]: a["verdict"] for a in res["audits"]}
     assert verdicts["pixel-laplace"] == "violated" and verdicts["dp-pix[b=4,m=1]"] == "consistent"
+    # Every mechanism has its audit record, one the audit cannot run on included (said so, not skipped).
+    assert set(verdicts) == set(DEMO_METHODS)
+    # The report opens with the frontier, and the demo's synthesizer is on it: sound at a finite per-image ε.
+    page = (tmp_path / "d" / "report.html").read_text()
+    assert page.index("What should I use at my per-image budget?") < page.index("<h2>Guarantees</h2>")
+    assert any(c["output"] == "synthetic-images" and c["guarantee"]["sound"] for c in res["cells"])
     # A second demo in the same directory replaces the first (other ε, limit and trials: no resume conflict).
     r = run("demo", "--output", tmp_path / "d", "--epsilon", "2", "--limit", 100, "--audit-trials", 50, "-q")
     assert r.exit_code == 0, r.output

@@ -234,3 +234,100 @@ def test_end_to_end_500_digits_train_a_classifier_far_above_chance(digits):
     synth = mech.release(test.subset(np.arange(2000)), 1).images
     clf = LogisticRegression(max_iter=300).fit(synth.flat(), synth.labels)
     assert clf.score(test.flat(), test.labels) > 0.5
+
+
+# ------------------------------------------------------------------------------------------ secure mode, n
+
+
+@pytest.fixture(scope="module")
+def secure(sixty):
+    return get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, secure=True, **TINY).fit(sixty, seed=0)
+
+
+def test_secure_mode_releases_the_float_embedding_plus_exact_noise_of_the_rdp_size(fitted, secure, sixty):
+    """Secure: same seed, same frequencies; the released vector is the float mode's clean embedding plus discrete
+    Gaussian noise of std σ = z_RDP·2·(2^20 + sqrt(D + 1)/2)/(2^20·n) (the lattice rounding, ≤ sqrt(D + 1)/2 units
+    of 2^-20 per row, counted in the sensitivity), checked by χ² and Kolmogorov–Smirnov at α = 1e-3 each."""
+    from privpix import gaussian_release
+
+    np.testing.assert_array_equal(secure.omega_, fitted.omega_)
+    meta = secure.meta_
+    z = gaussian_release.rdp_noise_multiplier(1.0, 1e-5)
+    assert meta["secure"] is True and meta["noise_multiplier"] == z > dp_merf.noise_multiplier(1.0, 1e-5)
+    assert meta["sigma"] == pytest.approx(z * 2 * (2**20 + math.sqrt(2001) / 2) / 2**20 / 60, rel=1e-12)
+    assert meta["accountant"] == gaussian_release.RDP and "exact discrete Gaussian" in meta["noise"]
+    clean = merf_net.mean_embedding(sixty.flat(), sixty.labels, secure.omega_, 10, secure.count_share)
+    noise = (secure.embedding_ - clean) / meta["sigma"]
+    assert 1e-3 / 2 < stats.chi2(len(noise)).cdf(float(np.sum(noise**2))) < 1 - 1e-3 / 2
+    assert stats.kstest(noise, "norm").pvalue > 1e-3
+    scaled = secure.embedding_ * 60 * 2**20  # integers: the exact sum was released
+    np.testing.assert_allclose(scaled, np.rint(scaled), atol=1e-3)
+    again = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, secure=True, **TINY).fit(sixty, seed=0)
+    np.testing.assert_array_equal(again.embedding_, secure.embedding_)
+    np.testing.assert_array_equal(again.release(sixty, 2).images.images, secure.release(sixty, 2).images.images)
+
+
+def test_the_secure_guarantee_states_exact_noise_and_the_rdp_calibration(fitted, secure):
+    from privpix import gaussian_release
+
+    plain, exact = " ".join(fitted.guarantee((28, 28, 1)).caveats), " ".join(secure.guarantee((28, 28, 1)).caveats)
+    assert "floating-point Gaussian noise" in plain and "analytic Gaussian" in plain
+    assert f"{dp_merf.noise_multiplier(1.0, 1e-5):.6g}" in plain
+    assert "exact discrete Gaussian" in exact and "RDP accountant" in exact and "2^-20" in exact
+    assert "floating-point" not in exact and "analytic" not in exact
+    assert f"{gaussian_release.rdp_noise_multiplier(1.0, 1e-5):.6g}" in exact
+    for text in (plain, exact):  # the seed caveat stays in both modes
+        assert "replace-one" in text and "seed 0: whoever knows the seed" in text
+    assert secure.guarantee((28, 28, 1)).epsilon == 1.0 and secure.guarantee((28, 28, 1)).sound
+
+
+def test_unseeded_fits_draw_the_noise_from_the_os_csprng(sixty, monkeypatch):
+    from privpix import gaussian_release
+    from privpix.mechanisms.synthesis import embedding
+    from privpix.noise import SecureRandom
+
+    seen = []
+    exact, gauss = gaussian_release.exact_gaussian_release, embedding.gaussian
+    monkeypatch.setattr(gaussian_release, "exact_gaussian_release",
+                        lambda acc, e, d, rng: seen.append(type(rng)) or exact(acc, e, d, rng))  # fmt: skip
+    monkeypatch.setattr(embedding, "gaussian", lambda rng, s, shape: seen.append(type(rng)) or gauss(rng, s, shape))
+    a = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, secure=True, **TINY).fit(sixty)
+    b = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, **TINY).fit(sixty)
+    assert seen == [SecureRandom, SecureRandom]
+    assert a.meta_["seed"] is None and "CSPRNG" in a.meta_["noise_rng"] and "CSPRNG" in b.meta_["noise_rng"]
+    assert not any("seed" in c for c in a.guarantee((28, 28, 1)).caveats[1:])
+
+
+def test_secure_is_a_training_parameter_recorded_in_the_model_file(fitted, secure, sixty, tmp_path):
+    loaded = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, model=str(secure.save_model(tmp_path / "s.pt"))).fit()
+    assert loaded.secure is True and loaded.guarantee((28, 28, 1)) == secure.guarantee((28, 28, 1))
+    np.testing.assert_array_equal(loaded.embedding_, secure.embedding_)
+    changed = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, **TINY).fit(sixty, seed=0)
+    changed.secure = True  # the noise was not the exact one: the guarantee would misstate it
+    assert not changed.is_fitted
+    # A file written before the secure mode existed (no "secure" in its meta) is a float-mode model.
+    old = fitted.meta_
+    fitted.meta_ = {k: v for k, v in old.items() if k not in ("secure", "noise")}
+    try:
+        path = fitted.save_model(tmp_path / "old.pt")
+    finally:
+        fitted.meta_ = old
+    legacy = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, model=str(path)).fit()
+    assert legacy.secure is False and legacy.guarantee((28, 28, 1)) == fitted.guarantee((28, 28, 1))
+
+
+def test_n_is_the_published_count_and_not_a_training_parameter(fitted, sixty, tmp_path):
+    assert fitted.synthetic_count(60) == 60 and fitted.synthetic_count(None) is None
+    fitted.n = 1000
+    try:
+        assert fitted.is_fitted and fitted.synthetic_count(60) == 1000 and fitted.synthetic_count(None) == 1000
+        assert fitted.get_params()["n"] == 1000
+    finally:
+        fitted.n = 0
+    path = fitted.save_model(tmp_path / "m.pt")
+    assert get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, model=str(path)).synthetic_count(None) is None
+    mech = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, model=str(path), n=30).fit()
+    rel = mech.synthesize(mech.synthetic_count(None), 0)
+    assert len(rel.images) == 30 and rel.images.labels.shape == (30,)
+    with pytest.raises(ParameterError, match="n must be an integer"):
+        get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, n=2.5)

@@ -59,10 +59,13 @@ class BenchConfig:
     cnn_epochs: int = 3
     limit: int | None = None
     size: tuple[int, int] | None = None
+    delta: float | None = None  # for the (ε, δ) mechanisms of the grid; the others take none
 
     def identity(self) -> dict[str, Any]:
         """The part a resumed run must share with the stored one (cells are only comparable under it)."""
+        # δ only when given, so a run without it still matches the config.json of a bench that predates it.
         return {
+            **({"delta": self.delta} if self.delta is not None else {}),
             "dataset": self.dataset,
             "seed": self.seed,
             "limit": self.limit,
@@ -158,7 +161,7 @@ def run_bench(
     done = {(c["method"], eps_key(c["epsilon"]), c["repeat"]) for c in _read_jsonl(cells_path)}
     audited = {(a["method"], eps_key(a["claimed_epsilon_requested"])) for a in _read_jsonl(audits_path)}
     t_run = time.perf_counter()
-    fitted = FittedMechanisms(config.params, train, config.seed, data_dir)
+    fitted = FittedMechanisms(config.params, train, config.seed, data_dir, config.delta)
     run_grid(
         train,
         test,

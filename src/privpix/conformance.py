@@ -38,7 +38,8 @@ def check_mechanism(name: str, workdir: str | Path) -> list[str]:
     gives the same release and another seed another one (when it declares itself randomized); its guarantee
     has the model the class declares and a sound guarantee states a finite per-image ε; a release folder's
     manifest records exactly ``get_params()`` (feature releases, which have no release folder yet: the
-    parameters survive JSON); audit neighbour pairs can be built.
+    parameters survive JSON); audit neighbour pairs can be built. A mechanism that releases a model
+    (``output == "model"``) is checked by :func:`_check_model` instead.
     """
     cls = MECHANISMS[name]
     work = Path(workdir)
@@ -63,6 +64,8 @@ def _check_case(cls: type[Mechanism], case: ConformanceCase, work: Path) -> list
     out: list[str] = []
     if caps.fixed_shape is not None and caps.fixed_shape != images.shape:
         out.append(f"declares the fixed shape {caps.fixed_shape} but its conformance images are {images.shape}")
+    if caps.output == "model":
+        return out + _check_model(cls, mech, images, work)
     a = mech.release(images, 0)
     b = mech.release(images, 0)
     c = mech.release(images, 1)
@@ -103,6 +106,39 @@ def _check_case(cls: type[Mechanism], case: ConformanceCase, work: Path) -> list
         out.append(f"the manifest records {recorded}, but get_params() is {expected}")
     if len(neighbour_pairs(mech, images)) == 0:
         out.append("no audit neighbour pairs could be built")
+    return out
+
+
+def _check_model(cls: type[Mechanism], mech: Mechanism, images: ImageSet, work: Path) -> list[str]:
+    """An ``output == "model"`` mechanism: ``release`` refuses (there are no images to publish), ``predict`` gives
+    one non-negative integer label per image, the same twice; the guarantee has the declared model and a sound one a
+    finite per-image ε; the model file, which is what is published, can be written; the parameters survive JSON."""
+    from privpix.errors import ParameterError
+
+    out: list[str] = []
+    try:
+        mech.release(images, 0)
+        out.append("releases a model, but release() returned images instead of refusing")
+    except ParameterError:
+        pass
+    a, b = np.asarray(mech.predict(images)), np.asarray(mech.predict(images))
+    if a.shape != (len(images),) or not np.issubdtype(a.dtype, np.integer) or (a.size and a.min() < 0):
+        out.append(f"predict() must give ({len(images)},) non-negative integer labels, got {a.dtype} {a.shape}")
+    elif not np.array_equal(a, b):
+        out.append("predict() gave two different answers for the same images")
+    g = mech.guarantee(images.shape)
+    if g.model != cls.guarantee_model:
+        out.append(f"guarantee model {g.model!r} differs from the declared {cls.guarantee_model!r}")
+    if g.sound and (g.per_image_epsilon is None or not math.isfinite(g.per_image_epsilon)):
+        out.append("a sound guarantee must state a finite per-image ε")
+    work.mkdir(parents=True, exist_ok=True)
+    if not mech.saves_model:
+        out.append("releases a model but has no model file to write (save_model)")
+    elif not (path := mech.save_model(work / "model.pt")).is_file() or path.stat().st_size == 0:
+        out.append("save_model() wrote no model file")
+    params = mech.get_params()
+    if json.loads(json.dumps(params, default=float)) != params:
+        out.append(f"the parameters {params} do not survive a JSON manifest unchanged")
     return out
 
 

@@ -42,7 +42,7 @@ from privpix.release_folder import (  # noqa: F401  (re-exported: the public nam
 
 def release_to_dir(
     mechanism: Mechanism,
-    batches: Iterable[ImageSet],
+    batches: Iterable[ImageSet | int],
     output: str | Path,
     rng: RNG,
     *,
@@ -59,6 +59,10 @@ def release_to_dir(
 ) -> dict[str, Any]:
     """Release every batch and write PNGs plus ``manifest.json`` into ``output``; returns the manifest.
 
+    For a synthesizer (``Capabilities.output == "synthetic-images"``) a batch may be a count: that many new images
+    are drawn (:meth:`~privpix.mechanisms.Mechanism.synthesize`), and the manifest's ``labels`` maps each file to
+    its synthetic label (the labels are part of the DP output, so they are published with the images).
+
     The earlier release in ``output`` (with ``force``) stays whole until the new one is complete. Files are named
     by ``names`` (opaque; fresh random names when ``None``). The manifest holds no source name; ``source_map``,
     when given, receives a CSV of (released name, source) and must lie outside ``output``. ``expect`` is the
@@ -74,8 +78,15 @@ def release_to_dir(
     t0 = time.perf_counter()
     with ReleaseWriter(out, force=force, inputs=inputs, note=note) as writer:
         position = 0
+        synthetic = mechanism.capabilities().output == "synthetic-images"
+        labels: dict[str, int] = {}
         for batch in batches:
-            rel = mechanism.release(batch, rng)
+            if isinstance(batch, ImageSet):
+                rel = mechanism.release(batch, rng)
+            elif synthetic:
+                rel = mechanism.synthesize(int(batch), rng)
+            else:
+                raise ParameterError(f"{mechanism.name}: draws no synthetic images; give it images to release")
             if expect is not None and rel.guarantee != expect:
                 raise ParameterError(
                     f"the release's guarantee ({rel.guarantee.short()}) is not the one charged ({expect.short()})"
@@ -85,19 +96,24 @@ def release_to_dir(
             elif rel.guarantee != guarantee:
                 raise ParameterError("images of different shapes give different guarantees; release them apart")
             imgs, srcs = rel.images.as_uint8(), rel.images.names
+            drawn = rel.images.labels if synthetic else None
             del rel  # the float32 release is 4x the uint8 one: drop it before encoding
-            for img, src in zip(imgs, srcs, strict=True):
+            for i, (img, src) in enumerate(zip(imgs, srcs, strict=True)):
                 name = names.name(position)
                 position += 1
                 writer.add_image(name, img, compress_level)
-                if source_map is not None:
+                if drawn is not None:
+                    labels[name] = int(drawn[i])
+                if source_map is not None and not synthetic:
                     sources.append((name, str(src)))
-            del imgs
             if on_batch is not None:
-                on_batch(len(batch))
+                on_batch(len(imgs))
+            del imgs
         if guarantee is None:
             raise ParameterError("nothing to release: the input holds no images")
         manifest = _manifest(mechanism, guarantee, time.perf_counter() - t0, metadata)
+        if synthetic:
+            manifest["labels"] = dict(sorted(labels.items()))
         # The map is written in full before the release is committed, and only renamed into place after: a map
         # that cannot be written stops the release before anything is published.
         staged_map = _stage_source_map(Path(source_map), sources) if source_map is not None else None

@@ -44,3 +44,10 @@ def discrete_laplace_pmf(scale: float) -> Callable[[np.ndarray], np.ndarray]:
     a = np.exp(-1.0 / scale)
     norm = (1 - a) / (1 + a)
     return lambda k: norm * a ** np.abs(np.asarray(k))
+
+
+def discrete_gaussian_pmf(sigma: float) -> Callable[[np.ndarray], np.ndarray]:
+    """P(X = k) ∝ exp(−k² / (2σ²)) on the integers, normalised over ±(12σ + 12) (the rest is below 1e-30)."""
+    half = int(12 * sigma) + 12
+    norm = float(np.exp(-(np.arange(-half, half + 1) ** 2) / (2 * sigma**2)).sum())
+    return lambda k: np.exp(-(np.asarray(k, dtype=np.float64) ** 2) / (2 * sigma**2)) / norm

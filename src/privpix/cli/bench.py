@@ -40,11 +40,21 @@ from privpix.cli.options import (
 @click.option("--images", "n_images", type=int, default=64, show_default=True, help="Images taken from it.")
 @click.option("--size", default=None, help="Resize them to HEIGHTxWIDTH first (audits of slow mechanisms).")
 @click.option("--trials", type=int, default=2000, show_default=True, help="Releases per side of each pair.")
+@click.option(
+    "--target",
+    type=click.Choice(["auto", "statistic", "output"]),
+    default="auto",
+    show_default=True,
+    help="For a mechanism fitted on the private set (a DP synthesizer), refitted per trial: audit the one DP "
+    "statistic its fit releases (auto, when it has one: the strongest test) or the images it then synthesizes.",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the result JSON.")
 @click.option("--quiet", "-q", is_flag=True)
-def audit(method, epsilon, delta, params, dataset, n_images, size, trials, seed, data_dir, json_path, quiet) -> None:
+def audit(
+    method, epsilon, delta, params, dataset, n_images, size, trials, target, seed, data_dir, json_path, quiet
+) -> None:
     """Empirical ε audit: a 95 %-confidence lower bound on the ε a mechanism really spends, and a verdict."""
     import numpy as np
 
@@ -72,7 +82,7 @@ def audit(method, epsilon, delta, params, dataset, n_images, size, trials, seed,
     # A mechanism that fits on the private set fits on these images (the audit's neighbour pairs come from them).
     fit_as_declared(mech, data, data_dir, seed=seed)
     t0 = time.perf_counter()
-    res = run_audit(mech, data, trials=trials, seed=seed, progress=None if quiet else _plain)
+    res = run_audit(mech, data, trials=trials, seed=seed, progress=None if quiet else _plain, target=target)
     out = {"dataset": spec, **res.to_dict()}
     if json_path:
         with _writing(json_path, "--json"):
@@ -123,6 +133,7 @@ def audit(method, epsilon, delta, params, dataset, n_images, size, trials, seed,
 @click.option("--dataset", required=True, help="Dataset NAME with train/test splits (e.g. orl, mnist).")
 @click.option("--methods", required=True, help="Comma-separated mechanisms, each optionally name[key=value,...].")
 @click.option("--epsilon", "epsilons", default="0.1,1,10", show_default=True, help="Comma-separated ε values.")
+@click.option("--delta", type=float, default=None, help="δ for the mechanisms that claim (ε, δ); the others take none.")
 @click.option("--repeats", type=int, default=1, show_default=True)
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory (resumable).")
 @click.option("--param", "params", multiple=True, help="key=value for every method that has the parameter.")
@@ -135,7 +146,7 @@ def audit(method, epsilon, delta, params, dataset, n_images, size, trials, seed,
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None)
 @click.option("--quiet", "-q", is_flag=True)
 def bench(
-    dataset, methods, epsilons, repeats, output, params, attribute, audit_trials, cnn_epochs, limit, size, seed,
+    dataset, methods, epsilons, delta, repeats, output, params, attribute, audit_trials, cnn_epochs, limit, size, seed,
     data_dir, quiet,
 ) -> None:  # fmt: skip
     """Utility, quality, attacks and the ε audit for every (method, ε): tidy results and report.html."""
@@ -172,6 +183,7 @@ def bench(
         cnn_epochs=cnn_epochs,
         limit=limit,
         size=hw,
+        delta=delta,
     )
     train, test = load_pair(dataset, data_dir, limit, seed, hw, False)
     if attribute:
@@ -232,7 +244,12 @@ DEMO_METHODS = (
     "pca-inverse",
     "ldp-pixel",
     "gaussian-blur[sigma=1.5]",
+    # A sound per-image synthesizer for the frontier, small enough (MLP generator, 5 short epochs) to keep the demo
+    # near its time; its utility is a floor, not what DP-MERF reaches with its full settings.
+    "dp-merf[generator=mlp,n_features=2000,epochs=5,batch_size=100,width=32]",
 )
+# δ of the demo's (ε, δ) mechanisms: below 1/n for any private set of fewer than 100 000 images.
+DEMO_DELTA = 1e-5
 
 
 @main.command()
@@ -279,12 +296,14 @@ def demo(output, dataset, epsilons, limit, audit_trials, seed, quiet) -> None:
         limit=limit,
         cnn_epochs=0,
         audit_trials=audit_trials,
+        delta=DEMO_DELTA,
     )
     if not quiet:
         console.print(
             escape(
                 f"privpix demo: {dataset} ({len(train)} train / {len(test)} test images), "
-                f"{len(DEMO_METHODS)} mechanisms, ε ∈ {eps}: utility, attacks and an ε audit per cell"
+                f"{len(DEMO_METHODS)} mechanisms, ε ∈ {eps} (δ = {DEMO_DELTA:g} for (ε, δ) claims): utility, attacks "
+                "and an ε audit per cell"
             ),
             highlight=False,
         )
@@ -298,7 +317,22 @@ def demo(output, dataset, epsilons, limit, audit_trials, seed, quiet) -> None:
         "NO in 'sound' means the ε is a paper's noise knob, not a DP guarantee; 'violated' means the audit "
         "refuted the claim."
     )
+    _print_budget_answers(res["cells"])
     console.print(
         escape(f"wrote {out / 'report.html'}, results.csv, results.json in {time.perf_counter() - t0:.0f} s"),
         highlight=False,
     )
+
+
+def _print_budget_answers(cells: list[dict]) -> None:
+    """The report's first answer on the console: the most useful sound release within each per-image budget."""
+    from privpix.report.html import budget_answers
+
+    for budget, best in budget_answers(cells):
+        if best is None:
+            answer = "no release of this run has a sound guarantee that strong"
+        else:
+            run_at = "" if best.epsilon is None else f" at ε={best.epsilon:g}"
+            answer = f"{best.method}{run_at} (per-image ε {best.per_image_epsilon:g}): accuracy {best.accuracy:.3f}"
+        console.print(escape(f"per-image ε ≤ {budget:g}: {answer}"), highlight=False)
+    console.print("the frontier plot is the first section of report.html: 'What should I use at my per-image budget?'")

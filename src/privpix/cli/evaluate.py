@@ -118,6 +118,7 @@ def mechanisms(as_json: bool) -> None:
     help="Mechanism(s): comma-separated and/or repeated; name[key=value,...] pins parameters.",
 )
 @click.option("--epsilon", "epsilons", default="0.1,1,10", show_default=True, help="Comma-separated ε values.")
+@click.option("--delta", type=float, default=None, help="δ for the mechanisms that claim (ε, δ); the others take none.")
 @click.option("--repeats", type=int, default=1, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--param", "params", multiple=True, help="key=value for every method that has the parameter.")
@@ -129,8 +130,9 @@ def mechanisms(as_json: bool) -> None:
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None)
 @click.option("--quiet", "-q", is_flag=True)
 def evaluate(
-    dataset, methods, epsilons, repeats, seed, params, limit, size, grayscale, json_path, report_path, data_dir, quiet
-) -> None:
+    dataset, methods, epsilons, delta, repeats, seed, params, limit, size, grayscale, json_path, report_path, data_dir,
+    quiet,
+) -> None:  # fmt: skip
     """Utility (PCA + SVM) and quality of each (method, ε, repeat) on a dataset's train/test split."""
     from privpix.data import load_pair
     from privpix.data.pairs import pair_name
@@ -147,7 +149,8 @@ def evaluate(
             _check_output_path(path, opt)  # before the evaluation, not after it
     name = pair_name(dataset)
     train, test = load_pair(name, data_dir, limit, seed, _size(size), grayscale)
-    rows, fitted = _run_evaluation(train, test, method_list, eps_list, repeats, seed, common, name, data_dir, quiet)
+    rows, fitted = _run_evaluation(train, test, method_list, eps_list, repeats, seed, common, name, data_dir, quiet,
+                                   delta)  # fmt: skip
     _print_summary(rows, quiet)
     if json_path:
         from privpix.accounting import write_text_atomic
@@ -163,10 +166,10 @@ def evaluate(
             console.print(f"wrote {escape(report_path)}", highlight=False)
 
 
-def _run_evaluation(train, test, methods, epsilons, repeats, seed, common, dataset, data_dir, quiet):
+def _run_evaluation(train, test, methods, epsilons, repeats, seed, common, dataset, data_dir, quiet, delta=None):
     from privpix.evaluation.grid import FittedMechanisms, grid_points, run_grid
 
-    fitted = FittedMechanisms({m: _method_params(m, common) for m in methods}, train, seed, data_dir)
+    fitted = FittedMechanisms({m: _method_params(m, common) for m in methods}, train, seed, data_dir, delta)
     points = grid_points(methods, epsilons)
     bar, step = _progress(repeats * len(points), "evaluate", "cell", quiet)
     rows = run_grid(train, test, points, fitted, dataset=dataset, repeats=repeats, seed=seed, progress=step)

@@ -29,7 +29,7 @@ def fit_to_file(
     epsilon: float | None = None,
     delta: float | None = None,
     limit: int | None = None,
-    seed: int = 0,
+    seed: int | None = None,
     data_dir: str | None = None,
     force: bool = False,
     quiet: bool = False,
@@ -60,7 +60,8 @@ def fit_to_file(
     if limit is not None and limit < len(data):
         data = data.subset(np.sort(np.random.default_rng(seed).choice(len(data), limit, replace=False)))
     if not quiet:
-        _plain(f"privpix fit: {method} on {dataset} ({len(data)} items), seed {seed} → {out}")
+        how = "OS entropy" if seed is None else f"seed {seed}"
+        _plain(f"privpix fit: {method} on {dataset} ({len(data)} items), {how} → {out}")
     t0 = time.perf_counter()
     mech.fit(data, seed=seed)
     with _writing(out, "--output"):
@@ -74,7 +75,13 @@ def fit_to_file(
 
 
 _COMMON = [
-    click.option("--seed", type=int, default=0, show_default=True, help="Seeds the --limit subset and the fit."),
+    click.option(
+        "--seed",
+        type=int,
+        default=None,
+        help="Seeds the --limit subset and the fit (reproducible research runs). Default: OS entropy, as a fit "
+        "whose noise is a DP release must be: anyone who knows a seed can remove the noise.",
+    ),
     click.option("--data-dir", type=click.Path(file_okay=False), default=None),
     click.option("--output", required=True, type=click.Path(dir_okay=False), help="Model file to write."),
     click.option("--force", is_flag=True, help="Replace an existing --output."),

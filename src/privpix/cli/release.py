@@ -146,7 +146,18 @@ def release(
     from privpix.publish import OpaqueNames, check_output, check_source_map, release_to_dir
 
     # Every check that can fail runs before any work is done.
-    if (dataset is None) == (input_dir is None):
+    mech = get_mechanism(method, epsilon=epsilon, delta=delta, **_params(params))
+    caps = mech.capabilities()
+    if caps.output == "model":
+        # What it publishes is a trained model file; a release folder holds images or records.
+        raise ParameterError(
+            f"--method {method}: publishes a trained model, not images; write it with `privpix fit --method "
+            f"{method} --dataset NAME[:SPLIT] --epsilon E --delta D --output model.pt`"
+        )
+    synthetic = caps.output == "synthetic-images"
+    if dataset is not None and input_dir is not None:
+        raise ParameterError("give one of --dataset NAME[:SPLIT] or --input DIR, not both")
+    if dataset is None and input_dir is None and not (synthetic and caps.fits_on != "private"):
         raise ParameterError("give exactly one of --dataset NAME[:SPLIT] or --input DIR")
     if batch_size < 1:
         raise ParameterError(f"--batch-size must be >= 1, got {batch_size}")
@@ -154,8 +165,6 @@ def release(
         raise ParameterError(f"--max-pixels must be >= 1, got {max_pixels}")
     if ledger is None and (budget is not None or delta_budget is not None):
         raise ParameterError("--budget and --delta-budget need --ledger FILE")
-    mech = get_mechanism(method, epsilon=epsilon, delta=delta, **_params(params))
-    caps = mech.capabilities()
     if caps.output == "features":
         # A release folder holds images or records; per-owner report vectors have their own format.
         raise ParameterError(
@@ -167,7 +176,7 @@ def release(
         batch_size = max(1, batch_size // caps.batch_size) * caps.batch_size
     rng = make_rng(seed, secure=secure)
     out = Path(output)
-    inputs = [Path(input_dir)] if input_dir is not None else _dataset_folder(dataset, data_dir)
+    inputs = [Path(input_dir)] if input_dir is not None else _dataset_folder(dataset, data_dir) if dataset else []
     check_output(out, force, inputs)
     if source_map is not None:
         check_source_map(Path(source_map), [out, *inputs])
@@ -175,6 +184,21 @@ def release(
         _note("--seed makes the noise reproducible by anyone who knows the seed; publish with --secure instead")
     hw = _size(size)
     metadata = {"secure_rng": secure, "rng": "secure" if secure else ("seeded" if seed is not None else "os-seeded")}
+    if synthetic:
+        if source_map is not None:
+            raise ParameterError("--source-map: synthetic images are drawn from a model, not made from source files")
+        private = None
+        if dataset is not None:
+            private = load_dataset(dataset, data_dir)
+            if not isinstance(private, ImageSet):
+                raise ParameterError(f"--dataset {dataset}: holds records, not images")
+            private = private.resized(*hw) if hw is not None else private
+        elif input_dir is not None:
+            private = load_folder(input_dir, size=hw, max_pixels=max_pixels)
+        ctx = (dataset or str(input_dir)) if caps.fits_on == "private" else None
+        _release_synthetic(mech, private, ctx, rng, seed, data_dir, out, force, inputs, batch_size, ledger, budget,
+                           delta_budget, metadata, quiet)  # fmt: skip
+        return
     if input_dir is not None:
         files, skipped = list_image_files(input_dir, max_pixels=max_pixels)
         _print_skipped(skipped)
@@ -293,6 +317,42 @@ def _release_records(mech, data, dataset, out, rng, force, ledger, budget, delta
 
     manifest, book = _charged(ledger, budget, delta_budget, guarantee, f"{mech.name} on {dataset} → {out}", publish)
     what = f"{manifest['records']} records to {out}/records.csv and manifest.json"
+    _report(manifest, out, ledger, book, quiet, what, t0)
+
+
+def _release_synthetic(mech, private, source, rng, seed, data_dir, out, force, inputs, batch_size, ledger, budget,
+                       delta_budget, metadata, quiet) -> None:  # fmt: skip
+    """A synthesizer's release: fit (on the private images, or read its model file), then draw as many new labelled
+    images as it says (``synthetic_count``), in batches, with the labels in the manifest."""
+    from tqdm import tqdm
+
+    from privpix.errors import ParameterError
+    from privpix.mechanisms import fit_as_declared
+    from privpix.publish import OpaqueNames, release_to_dir
+
+    fit_as_declared(mech, private if mech.capabilities().fits_on == "private" else None, data_dir, seed=seed)
+    count = mech.synthetic_count(None if private is None else len(private))
+    if not count:
+        raise ParameterError(f"--method {mech.name}: draws synthetic images; say how many with --param n=N")
+    shape = mech.capabilities().fixed_shape
+    if shape is None:
+        raise ParameterError(f"--method {mech.name}: the fitted model does not say its image shape")
+    if source is not None:
+        metadata["source"] = source  # the private set the model was fitted on in this run
+    metadata["synthetic_images"] = count
+    guarantee = mech.guarantee(shape)
+    chunks = [min(batch_size, count - i) for i in range(0, count, batch_size)]
+    bar = tqdm(total=count, unit="img", disable=quiet, desc=f"{mech.name}")
+    t0 = time.perf_counter()
+
+    def publish(on_published=None):
+        return release_to_dir(mech, chunks, out, rng, force=force, metadata=metadata, on_batch=bar.update,
+                              inputs=inputs, names=OpaqueNames(), on_published=on_published, note=_note,
+                              expect=guarantee)  # fmt: skip
+
+    manifest, book = _charged(ledger, budget, delta_budget, guarantee, f"{mech.name} → {out}", publish)
+    bar.close()
+    what = f"{len(manifest['files'])} synthetic images (labels in the manifest) and {out}/manifest.json"
     _report(manifest, out, ledger, book, quiet, what, t0)
 
 

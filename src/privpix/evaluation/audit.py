@@ -41,7 +41,13 @@ from privpix.neighbours import NeighbourPair
 from privpix.noise import make_rng
 
 CONFIDENCE = 0.95
-VERDICTS = ("consistent", "violated", "no-claim")
+TARGETS = ("auto", "statistic", "output")
+# Synthetic images drawn per trial when a refitted synthesizer's output is audited.
+SYNTHETIC_PER_TRIAL = 16
+VERDICTS = ("consistent", "violated", "no-claim", "not-audited")
+# Why a mechanism whose Capabilities.output is "model" gets no bound: its release is a model fitted once on the
+# training set, and this audit compares releases of neighbouring images (no retraining per trial).
+NOT_AUDITED_MODEL = "not audited: model output (the audit compares released images or reports, not models)"
 
 
 @dataclass
@@ -187,22 +193,36 @@ def audit(
     seed: int = 0,
     pairs: list[NeighbourPair] | None = None,
     progress: Callable[[str], None] | None = None,
+    target: str = "auto",
 ) -> AuditResult:
     """Audit ``mech`` on neighbour pairs built from ``images`` (see :func:`neighbour_pairs`).
+
+    A mechanism that fits on the private set under a dataset-level relation (a DP synthesizer) is refitted on
+    each side of a pair in every trial: ``target="statistic"`` compares the one DP release its fit makes
+    (:meth:`~privpix.mechanisms.Mechanism.released_statistic`, e.g. the noisy embedding: the strongest test, as
+    everything after it is post-processing), ``"output"`` the images it then synthesizes (a whole fit per trial,
+    so use few trials), ``"auto"`` the statistic when the mechanism has one.
 
     ``trials`` releases per side of every pair (half choose the test, half measure it). Returns the lower
     bound with 95 % confidence, the claim it is compared to (``mech.audit_claim``) and the verdict:
     ``violated`` when the bound exceeds the claimed ε, ``consistent`` otherwise, ``no-claim`` when the
-    mechanism states no ε.
+    mechanism states no ε, ``not-audited`` (NaN bounds, no trials, ``statistic`` saying why) for a mechanism whose
+    output is a model.
     """
     if trials < 20:
         raise ParameterError(f"trials must be >= 20, got {trials}")
     if not isinstance(images, ImageSet):
         raise ParameterError("audit: images must be an ImageSet")
+    if mech.capabilities().output == "model":
+        return _not_audited(mech, images, NOT_AUDITED_MODEL)
+    if target not in TARGETS:
+        raise ParameterError(f"target must be one of {TARGETS}, got {target!r}")
     t_start = time.perf_counter()
     rng = make_rng(seed)
     relation = mech.neighbours()
     pairs = pairs if pairs is not None else relation.pairs(images)
+    if mech.capabilities().fits_on == "private" and relation.dataset_level:
+        return _audit_refitted(mech, images, trials, seed, pairs, target, progress)
     claim_eps, claim_delta = mech.audit_claim(images.shape)
     guarantee = mech.guarantee(images.shape)
     half = trials // 2
@@ -246,3 +266,126 @@ def audit(
         perfect_distinguisher=fp == 0 and fn_ == 0,
         pairs_tried=[p.name for p in pairs],
     )
+
+
+def _not_audited(mech: Mechanism, images: ImageSet, why: str) -> AuditResult:
+    """The record of a mechanism this audit cannot run on: its claim and unit, NaN bounds, ``why`` as statistic."""
+    claim_eps, claim_delta = mech.audit_claim(images.shape)
+    nan = float("nan")
+    return AuditResult(
+        method=mech.name,
+        parameters=mech.parameters(),
+        claimed_epsilon=claim_eps,
+        claimed_delta=claim_delta,
+        sound=mech.guarantee(images.shape).sound,
+        unit=mech.neighbours().wording(),
+        audited_epsilon_lower=nan,
+        max_auditable_epsilon=nan,
+        trials=0,
+        verdict="not-audited",
+        pair="none",
+        statistic=why,
+        false_positive_rate=nan,
+        false_negative_rate=nan,
+        refutable=False,
+    )
+
+
+# ------------------------------------------------------------------------- mechanisms fitted on the private set
+
+
+def _audit_refitted(
+    mech: Mechanism,
+    images: ImageSet,
+    trials: int,
+    seed: int,
+    pairs: list[NeighbourPair],
+    target: str,
+    progress: Callable[[str], None] | None,
+) -> AuditResult:
+    """The audit of a mechanism whose guarantee covers its fit on a private set: every trial refits a copy on one
+    side of a pair (two private sets differing in one image and its label).
+
+    On the DP statistic the test is the projection on the difference of the two sides' noise-free statistics,
+    the likelihood-ratio test of a Gaussian release, so the bound tracks the true ε, not a weak statistic's; only
+    scalars are kept per trial. On the synthetic output the usual statistics are fitted on the first half. The
+    data-independent randomness (random features) is the same in every trial; only the noise and, for outputs,
+    the training vary."""
+    t_start = time.perf_counter()
+    relation = mech.neighbours()
+    claim_eps, claim_delta = mech.audit_claim(images.shape)
+    params = mech.get_params()
+    fixed = int(np.random.default_rng(seed).integers(0, 2**31))
+    use_stat = target != "output" and mech.released_statistic(pairs[0].a, None, seed=fixed) is not None
+    if target == "statistic" and not use_stat:
+        raise ParameterError(f"{mech.name}: has no released statistic to audit; use target='output'")
+    rng = make_rng(seed)
+    half = trials // 2
+    chosen: tuple[float, NeighbourPair, str, float, int, tuple] | None = None
+    for pair in pairs:
+        if use_stat:
+            c0 = np.asarray(mech.released_statistic(pair.a, None, seed=fixed), dtype=np.float64)
+            c1 = np.asarray(mech.released_statistic(pair.b, None, seed=fixed), dtype=np.float64)
+            v = c1 - c0
+            if not np.any(v):
+                continue  # the two sides release the same statistic: nothing to distinguish on this pair
+            ref = float(c0 @ v)
+            p0, p1 = (_projections(mech, side, v, trials, rng, fixed) for side in (pair.a, pair.b))
+            stats_ = {
+                "projection of the released statistic on its noise-free difference": (p0, p1),
+                "|projection − its noise-free value under x₀|": (np.abs(p0 - ref), np.abs(p1 - ref)),
+            }
+        else:
+            x0 = _refit_outputs(type(mech), params, pair.a, trials, rng)
+            x1 = _refit_outputs(type(mech), params, pair.b, trials, rng)
+            stats_ = {}
+            for name, fn in _statistics(x0[:half], x1[:half]).items():
+                stats_[f"{name} (synthetic images, refitted per trial)"] = (fn(x0), fn(x1))
+        for sname, (s0, s1) in stats_.items():
+            score, thr, sign = _best_threshold(s0[:half], s1[:half], claim_delta)
+            if chosen is None or score > chosen[0]:
+                chosen = (score, pair, sname, thr, sign, (s0[half:], s1[half:]))
+        if progress is not None:
+            progress(f"audit {mech.name}: pair '{pair.name}' done")
+    if chosen is None:
+        return _not_audited(mech, images, "not audited: no pair changes the released statistic")
+    _, pair, sname, thr, sign, (s0, s1) = chosen
+    fp = int(np.sum(sign * s0 > sign * thr))
+    fn_ = int(np.sum(sign * s1 <= sign * thr))
+    bound = epsilon_lower_bound(fp, fn_, len(s0), len(s1), claim_delta)
+    top = max_auditable_epsilon(len(s0), claim_delta)
+    return AuditResult(
+        method=mech.name,
+        parameters=mech.parameters(),
+        claimed_epsilon=claim_eps,
+        claimed_delta=claim_delta,
+        sound=mech.guarantee(images.shape).sound,
+        unit=relation.wording(),
+        audited_epsilon_lower=bound,
+        max_auditable_epsilon=top,
+        trials=trials,
+        verdict="no-claim" if claim_eps is None else ("violated" if bound > claim_eps else "consistent"),
+        pair=f"{pair.name} ({len(pair.a)} private images, refitted per trial)",
+        statistic=sname,
+        false_positive_rate=fp / len(s0),
+        false_negative_rate=fn_ / len(s1),
+        seconds=time.perf_counter() - t_start,
+        refutable=claim_eps is not None and claim_eps < top,
+        perfect_distinguisher=fp == 0 and fn_ == 0,
+        pairs_tried=[p.name for p in pairs],
+    )
+
+
+def _projections(mech: Mechanism, side: ImageSet, v: np.ndarray, trials: int, rng, fixed: int) -> np.ndarray:
+    """(trials,) projections on ``v`` of the DP statistic released for ``side``, one noise draw per trial."""
+    return np.array([float(mech.released_statistic(side, rng, seed=fixed) @ v) for _ in range(trials)])
+
+
+def _refit_outputs(kind: type[Mechanism], params: dict[str, Any], side: ImageSet, trials: int, rng) -> np.ndarray:
+    """(trials, k) float32: a fresh copy fitted on ``side`` (its own seed per trial), then the values of
+    ``SYNTHETIC_PER_TRIAL`` images it synthesizes."""
+    rows = []
+    for _ in range(trials):
+        fresh = kind(**params).fit(side, seed=int(rng.integers(0, 2**31)))
+        rows.append(fresh.synthesize(SYNTHETIC_PER_TRIAL, rng, side.shape).values().ravel())
+    return np.stack(rows).astype(np.float32)

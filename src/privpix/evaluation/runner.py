@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -22,17 +23,23 @@ ROW_KEYS = frozenset(
 
 def evaluate_cell(
     mech: Mechanism, train: ImageSet, test: ImageSet, cell_seed: int, src_entropy: float | None = None
-) -> tuple[dict[str, Any], Release, Release]:
+) -> tuple[dict[str, Any], Release | None, Release | None]:
     """One cell of the grid: release ``train`` then ``test`` with one seeded rng, score utility under
     both protocols and the quality of the released test images. Returns the row (without ``dataset``,
-    ``method``, ``repeat``) and the two releases, for callers that attack them."""
-    rng = make_rng(cell_seed)
-    rel_train = mech.release(train, rng)
-    rel_test = mech.release(test, rng)
+    ``method``, ``repeat``) and the two releases, for callers that attack them.
+
+    A mechanism whose output is ``"model"`` releases no images: its row scores the released model's own predictions
+    on the original test images (``accuracy``/``recall``/``f1``; the release-all protocol and the image scores are
+    NaN), and both releases are ``None``."""
     output = mech.capabilities().output
     nan = math.nan
     if src_entropy is None:
         src_entropy = float(np.mean(entropy(test.as_float())))
+    if output == "model":
+        return _model_row(mech, test, cell_seed, src_entropy), None, None
+    rng = make_rng(cell_seed)
+    rel_train = mech.release(train, rng)
+    rel_test = mech.release(test, rng)
     if output == "features":
         u, ua = _feature_utility(mech, train, rel_train, test, rel_test)
         quality = {"psnr": nan, "ssim": nan, "entropy": nan}
@@ -48,6 +55,7 @@ def evaluate_cell(
     row = {
         "epsilon": mech.epsilon,
         "seed": cell_seed,
+        "output": output,
         "accuracy": u.accuracy,
         "recall": u.recall,
         "f1": u.f1,
@@ -63,24 +71,57 @@ def evaluate_cell(
     return row, rel_train, rel_test
 
 
+def _model_row(mech: Mechanism, test: ImageSet, cell_seed: int, src_entropy: float) -> dict[str, Any]:
+    """The row of a model release: its predictions on the original test images, scored like a utility protocol (the
+    model was fitted once, as declared, before the cell; nothing in the cell draws randomness)."""
+    if test.labels is None:
+        raise ParameterError(f"{test.source}: utility needs labels")
+    t0 = time.perf_counter()
+    pred = np.asarray(mech.predict(test))
+    u = _scores(test.labels, pred)
+    nan = math.nan
+    return {
+        "epsilon": mech.epsilon,
+        "seed": cell_seed,
+        "output": "model",
+        "accuracy": u.accuracy,
+        "recall": u.recall,
+        "f1": u.f1,
+        "accuracy_release_all": nan,
+        "recall_release_all": nan,
+        "f1_release_all": nan,
+        "psnr": nan,
+        "ssim": nan,
+        "entropy": nan,
+        "entropy_original": src_entropy,
+        "seconds": time.perf_counter() - t0,
+        "parameters": mech.parameters(),
+        "guarantee": mech.guarantee(test.shape).to_dict(),
+    }
+
+
+def _scores(truth: np.ndarray, pred: np.ndarray) -> UtilityScores:
+    """Accuracy, macro recall and macro F1 of predicted labels."""
+    from sklearn.metrics import accuracy_score, f1_score, recall_score
+
+    return UtilityScores(
+        accuracy=float(accuracy_score(truth, pred)),
+        recall=float(recall_score(truth, pred, average="macro", zero_division=0)),
+        f1=float(f1_score(truth, pred, average="macro", zero_division=0)),
+    )
+
+
 def _feature_utility(mech, train, rel_train, test, rel_test) -> tuple[UtilityScores, UtilityScores]:
     """Utility of a feature release, the way its mechanism says its reports are learnt from: its
     :meth:`~privpix.mechanisms.Mechanism.utility_model` trained on the released training reports and their
     labels, tested on the data user's clean encodings of the test images (train-released-test-original) and on the
     released test reports (release-all)."""
-    from sklearn.metrics import accuracy_score, f1_score, recall_score
-
     if train.labels is None or test.labels is None:
         raise ParameterError(f"{train.source}: utility needs labels")
 
     def scores(x_test) -> UtilityScores:
         clf = mech.utility_model().fit(rel_train.features, train.labels)
-        pred = clf.predict(x_test)
-        return UtilityScores(
-            accuracy=float(accuracy_score(test.labels, pred)),
-            recall=float(recall_score(test.labels, pred, average="macro", zero_division=0)),
-            f1=float(f1_score(test.labels, pred, average="macro", zero_division=0)),
-        )
+        return _scores(test.labels, clf.predict(x_test))
 
     return scores(mech.encode(test)), scores(rel_test.features)
 

@@ -1,6 +1,7 @@
 """Registered mechanisms. Importing this package registers every built-in mechanism."""
 
-from privpix.mechanisms import matrix, pca_inverse, pixel  # noqa: F401  (registers)
+# Each import registers its mechanisms (dp_sgd imports torch and Opacus only when used).
+from privpix.mechanisms import dp_sgd, matrix, pca_inverse, pixel  # noqa: F401
 from privpix.mechanisms.base import (
     MECHANISMS,
     Capabilities,

@@ -76,7 +76,8 @@ class Param:
 
 @dataclass
 class Release:
-    """What a mechanism publishes.
+    """What a mechanism publishes from images. (A mechanism whose :class:`Capabilities` ``output`` is ``"model"``
+    publishes a model file, not a Release: its :meth:`Mechanism.release` refuses.)
 
     Attributes:
         images: the released images (float32 in [0, 1], same metadata as the input); ``None`` for a mechanism
@@ -124,7 +125,7 @@ class RecordRelease:
 
 MIN_EPSILON = 1e-12
 FITS_ON = ("nothing", "private", "public", "model-file")
-OUTPUTS = ("images", "records", "features", "synthetic-images")
+OUTPUTS = ("images", "records", "features", "synthetic-images", "model")
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,10 @@ class Capabilities:
             of its batch); ``None`` when each image is released on its own.
         fixed_shape: the only (h, w, c) the mechanism accepts (a public basis, a trained network), once known.
         needs_labels: whether releases need the images' labels (class-conditional generators).
-        output: what a release holds: ``"images"``, ``"records"``, ``"features"`` or ``"synthetic-images"``.
+        output: what a release holds: ``"images"``, ``"records"``, ``"features"``, ``"synthetic-images"`` or
+            ``"model"``: a trained model and no images at all (the alternative to publishing, e.g. a DP-SGD
+            classifier); it is published as the model file :meth:`Mechanism.save_model` writes (``privpix fit``),
+            applied with :meth:`Mechanism.predict`, and :meth:`Mechanism.release` refuses it.
         noise_family: the distribution of its privacy noise, for audits that read a trade-off curve:
             ``"laplace"``, ``"gaussian"``, ``"randomized-response"``, or ``None``.
         randomized: whether a release draws randomness (another seed, another output); a plain filter does not.
@@ -308,10 +312,25 @@ class Mechanism:
         or one of a plugin's); the audit builds its pairs from it."""
         return OneImage()
 
+    @classmethod
+    def takes_delta(cls, params: dict[str, Any]) -> bool:
+        """Whether an instance built with ``params`` spends a δ, so that a grid-wide δ is given to it (and refused
+        nowhere): by default ``uses_delta``; a mechanism whose δ depends on a parameter says so here."""
+        return cls.uses_delta
+
     def audit_claim(self, shape: tuple[int, int, int]) -> tuple[float | None, float]:
         """(ε, δ) claimed for the :meth:`neighbours` relation; ``(None, 0)`` when nothing is claimed."""
         g = self.guarantee(shape)
         return g.epsilon, g.delta
+
+    def released_statistic(self, data: ImageSet, rng: RNG | None, *, seed: int) -> np.ndarray | None:
+        """For a mechanism whose :meth:`fit` on the private set makes one DP release and post-processes it (a DP
+        synthesizer's noisy embedding): that release of ``data`` alone, a flat float array, without the
+        post-processing. ``rng=None`` returns it without noise: audits use that to choose their test, it is never
+        published. ``seed`` fixes the data-independent randomness (e.g. random features), so two calls differ
+        only in the data and the noise. ``None`` (the default) when the mechanism has no such release; an audit
+        then refits the whole mechanism and compares its outputs."""
+        return None
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         """(n, h, w, c) float in [0, 1] → released array of the same shape (float)."""
@@ -327,6 +346,13 @@ class Mechanism:
             raise ParameterError(f"{self.name}: release expects an ImageSet, got {type(images).__name__}")
         self._validate()
         self._check_fitted()
+        if self.capabilities().output == "model":
+            # Its one output is the model, whatever images are given; and its predictions on the given images (the
+            # private training images, say) would be a new computation on them that the guarantee does not cover.
+            raise ParameterError(
+                f"{self.name}: publishes a trained model, not images; write it with `privpix fit --method "
+                f"{self.name} ... --output model.pt` (save_model) and apply it with predict()"
+            )
         rng = _as_rng(rng)
         t0 = time.perf_counter()
         if self.capabilities().output == "features":
@@ -343,18 +369,9 @@ class Mechanism:
                 source=images,
             )
         if self.capabilities().output == "synthetic-images":
-            synth, labels = self._synthesize(len(images), images.shape, rng)
-            synth = np.asarray(synth, dtype=np.float32)
-            if synth.shape != (len(images), *images.shape) or np.shape(labels) != (len(images),):
-                raise AssertionError(f"{self.name}: _synthesize must return (n, h, w, c) images and (n,) labels")
-            return Release(
-                images=ImageSet(synth, labels=np.asarray(labels), source=f"{self.name} synthetic images"),
-                guarantee=self.guarantee(images.shape),
-                mechanism=self.name,
-                parameters=self.parameters(),
-                seconds=time.perf_counter() - t0,
-                source=images,
-            )
+            rel = self._synthesized(len(images), images.shape, rng)
+            rel.source = images
+            return rel
         out = np.asarray(self._privatize_set(images, rng), dtype=np.float32)
         released = images.with_images(out)
         return Release(
@@ -364,6 +381,40 @@ class Mechanism:
             parameters=self.parameters(),
             seconds=time.perf_counter() - t0,
         )
+
+    def synthesize(self, n: int, rng: RNG | int | None = None, shape: tuple[int, int, int] | None = None) -> Release:
+        """``output == "synthetic-images"``: ``n`` new labelled images drawn from what :meth:`fit` learned (no input
+        image is read). ``shape`` defaults to the fitted ``Capabilities.fixed_shape``."""
+        self._validate()
+        self._check_fitted()
+        if self.capabilities().output != "synthetic-images":
+            raise ParameterError(f"{self.name}: releases {self.capabilities().output}, not synthetic images")
+        shape = shape or self.capabilities().fixed_shape
+        if shape is None:
+            raise ParameterError(f"{self.name}: give the image shape to synthesize")
+        if not (isinstance(n, int | np.integer) and n >= 1):
+            raise ParameterError(f"{self.name}: the number of synthetic images must be >= 1, got {n!r}")
+        return self._synthesized(int(n), tuple(shape), _as_rng(rng))
+
+    def _synthesized(self, n: int, shape: tuple[int, int, int], rng: RNG) -> Release:
+        t0 = time.perf_counter()
+        synth, labels = self._synthesize(n, shape, rng)
+        synth = np.asarray(synth, dtype=np.float32)
+        if synth.shape != (n, *shape) or np.shape(labels) != (n,):
+            raise AssertionError(f"{self.name}: _synthesize must return (n, h, w, c) images and (n,) labels")
+        return Release(
+            images=ImageSet(synth, labels=np.asarray(labels), source=f"{self.name} synthetic images"),
+            guarantee=self.guarantee(shape),
+            mechanism=self.name,
+            parameters=self.parameters(),
+            seconds=time.perf_counter() - t0,
+        )
+
+    def synthetic_count(self, n_inputs: int | None) -> int | None:
+        """``output == "synthetic-images"``: how many images a published release writes, given the number of
+        input (private) images, or ``None`` when there is no input. The default: as many as the inputs. A
+        synthesizer with a size parameter overrides this; ``None`` means the user must say how many."""
+        return n_inputs
 
     def _synthesize(self, n: int, shape: tuple[int, int, int], rng: RNG) -> tuple[np.ndarray, np.ndarray]:
         """Hook for ``output == "synthetic-images"`` mechanisms: ``n`` new images of ``shape`` (float in [0, 1],
@@ -383,6 +434,11 @@ class Mechanism:
         """``output == "features"``: an unfitted scikit-learn-style classifier that learns from released reports
         and labels (``fit(reports, y)``, ``predict(encodings)``); the grid scores feature releases with it."""
         raise NotImplementedError(f"{self.name}: releases {self.capabilities().output}, not features")
+
+    def predict(self, images: ImageSet) -> np.ndarray:
+        """``output == "model"``: the (n,) integer labels the released model predicts for ``images`` (post-processing
+        of the model; the images are the caller's, and the guarantee says nothing about them)."""
+        raise NotImplementedError(f"{self.name}: releases {self.capabilities().output}, not a model")
 
     def _check_fitted(self) -> None:
         """Refuse to release unfitted; a mechanism that fits on a named model file loads it on first use

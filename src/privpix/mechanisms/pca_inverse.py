@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -90,6 +91,12 @@ class PCAInverse(Mechanism):
         Param("lambda_inv", float, 1e-6, "regulariser λ of the PCA inverse (eq. 13)", minimum=0.0),
         Param("clip", bool, True, "clip the release to [0, 1]"),
     )
+
+    @classmethod
+    def takes_delta(cls, params: dict[str, Any]) -> bool:
+        # Only the DP basis is a Gaussian mechanism; the others refuse a δ they would leave unused.
+        basis = next(p for p in cls.params if p.name == "basis")
+        return basis.validate(params.get("basis", basis.default)) == "dp"
 
     def _check(self) -> None:
         if self.basis == "dp":

@@ -6,8 +6,11 @@ import base64
 import html
 import io
 import math
+import re
+import textwrap
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +60,8 @@ def tradeoff_plot(rows: Sequence[dict], key: str, ylabel: str) -> str:
     ax.set_xlabel("ε (as stated by the mechanism; see the guarantee table)")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:  # none when no method has the score (a model release has no SSIM)
+        ax.legend(fontsize=7)
     return _png(fig)
 
 
@@ -130,6 +134,7 @@ def summary_rows(rows: Sequence[dict]) -> list[dict[str, Any]]:
                 "epsilon": eps,
                 "repeats": count[(method, eps)],
                 **{k: math.nan if vals[k] is None else vals[k] for k in keys},
+                "output": first[(method, eps)].get("output", "images"),
                 "guarantee": g.short(),
                 "guarantee_compact": g.compact(),
             }
@@ -219,6 +224,16 @@ def _verdict_html(a: dict[str, Any]) -> str:
     return f"<span class='{cls}'>{text}</span>" if cls else text
 
 
+MODEL_ONLY = "model only: no images released"
+
+
+def _method_cell(method: str, output: str | None) -> str:
+    """A method's table cell, marked when it releases a model instead of images (the not-publishing reference)."""
+    if output == "model":
+        return f"{_fmt(method)}<br><i>({MODEL_ONLY})</i>"
+    return _fmt(method)
+
+
 def _guarantee_rows(cells: Sequence[dict]) -> list[list[str]]:
     """One row per method label (its first cell: the wording is the same across ε)."""
     seen: dict[str, dict] = {}
@@ -233,7 +248,7 @@ def _guarantee_rows(cells: Sequence[dict]) -> list[list[str]]:
             per_image = '<span class="bad">no finite bound</span>'
         rows.append(
             [
-                _fmt(method),
+                _method_cell(method, r.get("output")),
                 _fmt(g.model),
                 sound,
                 _fmt(g.unit),
@@ -259,7 +274,7 @@ def _audit_rows(cells: Sequence[dict], audits: Sequence[dict]) -> list[list[str]
                 '<span class="good">yes</span>' if a["sound"] else '<span class="bad">NO</span>',
                 _fmt(a["unit"]),
                 _fmt(a["claimed_epsilon"]),
-                f"<b>{a['audited_epsilon_lower']:.3g}</b>",
+                "—" if math.isnan(a["audited_epsilon_lower"]) else f"<b>{a['audited_epsilon_lower']:.3g}</b>",
                 _fmt(a["max_auditable_epsilon"]),
                 _verdict_html(a),
                 _fmt(f"{a['pair']}; {a['statistic']}"),
@@ -267,6 +282,270 @@ def _audit_rows(cells: Sequence[dict], audits: Sequence[dict]) -> list[list[str]
             ]
         )
     return rows
+
+
+# ------------------------------------------------------------------------------------------ frontier
+
+# The per-image budgets the report's first question is answered for.
+FRONTIER_BUDGETS = (1.0, 10.0)
+# Above this a per-image ε bounds next to nothing (e^100); such claims are still drawn at their value, shaded.
+WEAK_PER_IMAGE_EPSILON = 100.0
+# Marker per declared output kind, so a synthesizer or a model-only release reads apart from an image transform.
+OUTPUT_MARKERS = {"images": "o", "synthetic-images": "s", "features": "^", "model": "D", "records": "v"}
+OUTPUT_WORDS = {
+    "synthetic-images": "synthetic images",
+    "features": "feature reports",
+    "model": "model only, no images",
+    "records": "records",
+}
+
+
+@dataclass(frozen=True)
+class FrontierPoint:
+    """One (method, ε) of a run as the frontier sees it: its mean utility accuracy over repeats and either the
+    per-image ε its sound DP guarantee earns or, in ``apart``, why it has none."""
+
+    method: str
+    epsilon: float | None
+    output: str
+    accuracy: float | None
+    accuracy_std: float
+    repeats: int
+    per_image_epsilon: float | None
+    apart: str
+    delta: float = 0.0
+
+    @property
+    def on_frontier(self) -> bool:
+        return not self.apart
+
+
+def _positive_finite(x: Any) -> float | None:
+    # JSON writers differ on ∞ (Infinity, "inf", null); anything that is not a finite positive number has no place
+    # on a log axis.
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) and v > 0 else None
+
+
+def per_image_standing(g: Guarantee) -> tuple[float | None, str]:
+    """(per-image ε, "") for a sound DP guarantee with a finite per-image ε; otherwise (None, why it has none)."""
+    if g.model == "none":
+        return None, "no DP claim"
+    if g.model == "empirical":
+        return None, "no DP claim (empirical privacy only)"
+    if not g.sound:
+        return None, "paper knob, not DP"
+    eps = _positive_finite(g.per_image_epsilon)
+    if eps is None:
+        return None, f"DP per {g.unit} only: no finite per-image ε"
+    return eps, ""
+
+
+def frontier_points(cells: Sequence[dict]) -> list[FrontierPoint]:
+    """Every (method, ε) of ``cells`` in first-seen order. A guarantee that differs between repeats counts at its
+    worst: one repeat without a per-image bound puts the point apart, else the largest per-image ε holds."""
+    groups: dict[tuple[str, Any], list[dict]] = {}
+    for c in cells:
+        groups.setdefault((c["method"], c["epsilon"]), []).append(c)
+    out = []
+    for (method, eps), rows in groups.items():
+        guarantees = [Guarantee.from_dict(r["guarantee"]) for r in rows]
+        standings = [per_image_standing(g) for g in guarantees]
+        why = next((w for _, w in standings if w), "")
+        per_image = None if why else max(e for e, _ in standings if e is not None)
+        accs = [float(r["accuracy"]) for r in rows if _is_number(r.get("accuracy"))]
+        if not accs and not why:
+            why = "no utility accuracy recorded"
+        out.append(
+            FrontierPoint(
+                method=method,
+                epsilon=eps,
+                output=str(rows[0].get("output", "images")),
+                accuracy=float(np.mean(accs)) if accs else None,
+                accuracy_std=float(np.std(accs)) if accs else 0.0,
+                repeats=len(rows),
+                per_image_epsilon=per_image,
+                apart=why,
+                delta=max(float(g.delta or 0.0) for g in guarantees),
+            )
+        )
+    return out
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(float(x))
+
+
+def budget_answers(
+    cells: Sequence[dict], budgets: Sequence[float] = FRONTIER_BUDGETS
+) -> list[tuple[float, FrontierPoint | None]]:
+    """For each per-image budget, the most accurate sound (method, ε) whose per-image ε is within it (the more
+    private one on a tie), or None when no point of the run is that private."""
+    on = [p for p in frontier_points(cells) if p.on_frontier]
+    out: list[tuple[float, FrontierPoint | None]] = []
+    for b in budgets:
+        fits = [p for p in on if p.per_image_epsilon is not None and p.per_image_epsilon <= b]
+        out.append((b, max(fits, key=lambda p: (p.accuracy, -(p.per_image_epsilon or 0.0))) if fits else None))
+    return out
+
+
+def _output_label(method: str, output: str) -> str:
+    return f"{method} ({OUTPUT_WORDS[output]})" if output in OUTPUT_WORDS else method
+
+
+def _wrap_label(text: str, width: int) -> str:
+    # A method label carries its parameters as one long token: break after its bracket, commas and spaces, never
+    # inside a parameter name.
+    lines, line = [], ""
+    for piece in re.split(r"(?<=[\[,\s])", text):
+        if line and len(line) + len(piece) > width:
+            lines.append(line.rstrip())
+            line = ""
+        line += piece
+    return "\n".join([*lines, line.rstrip()])
+
+
+def frontier_plot(cells: Sequence[dict]) -> str:
+    """Base64 PNG: utility accuracy against per-image ε (log axis), one marker per sound (method, ε) at its true
+    per-image ε, each method's points joined; beside it, a panel of the releases with no per-image guarantee."""
+    points = [p for p in frontier_points(cells) if p.accuracy is not None]
+    on = [p for p in points if p.on_frontier]
+    apart: dict[str, list[FrontierPoint]] = {}
+    for p in points:
+        if not p.on_frontier:
+            apart.setdefault(p.method, []).append(p)
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colour = {m: palette[i % len(palette)] for i, m in enumerate(dict.fromkeys(p.method for p in points))}
+    if apart:
+        fig, (ax, side) = plt.subplots(
+            1, 2, figsize=(7.2 + 0.95 * len(apart), 4.6), sharey=True,
+            gridspec_kw={"width_ratios": [5.0, 0.95 * len(apart) + 0.4]},
+        )  # fmt: skip
+    else:
+        fig, ax = plt.subplots(figsize=(7.2, 4.6))
+        side = None
+    series: dict[str, list[FrontierPoint]] = {}
+    for p in on:
+        series.setdefault(p.method, []).append(p)
+    for method, pts in series.items():
+        pts.sort(key=lambda p: p.per_image_epsilon or 0.0)
+        x = [p.per_image_epsilon for p in pts]
+        y = [p.accuracy for p in pts]
+        err = [p.accuracy_std for p in pts]
+        ax.errorbar(
+            x, y, yerr=err if any(err) else None, marker=OUTPUT_MARKERS.get(pts[0].output, "o"), capsize=3,
+            color=colour[method], label=_wrap_label(_output_label(method, pts[0].output), 48),
+        )  # fmt: skip
+        for p in pts:
+            # Say so when the mechanism's own ε is not the per-image one (a per-pixel ε times the pixels, say).
+            if p.epsilon is not None and not math.isclose(float(p.epsilon), p.per_image_epsilon or 0.0):
+                ax.annotate(
+                    f"ε={float(p.epsilon):g}", (p.per_image_epsilon, p.accuracy), fontsize=6,
+                    xytext=(4, -8), textcoords="offset points", color=colour[method],
+                )  # fmt: skip
+    xs = [p.per_image_epsilon for p in on if p.per_image_epsilon is not None]
+    lo = min([*xs, *FRONTIER_BUDGETS]) / 2
+    hi = max([*xs, *FRONTIER_BUDGETS]) * 2
+    ax.set_xscale("log")
+    ax.set_xlim(lo, hi)
+    if hi > WEAK_PER_IMAGE_EPSILON:
+        ax.axvspan(WEAK_PER_IMAGE_EPSILON, hi, color="0.93", zorder=0)
+        ax.text(
+            WEAK_PER_IMAGE_EPSILON * 1.1, 0.05, f"per-image ε > {WEAK_PER_IMAGE_EPSILON:g}:\nnext to no protection",
+            transform=ax.get_xaxis_transform(), fontsize=6.5, va="bottom", color="0.35",
+        )  # fmt: skip
+    for b in FRONTIER_BUDGETS:
+        ax.axvline(b, linestyle=":", color="0.45", linewidth=1)
+        ax.text(b * 1.05, 0.01, f"budget {b:g}", transform=ax.get_xaxis_transform(), fontsize=6.5, color="0.35")
+    if not on:
+        ax.text(0.5, 0.5, "no sound release with a finite\nper-image ε in this run", transform=ax.transAxes,
+                ha="center", va="center", fontsize=9, color="0.35")  # fmt: skip
+    ax.set_ylim(0.0, 1.02)
+    ax.set_xlabel("ε protecting one whole image (log; left = more private)")
+    ax.set_ylabel("utility accuracy (a model: its own test accuracy)")
+    ax.set_title("sound DP releases at their per-image ε", fontsize=9)
+    ax.grid(alpha=0.3)
+    if on:
+        # Below the axes: inside, it would hide the low-accuracy markers that matter most at small budgets.
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)
+    if side is not None:
+        for i, (method, pts) in enumerate(apart.items()):
+            for p in pts:
+                side.plot(i, p.accuracy, marker=OUTPUT_MARKERS.get(p.output, "o"), color=colour[method], linestyle="")
+                if p.epsilon is not None:
+                    side.annotate(f"ε={float(p.epsilon):g}", (i, p.accuracy), fontsize=6, xytext=(5, -2),
+                                  textcoords="offset points", color=colour[method])  # fmt: skip
+        labels = [
+            _wrap_label(_output_label(m, pts[0].output), 18) + "\n" + textwrap.fill(f"({pts[0].apart})", 18)
+            for m, pts in apart.items()
+        ]
+        side.set_xticks(range(len(apart)), labels, fontsize=6)
+        side.set_xlim(-0.6, len(apart) - 0.4)
+        side.set_title("no per-image guarantee", fontsize=9)
+        side.grid(alpha=0.3, axis="y")
+    return _png(fig)
+
+
+FRONTIER_CAPTION = (
+    "How to read it: every marker on the left is a release that is differentially private as implemented, drawn at "
+    "the ε that protects one <i>whole image</i> (not a pixel, not a feature), on a log axis: left is more private, "
+    "up is more useful. <b>Pick the highest marker left of your budget.</b> Dotted lines mark the budgets of the "
+    "table; the shaded band holds per-image ε above {weak:g}, bounds that protect next to nothing. Marker shapes: "
+    "circle, image transform; square, synthetic images; triangle, feature reports; diamond, a model only (no images "
+    "released). The right panel holds what has no per-image guarantee, whatever its accuracy (its ε, if it has "
+    "one, is per pixel or per feature only, or a paper's noise knob, or there is no DP claim): it cannot answer a "
+    "per-image budget."
+)
+
+
+def _frontier_section(cells: Sequence[dict]) -> list[str]:
+    """The report's first section: which release to use at a per-image budget, as a table, a plot and what is
+    left out of it, all read from the cells' guarantees."""
+    points = frontier_points(cells)
+    on = [p for p in points if p.on_frontier]
+
+    def acc(p: FrontierPoint) -> str:
+        spread = f" ± {p.accuracy_std:.2g}" if p.repeats > 1 else ""
+        return f"{_fmt(p.accuracy)}{spread}"
+
+    rows = []
+    for b, p in budget_answers(cells):
+        if p is not None:
+            per_image = _fmt(p.per_image_epsilon) + (f" (δ = {p.delta:g})" if p.delta else "")
+            rows.append([f"≤ {b:g}", _method_cell(p.method, p.output), _fmt(p.epsilon), per_image, acc(p)])
+            continue
+        closest = min(on, key=lambda q: q.per_image_epsilon or math.inf) if on else None
+        nearest = (
+            f"; the most private sound release run is {_fmt(closest.method)} at per-image ε "
+            f"{_fmt(closest.per_image_epsilon)}"
+            if closest
+            else ""
+        )
+        rows.append([f"≤ {b:g}", f"<span class='bad'>none in this run</span>{nearest}", "—", "—", "—"])
+    headers = ["per-image ε budget", "best sound release", "ε it was run with", "ε per whole image", "accuracy"]
+    apart_rows = [
+        [_method_cell(p.method, p.output), _fmt(p.epsilon), acc(p) if p.accuracy is not None else "—", _fmt(p.apart)]
+        for p in points
+        if not p.on_frontier
+    ]
+    out = [
+        "<h2>What should I use at my per-image budget?</h2>",
+        "<p>The most useful release whose differential-privacy guarantee covers one whole image within each budget "
+        "(utility accuracy as in the table below: a classifier trained on the release, tested on original images; "
+        "a model release: its own accuracy on them).</p>",
+        _table(headers, rows),
+        f"<figure><img src='data:image/png;base64,{frontier_plot(cells)}' style='max-width:100%'>"
+        f"<figcaption>{FRONTIER_CAPTION.format(weak=WEAK_PER_IMAGE_EPSILON)}</figcaption></figure>",
+    ]
+    if apart_rows:
+        out += [
+            "<p>Not on the frontier (no per-image guarantee):</p>",
+            _table(["method", "ε (as stated)", "accuracy", "why"], apart_rows),
+        ]
+    return out
 
 
 def render_report(results: dict[str, Any], grids: Sequence[tuple[str, str]] = ()) -> str:
@@ -286,8 +565,10 @@ def render_report(results: dict[str, Any], grids: Sequence[tuple[str, str]] = ()
         f"<p>Dataset <b>{html.escape(cfg['dataset'])}</b>; methods {html.escape(', '.join(cfg['methods']))}; "
         f"ε ∈ {html.escape(str(cfg['epsilons']))}; {cfg.get('repeats', 1)} repeat(s); seed {cfg.get('seed', 0)}"
         + (f"; attribute attacked: {html.escape(str(attribute))}" if attribute else "")
+        + (f"; δ = {cfg['delta']:g} for the (ε, δ) mechanisms" if cfg.get("delta") is not None else "")
         + f" · privpix {__version__}</p>",
         *(f"<p class='note'>{html.escape(n)}</p>" for n in results.get("notes", ())),
+        *_frontier_section(cells),
         "<h2>Guarantees</h2><p>What each release truly promises. <b>sound: NO</b> means the ε is a noise knob "
         "from the paper, not a differential-privacy guarantee.</p>",
         _table(
@@ -319,14 +600,22 @@ def render_report(results: dict[str, Any], grids: Sequence[tuple[str, str]] = ()
             ),
         ]
     s_rows = [
-        [_fmt(s["method"]), _fmt(s["epsilon"]), s["repeats"], *(_fmt(s[k]) for k in
+        [_method_cell(s["method"], s["output"]), _fmt(s["epsilon"]), s["repeats"], *(_fmt(s[k]) for k in
          ("accuracy", "f1", "accuracy_release_all", "psnr", "ssim", "entropy")), _fmt(s["guarantee"])]
         for s in summary_rows(cells)
     ]  # fmt: skip
     parts += [
         "<h2>Utility and quality</h2><p>accuracy / F1: PCA + SVM trained on released training images, tested on "
         "original test images. release-all: trained and tested on released images. PSNR / SSIM / entropy: "
-        "released test images against their sources (mean over repeats).</p>",
+        "released test images against their sources (mean over repeats)."
+        + (
+            f" Rows marked <i>{MODEL_ONLY}</i> publish a classifier trained on the private training images instead "
+            "of any image: their accuracy / F1 are that classifier's own on the original test images, the price of "
+            "not publishing to compare the image releases against."
+            if any(c.get("output") == "model" for c in cells)
+            else ""
+        )
+        + "</p>",
         _table(
             [
                 "method",

@@ -1,0 +1,417 @@
+"""``dp-sgd``: the reference a data holder weighs every image release against — publish no images at all, and
+instead a classifier trained on the private images with DP-SGD (Abadi et al. 2016, "Deep learning with differential
+privacy", CCS), with a sound (ε, δ) guarantee per (image, label) of the training set (``output == "model"``).
+
+The mechanism, as implemented here with Opacus (Yousefpour et al. 2021):
+
+1. The classifier: Tramèr & Boneh's (2021) end-to-end MNIST CNN with tanh activations (Papernot et al. 2021),
+   see :class:`privpix.mechanisms.dp_sgd_net.TanhCNN`; its weights drawn from the seed.
+2. T = ``epochs`` x round(n / ``batch_size``) steps. Each step draws a batch by Poisson sampling: every training
+   example independently with probability q = ``batch_size`` / n (Opacus's ``UniformWithReplacementSampler``),
+   computes each example's gradient of its cross-entropy loss (Opacus's ``GradSampleModule``), clips it to L2 norm
+   C = ``max_grad_norm``, sums, adds N(0, (z·C)² I) and divides by the expected batch size (Opacus's
+   ``DPOptimizer``), then takes an SGD step with ``momentum``. Each step is one sampled Gaussian mechanism on the
+   clipped sum (sensitivity C under add/remove); the momentum buffer and the weights are post-processing.
+3. The noise multiplier z is the smallest (to 0.1 % in ε) that makes the T-fold composition of the sampled
+   Gaussian mechanism (ε, δ)-DP by Opacus's RDP accountant (Mironov, Talwar & Zhang 2019, "Rényi differential
+   privacy of the sampled Gaussian mechanism"; ``opacus.accountants.utils.get_noise_multiplier``), and that
+   accountant's ε for the steps actually taken (recorded by the optimizer's step hook) is checked to be at most ε.
+   No hand formula.
+
+Neighbouring relation: **add/remove one example** (unbounded DP), the relation the RDP analysis of the sampled
+Gaussian mechanism with Poisson sampling is proved for. Two training sets are neighbours when one is the other plus
+one (image, label) pair. Replacing an example is two such changes, so a replace-one claim follows only by group
+privacy, at (2ε, (1 + e^ε)·δ); contrast dp-merf, whose claim is replace-one with n public. Public, i.e. assumed
+known and not protected: n (it fixes q and T), the image shape, the number of classes K, the architecture and every
+training parameter.
+
+What is released is the trained network (``save_model`` writes it; ``privpix fit`` is the command). Every
+intermediate iterate is covered as well, so choosing a checkpoint by a statistic that reads no private data costs
+nothing; choosing one on private validation data, or tuning hyperparameters on the private set, is not covered.
+The model's predictions on anyone's images are post-processing of the model; predictions on the private training
+images are a new computation on the private data, and no part of the guarantee.
+
+What it is not: the noise is floating-point Gaussian (torch's normal sampler through Opacus's ``secure_mode``
+construction, the mean of Gaussians against floating-point attacks) drawn from torch Mersenne-Twister generators
+seeded from the fit's seed, or from OS entropy without one; not a CSPRNG (Opacus's cryptographic generator needs
+torchcsprng, not available for this torch) and not an exact discrete Gaussian; clipping is done in float32.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from privpix.data.imageset import ImageSet
+from privpix.errors import ParameterError
+from privpix.guarantees import Guarantee
+from privpix.mechanisms.base import Capabilities, ConformanceCase, Param, register
+from privpix.mechanisms.trained import TrainedModel
+from privpix.neighbours import NeighbourPair, Neighbours
+from privpix.noise import make_rng, torch_seed
+
+FORMAT = "privpix-dp-sgd-1"
+ACCOUNTANT = "Opacus RDP accountant (sampled Gaussian mechanism, Poisson sampling; Mironov et al. 2019)"
+# The accountant's ε for the calibrated noise lies in [(1 − TOLERANCE)·ε, ε].
+TOLERANCE = 1e-3
+# RDP orders searched for the (ε, δ) conversion: Opacus's defaults (1.1 to 63) and larger ones, which give the
+# smallest ε when few steps are taken at a large ε (every order > 1 gives a valid bound; the minimum is taken).
+ALPHAS = [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + list(range(64, 257, 8)) + [320, 384, 512, 1024]
+
+# Parameters that only shape the fit (a model file records them, and they become the ones in force).
+TRAINING = ("n_classes", "epochs", "batch_size", "lr", "lr_decay", "momentum", "max_grad_norm")
+
+
+# ------------------------------------------------------------------------------------------ calibration
+
+
+def sampling(n: int, batch_size: float) -> tuple[float, int]:
+    """(q, steps per epoch) for n training examples and an expected batch size: q = batch_size / n, and
+    round(n / batch_size) steps, so an epoch sees each example once in expectation."""
+    if n < 1:
+        raise ParameterError(f"dp-sgd: needs at least one training example, got {n}")
+    if batch_size > n:
+        raise ParameterError(f"batch_size must be <= the number of training examples ({n}), got {batch_size}")
+    return batch_size / n, max(1, round(n / batch_size))
+
+
+def epsilon_of(noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> float:
+    """ε of ``steps`` sampled Gaussian mechanisms (Poisson rate ``sample_rate``, noise multiplier z) at ``delta``,
+    by Opacus's RDP accountant (add/remove neighbours)."""
+    from opacus.accountants import RDPAccountant
+
+    acc = RDPAccountant()
+    acc.history = [(float(noise_multiplier), float(sample_rate), int(steps))]
+    return float(acc.get_epsilon(delta=delta, alphas=ALPHAS))
+
+
+@functools.lru_cache(maxsize=64)
+def noise_multiplier(epsilon: float, delta: float, sample_rate: float, steps: int) -> float:
+    """The smallest z (to a relative ε tolerance of 0.1 %) for which ``steps`` sampled Gaussian mechanisms at
+    ``sample_rate`` are (ε, δ)-DP by Opacus's RDP accountant; the accountant's ε for it is at most ``epsilon``.
+    (Cached: the search takes seconds, and every seed of a benchmark asks the same question.)"""
+    from opacus.accountants.utils import get_noise_multiplier
+
+    if not (epsilon > 0 and 0 < delta < 1):
+        raise ParameterError(f"DP-SGD needs epsilon > 0 and delta in (0, 1), got {epsilon}, {delta}")
+    try:
+        z = float(
+            get_noise_multiplier(
+                target_epsilon=epsilon,
+                target_delta=delta,
+                sample_rate=sample_rate,
+                steps=int(steps),
+                accountant="rdp",
+                epsilon_tolerance=TOLERANCE * epsilon,
+                alphas=ALPHAS,
+            )
+        )
+    except ValueError as exc:  # Opacus: "The privacy budget is too low."
+        raise ParameterError(f"dp-sgd: no noise multiplier reaches ε={epsilon:g}, δ={delta:g} ({exc})") from None
+    # The search returns the upper end of its bracket; checked again so the claim never rests on its loop.
+    if epsilon_of(z, sample_rate, steps, delta) > epsilon:  # pragma: no cover - guards a change in Opacus
+        raise AssertionError(f"dp-sgd: the accountant's ε for z={z} exceeds {epsilon}")
+    return z
+
+
+# ------------------------------------------------------------------------------------------ neighbours
+
+
+class OneExampleAddedOrRemoved(Neighbours):
+    """Two training sets, one of them the other plus one (image, label) pair: the add/remove relation of DP-SGD's
+    accountant. The pairs are whole training sets (``dataset_level``); the differing example is the last one of
+    the larger set (``index``)."""
+
+    key = "add-remove"
+    dataset_level = True
+
+    def wording(self) -> str:
+        return "one image and its label of the training set, added or removed"
+
+    def pairs(self, images: ImageSet) -> list[NeighbourPair]:
+        n = len(images)
+        if n < 3:
+            raise ParameterError("audit: an add/remove audit needs at least 3 images")
+        flat = images.flat()
+        far = int(np.argmax(np.linalg.norm(flat - flat.mean(axis=0), axis=1)))
+        rest = np.delete(np.arange(n), far)
+        return [
+            NeighbourPair("training set vs its last image removed", images, images.subset(np.arange(n - 1)), n - 1),
+            NeighbourPair(
+                "training set without vs with its least typical image",
+                images.subset(rest),
+                images.subset(np.append(rest, far)),
+                n - 1,
+            ),
+        ]
+
+
+# ------------------------------------------------------------------------------------------ mechanism
+
+
+@register
+class DPSGD(TrainedModel):
+    """A classifier trained on the private images with DP-SGD (Opacus): the choice of publishing no images. A
+    release is the trained model (``output == "model"``): ``save_model`` writes it, :meth:`predict` applies it;
+    :meth:`release` refuses, since there are no images to publish. See the module docstring for the algorithm, the
+    add/remove relation, what is public and the accountant.
+
+    ``model=FILE`` loads a fitted model (``save_model``): weights and the (ε, δ, n) it was trained for; ``epsilon``
+    and ``delta`` must then be the file's."""
+
+    name = "dp-sgd"
+    summary = "DP-SGD classifier (Abadi et al. 2016, Opacus): releases a model, no images; (ε, δ)-DP per example"
+    paper = "Abadi et al. 2016 (DP-SGD); Tramèr & Boneh 2021 (CNN)"
+    guarantee_model = "central-dp"
+    soundness = "sound (ε, δ)-DP per example (add/remove, Poisson sampling); z from Opacus's RDP accountant"
+    uses_epsilon = True
+    uses_delta = True
+    params = (
+        Param("model", str, "", "fitted model file; empty: fit() trains on the private images it is given"),
+        Param("n_classes", int, 10, "K, public: labels must lie in 0..K-1", minimum=2),
+        Param("epochs", int, 15, "training: epochs of round(n / batch_size) noisy steps", minimum=1),
+        Param("batch_size", int, 256, "training: expected batch size (Poisson sampling, q = batch_size / n)",
+              minimum=1),
+        Param("lr", float, 2.0, "training: SGD learning rate (on the clipped, noised mean gradient)",
+              minimum=1e-12),
+        Param("lr_decay", float, 1.0, "training: learning-rate factor after each epoch, in (0, 1]", minimum=1e-6),
+        Param("momentum", float, 0.9, "training: SGD momentum in [0, 1)", minimum=0.0),
+        Param("max_grad_norm", float, 0.1, "training: C, the L2 norm each example's gradient is clipped to",
+              minimum=1e-12),
+    )  # fmt: skip
+
+    training: ClassVar[dict[str, str]] = {k: k for k in TRAINING}
+    _on_epoch: Callable[[int, Any], None] | None = None
+
+    def _check(self) -> None:
+        if not self.momentum < 1:
+            raise ParameterError(f"momentum must be in [0, 1), got {self.momentum}")
+        if self.lr_decay > 1:
+            raise ParameterError(f"lr_decay must be in (0, 1], got {self.lr_decay}")
+
+    def _check_delta(self) -> None:
+        if not self.delta > 0:
+            raise ParameterError("dp-sgd: the sampled Gaussian mechanism needs a delta in (0, 1), e.g. --delta 1e-5")
+
+    def _training(self) -> dict:
+        # ε and δ calibrate the fit: changing either after it makes the mechanism unfitted.
+        return {"epsilon": self.epsilon, "delta": self.delta, **super()._training()}
+
+    def capabilities(self) -> Capabilities:
+        shape = tuple(self.meta_["shape"]) if self.meta_ is not None and self.is_fitted else None
+        return Capabilities(
+            fits_on=self._fits_on(), fixed_shape=shape, needs_labels=True, output="model", noise_family="gaussian"
+        )
+
+    @property
+    def is_fitted(self) -> bool:
+        # A model file is fitted only for the (ε, δ) it was trained for.
+        return super().is_fitted and (not self.model or self._file_claim() == (self.epsilon, self.delta))
+
+    def _file_claim(self) -> tuple[float, float]:
+        assert self.meta_ is not None
+        return self.meta_["epsilon"], self.meta_["delta"]
+
+    def neighbours(self) -> Neighbours:
+        """Add/remove one (image, label) of the training set."""
+        return OneExampleAddedOrRemoved()
+
+    @classmethod
+    def conformance_cases(cls, workdir: Path) -> list[ConformanceCase]:
+        """A tiny fit (one epoch of 6 steps) on 60 built-in digits, and the same written to a model file and
+        loaded."""
+        from privpix.data import load_dataset
+
+        data = load_dataset("builtin-mnist").subset(np.arange(0, 5000, 84))
+        tiny = {"epsilon": 1.0, "delta": 1e-5, "epochs": 1, "batch_size": 10}
+        path = cls(**tiny).fit(data, seed=0).save_model(workdir / "dp-sgd.pt")
+        loaded = {"epsilon": 1.0, "delta": 1e-5, "model": str(path)}
+        return [ConformanceCase(tiny, data), ConformanceCase(loaded, data.subset(np.arange(12)))]
+
+    # -------------------------------------------------------------------------------------- fitting
+
+    def fit(
+        self,
+        data: ImageSet | None = None,
+        *,
+        seed: int | None = None,
+        on_epoch: Callable[[int, Any], None] | None = None,
+    ) -> DPSGD:
+        """With ``model``: load the file. Without: train on ``data`` (labelled images, (n, h, w, c) in [0, 1]) with
+        DP-SGD. ``seed`` seeds the weights, the Poisson sampling and the noise (reproducible: whoever knows the seed
+        can remove the noise); ``None`` seeds them from OS entropy, as a real release should.
+
+        ``on_epoch(epoch, network)`` runs after each epoch (1-based) on the network in eval mode, e.g. to keep
+        checkpoints; what it reads beyond the network is its own business: a checkpoint chosen on private data is
+        not covered by ε."""
+        self._validate()
+        self._check_delta()
+        self._on_epoch = on_epoch
+        try:
+            super().fit(data, seed=seed)
+        finally:
+            self._on_epoch = None
+        if self.model and self._file_claim() != (self.epsilon, self.delta):
+            eps, delta = self._file_claim()
+            raise ParameterError(
+                f"{self.name}: {self.model} was trained for ε={eps:g}, δ={delta:g}; give "
+                f"--epsilon {eps:g} --delta {delta:g} (a release states the file's guarantee)"
+            )
+        return self
+
+    def _train(self, data, seed: int | None):
+        if not isinstance(data, ImageSet) or data.labels is None:
+            raise ParameterError(f"{self.name}: fit() needs labelled images (a classifier is trained on them)")
+        labels = np.asarray(data.labels)
+        n, (h, w, c) = len(data), data.shape
+        if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0 or labels.max() >= self.n_classes:
+            raise ParameterError(
+                f"{self.name}: labels must be integers in 0..{self.n_classes - 1} (n_classes={self.n_classes}, "
+                "public); set n_classes to the number of classes"
+            )
+        from privpix.mechanisms import dp_sgd_net
+
+        if min(dp_sgd_net.conv_sides(h, w)) < 1:
+            raise ParameterError(f"{self.name}: images of {h}x{w} are too small for the CNN (at least 14x14)")
+        q, per_epoch = sampling(n, self.batch_size)
+        steps = self.epochs * per_epoch
+        z = noise_multiplier(self.epsilon, self.delta, q, steps)
+        seeded = seed is not None
+        rng = make_rng(int(seed)) if seeded else None
+        init_seed, sample_seed, noise_seed = torch_seed(rng), torch_seed(rng), torch_seed(rng)
+        from opacus.accountants import RDPAccountant
+
+        accountant = RDPAccountant()
+        net = dp_sgd_net.build_network((h, w, c), self.n_classes, init_seed)
+        t0 = time.perf_counter()
+        history = dp_sgd_net.train_dp_sgd(
+            net,
+            dp_sgd_net.to_tensor(data.as_float()),
+            dp_sgd_net.torch.from_numpy(labels.astype(np.int64)),
+            noise_multiplier=z,
+            max_grad_norm=self.max_grad_norm,
+            batch_size=float(self.batch_size),
+            steps_per_epoch=per_epoch,
+            epochs=self.epochs,
+            lr=self.lr,
+            lr_decay=self.lr_decay,
+            momentum=self.momentum,
+            sample_seed=sample_seed,
+            noise_seed=noise_seed,
+            accountant=accountant,
+            on_epoch=self._on_epoch,
+        )
+        taken = sum(k for _, _, k in accountant.history)
+        spent = float(accountant.get_epsilon(delta=self.delta, alphas=ALPHAS))
+        if taken != steps or spent > self.epsilon:  # pragma: no cover - guards the step hook
+            raise AssertionError(f"dp-sgd: {taken} noisy steps of {steps} planned, ε spent {spent}")
+        meta = {
+            "kind": self.name,
+            "shape": [h, w, c],
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "n": n,
+            **{k: getattr(self, k) for k in TRAINING},
+            "sample_rate": q,
+            "steps": steps,
+            "noise_multiplier": z,
+            "epsilon_spent": spent,
+            "accountant": ACCOUNTANT,
+            "seed": None if not seeded else int(seed),
+            "noise_rng": f"torch generators seeded from {'the fit seed' if seeded else 'OS entropy'}",
+            "fitted_on": f"{data.source or 'the given images'} ({n} images)",
+            "history": history,
+            "train_seconds": round(time.perf_counter() - t0, 3),
+        }
+        return net, meta
+
+    def _read_model(self, path: str):
+        return load_model(path)
+
+    def _write_model(self, path: Path) -> Path:
+        """The network's weights, the guarantee's ε, δ and n, the accountant's numbers, every training parameter."""
+        from privpix.mechanisms.neural.modelfile import save_model_file
+
+        net, meta = self._load()
+        state = {f"network.{k}": v for k, v in net.state_dict().items()}
+        return save_model_file(path, state, {"format": FORMAT, **meta})
+
+    # -------------------------------------------------------------------------------------- the model
+
+    def network(self):
+        """The released model: the trained ``torch.nn.Module`` (eval mode), mapping (m, c, h, w) float32 images in
+        [0, 1] to (m, K) logits. Anything computed from it alone is covered by the guarantee."""
+        return self._load()[0]
+
+    def predict(self, images: ImageSet) -> np.ndarray:
+        """(n,) int64 labels the released model predicts for ``images`` (of the shape it was trained on)."""
+        from privpix.mechanisms import dp_sgd_net
+
+        net, meta = self._load()
+        if not isinstance(images, ImageSet):
+            raise ParameterError(f"{self.name}: predict expects an ImageSet, got {type(images).__name__}")
+        h, w, c = meta["shape"]
+        if tuple(images.shape) != (h, w, c):
+            raise ParameterError(f"{self.name}: the model takes {h}x{w} images with {c} channel(s), got {images.shape}")
+        return dp_sgd_net.predict(net, images.as_float())
+
+    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+        """(ε, δ)-DP for one (image, label) of the training set added or removed (central DP, per image ε = ε)."""
+        self._check_delta()
+        caveats = [
+            "add/remove neighbours: training sets that differ by one (image, label) pair added or removed; replacing "
+            "one is two such changes, covered only by group privacy at (2ε, (1 + e^ε)δ). n, the image shape, the K "
+            "classes, the architecture and the training parameters are public",
+            "Poisson sampling as implemented by Opacus (each example in each step independently with probability "
+            "q = batch_size / n); per-example gradients clipped to L2 norm max_grad_norm; Gaussian noise of std "
+            f"z·max_grad_norm on their sum; z from the {ACCOUNTANT}, ε checked on the steps actually taken",
+            "what is released is the model (every intermediate iterate is covered too); its predictions are "
+            "post-processing, except predictions on the private training images, which are a new use of them",
+            "hyperparameter tuning or checkpoint selection on private data is not covered",
+            "floating-point Gaussian noise (torch's sampler through Opacus's secure_mode construction) from a "
+            "Mersenne-Twister generator seeded from the seed or from OS entropy: not a CSPRNG, not an exact "
+            "discrete Gaussian",
+        ]
+        meta = self.meta_ if self.meta_ is not None and self.is_fitted else None
+        if meta is not None:
+            n = meta["n"]
+            caveats.append(
+                f"fitted on {meta['fitted_on']}: n = {n}, q = {meta['sample_rate']:.4g}, {meta['steps']} steps, "
+                f"noise multiplier z = {meta['noise_multiplier']:.4g}, accountant's ε = {meta['epsilon_spent']:.4g}"
+            )
+            if meta.get("seed") is not None:
+                caveats.append(f"fitted with seed {meta['seed']}: whoever knows the seed can remove the noise")
+            if self.delta >= 1.0 / n:
+                caveats.append(f"δ = {self.delta:g} is not below 1/n = {1.0 / n:.3g}: a weak guarantee")
+        return Guarantee(
+            model="central-dp",
+            epsilon=self.epsilon,
+            delta=self.delta,
+            unit=self.neighbours().wording(),
+            per_image_epsilon=self.epsilon,
+            sound=True,
+            caveats=tuple(caveats),
+        )
+
+
+def load_model(path: str | Path):
+    """(network, meta) from a file written by :meth:`DPSGD.save_model`; weights only, no code unpickled."""
+    from privpix.mechanisms.neural.modelfile import build_from_file, load_model_file
+
+    state, meta = load_model_file(path, FORMAT, "dp-sgd")
+
+    def build():
+        from privpix.mechanisms import dp_sgd_net
+
+        net = dp_sgd_net.build_network(tuple(meta["shape"]), int(meta["n_classes"]), 0)  # replaced by the file's
+        net.load_state_dict({k.removeprefix("network."): v for k, v in state.items()})
+        return net
+
+    net = build_from_file(path, "dp-sgd", build)
+    net.eval()
+    return net, meta

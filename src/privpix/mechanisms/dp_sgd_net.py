@@ -1,0 +1,177 @@
+"""The PyTorch half of ``dp-sgd``: the classifier, its DP-SGD training with Opacus's per-sample gradients, clipping,
+Poisson sampling and Gaussian noise, and prediction. Imported only when a fit or a prediction needs it; no draw here
+uses torch's global RNG (see :mod:`privpix.training`)."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from privpix import training
+from privpix.errors import ParameterError
+
+torch = training.torch
+nn = torch.nn
+
+# Images scored at once when predicting: (chunk, 16, h/2, w/2) float32 activations stay near 25 MB for 28x28.
+CHUNK = 2048
+
+
+def _opacus():
+    try:
+        import opacus  # noqa: F401
+        from opacus import GradSampleModule
+        from opacus.optimizers import DPOptimizer
+        from opacus.utils.uniform_sampler import UniformWithReplacementSampler
+    except ImportError:  # pragma: no cover - exercised only without the extra
+        raise ParameterError("dp-sgd needs Opacus: pip install 'privpix[neural]'") from None
+    return GradSampleModule, DPOptimizer, UniformWithReplacementSampler
+
+
+def conv_sides(h: int, w: int) -> tuple[int, int]:
+    """(h', w') of the feature maps that reach the first dense layer for h x w inputs (0 when too small)."""
+
+    def side(s: int) -> int:
+        s = (s + 2 * 3 - 8) // 2 + 1 - 1  # conv 8x8 stride 2 padding 3, then max-pool 2 stride 1
+        return max(0, (s - 4) // 2 + 1 - 1)  # conv 4x4 stride 2, then max-pool 2 stride 1
+
+    return side(h), side(w)
+
+
+class TanhCNN(nn.Module):
+    """Tramèr & Boneh (2021, "Differentially private learning needs better features (or much more data)", ICLR),
+    Table 9's end-to-end MNIST CNN, with Papernot et al.'s (2021, "Tempered sigmoid activations for deep learning
+    with differential privacy", AAAI) tanh activations: conv 16 8x8 stride 2 (padding 3), max-pool 2x2 stride 1,
+    conv 32 4x4 stride 2, max-pool 2x2 stride 1, dense 32, dense K. Input (m, c, h, w) in [0, 1], mapped to [−1, 1]
+    by the fixed affine map 2x − 1 (no statistic of the private images); output (m, K) logits. No normalisation layer
+    (batch norm mixes the examples of a batch, which per-example clipping forbids), so Opacus computes every
+    per-example gradient exactly."""
+
+    def __init__(self, shape: tuple[int, int, int], n_classes: int) -> None:
+        super().__init__()
+        h, w, c = shape
+        hh, ww = conv_sides(h, w)
+        self.conv1 = nn.Conv2d(c, 16, 8, stride=2, padding=3)
+        self.conv2 = nn.Conv2d(16, 32, 4, stride=2)
+        self.fc1 = nn.Linear(32 * hh * ww, 32)
+        self.fc2 = nn.Linear(32, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pool = nn.functional.max_pool2d
+        # Centred inputs keep the first tanh layer out of saturation.
+        x = pool(torch.tanh(self.conv1(2.0 * x - 1.0)), 2, 1)
+        x = pool(torch.tanh(self.conv2(x)), 2, 1)
+        return self.fc2(torch.tanh(self.fc1(x.flatten(1))))
+
+
+def build_network(shape: tuple[int, int, int], n_classes: int, seed: int) -> TanhCNN:
+    """The classifier for (h, w, c) images and ``n_classes`` classes, weights drawn from ``seed`` (torch's default
+    initialisation, no draw from the global RNG)."""
+    return training.build(lambda: TanhCNN(tuple(shape), n_classes), training.generator(seed))
+
+
+def to_tensor(images: np.ndarray) -> torch.Tensor:
+    """(n, h, w, c) float in [0, 1] → (n, c, h, w) float32 contiguous."""
+    return torch.from_numpy(np.ascontiguousarray(np.asarray(images, dtype=np.float32).transpose(0, 3, 1, 2)))
+
+
+def train_dp_sgd(
+    net: TanhCNN,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    noise_multiplier: float,
+    max_grad_norm: float,
+    batch_size: float,
+    steps_per_epoch: int,
+    epochs: int,
+    lr: float,
+    momentum: float,
+    sample_seed: int,
+    lr_decay: float = 1.0,
+    noise_seed: int,
+    accountant: Any,
+    on_epoch: Callable[[int, TanhCNN], None] | None = None,
+) -> dict[str, list[float]]:
+    """DP-SGD (Abadi et al. 2016) on ``net`` in place: ``epochs`` x ``steps_per_epoch`` steps, each on a batch drawn
+    by Poisson sampling (every example independently with probability q = batch_size / n; Opacus's
+    ``UniformWithReplacementSampler``), per-example gradients (Opacus's ``GradSampleModule``) clipped to L2 norm
+    ``max_grad_norm``, summed, plus N(0, (noise_multiplier · max_grad_norm)² I) noise (Opacus's ``DPOptimizer``
+    with its floating-point-robust ``secure_mode`` sampler, on a seeded generator), divided by the expected batch
+    size; then SGD with ``momentum``, its learning rate multiplied by ``lr_decay`` after each epoch (post-processing
+    of the noisy gradients, like the momentum). An empty batch still takes its noise-only step, as the analysis
+    assumes.
+
+    ``accountant`` (an Opacus accountant) records every noisy step. ``on_epoch(epoch, net)`` runs after each epoch
+    (1-based) on the network in eval mode. Returns the history: mean clipped-batch loss and seconds per epoch."""
+    grad_sample_module, dp_optimizer, sampler_class = _opacus()
+    n = len(x)
+    q = batch_size / n
+    model = grad_sample_module(net, loss_reduction="sum")
+    opt = dp_optimizer(
+        torch.optim.SGD(net.parameters(), lr=lr, momentum=momentum),
+        noise_multiplier=noise_multiplier,
+        max_grad_norm=max_grad_norm,
+        expected_batch_size=batch_size,
+        loss_reduction="mean",
+        generator=training.generator(noise_seed),
+        secure_mode=True,
+    )
+    opt.attach_step_hook(accountant.get_optimizer_hook_fn(sample_rate=q))
+    sampler = sampler_class(
+        num_samples=n, sample_rate=q, generator=training.generator(sample_seed), steps=steps_per_epoch
+    )
+    history: dict[str, list[float]] = {"loss": [], "seconds": []}
+    try:
+        for epoch in range(epochs):
+            t0, total, seen = time.perf_counter(), 0.0, 0
+            model.train()
+            with warnings.catch_warnings():
+                # Opacus's backward hook on the first layer fires while the input images need no gradient: torch
+                # warns, and nothing is wrong (the per-example gradients are those of the weights).
+                warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
+                for batch in sampler:
+                    idx = torch.as_tensor(batch, dtype=torch.long)
+                    # Summed, not averaged: the per-example gradients are then the examples' own, and an empty
+                    # batch gives a zero sum (the optimizer divides by the expected batch size, a public constant).
+                    loss = nn.functional.cross_entropy(model(x[idx]), y[idx], reduction="sum")
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    total, seen = total + loss.item(), seen + len(idx)
+            model.eval()
+            for group in opt.param_groups:
+                group["lr"] *= lr_decay
+            history["loss"].append(total / max(1, seen))
+            history["seconds"].append(round(time.perf_counter() - t0, 3))
+            if on_epoch is not None:
+                on_epoch(epoch + 1, net)
+    finally:
+        opt.zero_grad(set_to_none=True)
+        model.remove_hooks()
+        for p in net.parameters():
+            for attr in ("grad_sample", "summed_grad"):
+                if hasattr(p, attr):
+                    delattr(p, attr)
+    net.eval()
+    return history
+
+
+def logits(net: TanhCNN, images: np.ndarray) -> np.ndarray:
+    """(n, K) float32 logits of (n, h, w, c) images in [0, 1], in chunks, eval mode."""
+    net.eval()
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(images), CHUNK):
+            out.append(net(to_tensor(images[i : i + CHUNK])).numpy())
+    k = net.fc2.out_features
+    return np.concatenate(out) if out else np.empty((0, k), np.float32)
+
+
+def predict(net: TanhCNN, images: np.ndarray) -> np.ndarray:
+    """(n,) int64 predicted labels of (n, h, w, c) images in [0, 1]."""
+    return logits(net, images).argmax(axis=1).astype(np.int64)

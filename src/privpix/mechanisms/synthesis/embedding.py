@@ -1,0 +1,467 @@
+"""The embed-once pipeline shared by ``dp-merf`` and ``dp-hp``: one noisy release of a labelled mean embedding of
+the private set, then a label-conditional generator trained on it. The mechanisms differ only in the feature map φ.
+
+The pipeline (:class:`MeanEmbeddingSynthesizer`):
+
+1. A data-independent feature map φ: images (d values) → R^D with ‖φ(x)‖₂ ≤ 1 for every image, whatever its
+   pixels (the subclass proves its bound; the construction gives it, never the data).
+2. Each private pair (x_i, y_i) contributes u_i = [sqrt(1 − a²)·φ(x_i) ⊗ onehot(y_i), a·onehot(y_i)], a² =
+   ``count_share``: the label embedding φ ⊗ y of DP-MERF (its eq. 7) beside a share of the norm spent on the label
+   itself, so the same release gives the class proportions. ‖u_i‖₂ ≤ 1.
+3. The mean μ = (1/n)·Σ u_i is released **once** with Gaussian noise and kept as ``embedding_`` (K·D + K values:
+   the K class-wise feature sums, then the K count values). Replace-one neighbours (same n, one (image, label)
+   pair changed) move μ by ‖u_i − u'_i‖/n ≤ 2/n.
+
+   * float mode (default): μ in float64 plus N(0, σ²) per value, σ = z·2/n, z from the analytic Gaussian
+     mechanism (:func:`privpix.gaussian_release.analytic_noise_multiplier`); NumPy's sampler when seeded,
+     Box–Muller on OS CSPRNG bits when not.
+   * ``secure=true``: each row [sqrt(1 − a²)·φ(x_i), a] (width D + 1, norm ≤ 1) is rounded to the lattice
+     Z^(D+1)/2^20 and summed exactly as integers in the group of its label
+     (:class:`~privpix.gaussian_release.FixedPointSum`); exact discrete Gaussian noise is added to the integer sum
+     (:func:`~privpix.gaussian_release.exact_gaussian_release`: σ_int = z·2·(2^20 + sqrt(D+1)/2), the rounding
+     included in the sensitivity), z from dp-accounting's RDP accountant, which holds for the discrete Gaussian
+     (Canonne, Kamath & Steinke 2020). The noisy integers are put back in the float layout and divided by n·2^20.
+4. Post-processing only (no ε): the DP label distribution p̂ (the count part divided by a, negatives set to 0,
+   normalised) and a generator G(z, y) trained to minimise ‖μ̃_φ − Σ_k p̂_k·e_k ⊗ E_z φ(G(z, k))‖² (DP-MERF's
+   eq. 9). A release draws labels from p̂ and images from G; generating more costs nothing.
+
+Public (assumed known, not protected): n, the image shape, the K classes (labels must lie in 0..K−1), the
+kernel's parameters and the feature map's seed (stored in the model file). The guarantee: central (ε, δ)-DP for
+one image and its label of the private set, replace-one, per-image ε = ε.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from privpix import gaussian_release
+from privpix.data.imageset import ImageSet
+from privpix.errors import ParameterError
+from privpix.guarantees import Guarantee
+from privpix.mechanisms.base import Capabilities, ConformanceCase, Param
+from privpix.mechanisms.trained import TrainedModel
+from privpix.neighbours import Neighbours, OneOfBatch
+from privpix.noise import RNG, gaussian, make_rng, torch_seed
+
+UNIT = "one image and its label of the private set"
+ANALYTIC, RDP = gaussian_release.ANALYTIC, gaussian_release.RDP
+LATTICE_BITS = 20  # secure mode: rows rounded to multiples of 2^-20 (FixedPointSum's default)
+
+MODEL = Param("model", str, "", "fitted model file; empty: fit() fits on the private images it is given")
+LABELS = (
+    Param("n_classes", int, 10, "K, public: labels must lie in 0..K-1", minimum=2),
+    Param("count_share", float, 0.05, "share a² of each image's unit-norm contribution spent on its label "
+          "(the DP class proportions); the rest on φ ⊗ y", minimum=1e-6),
+)  # fmt: skip
+GENERATOR = (
+    Param("generator", str, "conv", "conv (DP-MERF's ConvCondGen; h, w divisible by 4) or mlp",
+          choices=("conv", "mlp")),
+    Param("code_dim", int, 5, "generator: latent code size", minimum=1),
+    Param("width", int, 200, "generator: hidden width of the first layer", minimum=1),
+    Param("channels", int, 16, "generator (conv): feature maps before upsampling", minimum=2),
+    Param("epochs", int, 5, "training: epochs of ceil(n / batch_size) generator steps", minimum=1),
+    Param("batch_size", int, 500, "training: generated images per step (balanced over the K classes)",
+          minimum=1),
+    Param("lr", float, 0.01, "training: Adam learning rate", minimum=1e-12),
+    Param("lr_decay", float, 0.9, "training: learning-rate factor after each epoch", minimum=1e-6),
+)  # fmt: skip
+RELEASE = (
+    Param("secure", bool, False, "exact discrete Gaussian noise on a fixed-point sum of the embedding (z from the "
+          "RDP accountant); false: floating-point Gaussian noise, z from the analytic Gaussian mechanism"),
+    Param("n", int, 0, "synthetic images a published release writes; 0: as many as the input images", minimum=0),
+)  # fmt: skip
+# Parameters that only shape the fit (a model file records them, and they become the ones in force); the feature
+# map's come first, from the subclass.
+TRAINING = ("n_classes", "count_share", "generator", "code_dim", "width", "channels", "epochs", "batch_size", "lr",
+            "lr_decay", "secure")  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------ calibration
+
+
+@functools.lru_cache(maxsize=64)
+def noise_multiplier(epsilon: float, delta: float, secure: bool = False) -> float:
+    """z = σ/Δ for one Gaussian release at (ε, δ): the analytic calibration (float mode) or the RDP one (the
+    exact discrete Gaussian of the secure mode); cached, since every guarantee asks for it."""
+    if secure:
+        return gaussian_release.rdp_noise_multiplier(epsilon, delta)
+    return gaussian_release.analytic_noise_multiplier(epsilon, delta)
+
+
+def sensitivity(n: int) -> float:
+    """L2 sensitivity of the mean of n vectors of norm ≤ 1 under replace-one: 2/n."""
+    return 2.0 / n
+
+
+def split_embedding(embedding: np.ndarray, n_classes: int, count_share: float) -> tuple[np.ndarray, np.ndarray]:
+    """The released vector read back (post-processing): the class-wise feature means (K, D), i.e. row k ≈
+    P(y = k)·E[φ(x) | y = k], and the DP label distribution p̂ (K,) (noisy proportions, negatives set to 0,
+    normalised; uniform if none is positive)."""
+    k = n_classes
+    emb = np.asarray(embedding, dtype=np.float64)
+    means = emb[:-k].reshape(k, -1) / math.sqrt(1.0 - count_share)
+    props = np.maximum(emb[-k:] / math.sqrt(count_share), 0.0)
+    probs = props / props.sum() if props.sum() > 0 else np.full(k, 1.0 / k)
+    return means, probs
+
+
+def sample_labels(probs: np.ndarray, n: int, rng: RNG) -> np.ndarray:
+    """n labels drawn from ``probs`` by inverse CDF on ``rng``'s uniforms (a Generator or SecureRandom)."""
+    cdf = np.cumsum(np.asarray(probs, dtype=np.float64))
+    u = np.asarray(rng.random(n), dtype=np.float64) * cdf[-1]
+    return np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1).astype(np.int64)
+
+
+# ------------------------------------------------------------------------------------------ mechanism
+
+
+class MeanEmbeddingSynthesizer(TrainedModel):
+    """The embed-once pipeline of the module docstring; a subclass names itself, declares ``params`` (``MODEL``,
+    its feature parameters, ``LABELS``, ``GENERATOR``, ``RELEASE``) and ``training`` (its feature parameters,
+    then ``TRAINING``), and implements the feature map: :meth:`_featurizer`, :meth:`_feature_width`,
+    :meth:`_check_features`.
+
+    ``model=FILE`` loads a fitted model (``save_model``): generator weights, the noisy embedding and the (ε, δ, n)
+    it was calibrated for; ``epsilon`` and ``delta`` must then be the file's."""
+
+    FORMAT: ClassVar[str]
+    seed_key: ClassVar[str] = "feature_seed"  # the meta key of the feature map's seed
+    features_word: ClassVar[str] = "feature"  # "the mean <features_word> embedding" in the guarantee
+    norm_claim: ClassVar[str] = "has norm at most 1"
+    reduce: ClassVar[str] = "sum"  # embed_net.train_generator's class-mean reduction
+    conformance_tiny: ClassVar[dict[str, Any]] = {}
+
+    guarantee_model = "central-dp"
+    uses_epsilon = True
+    uses_delta = True
+
+    # The fitted generator is ``model_`` (TrainedModel); beside it:
+    embedding_: np.ndarray | None = None  # the released noisy embedding μ̃ (K·D + K,)
+    label_probs_: np.ndarray | None = None
+
+    # ---------------------------------------------------------------------------------- the feature map
+
+    def _featurizer(self, shape: tuple[int, int, int], seed: int) -> tuple[Callable, int]:
+        """(φ as a torch callable on rows (m, d) float32 → (m, D), D) for images of ``shape``, any randomness drawn
+        from ``seed`` (never from data). May keep what it drew on ``self`` (``omega_``)."""
+        raise NotImplementedError
+
+    @classmethod
+    def _feature_width(cls, meta: dict) -> int:
+        """D for the training parameters and shape recorded in ``meta``."""
+        raise NotImplementedError
+
+    def _check_features(self) -> None:
+        """Validation of the feature parameters (see :meth:`Mechanism._check`)."""
+
+    def _check_shape(self, shape: tuple[int, int, int]) -> None:
+        """Refuse images of ``shape`` the feature map cannot take (before the private images are read)."""
+
+    # ---------------------------------------------------------------------------------- parameters
+
+    def _check(self) -> None:
+        if not self.count_share < 1:
+            raise ParameterError(f"{self.name}: count_share must be in (0, 1), got {self.count_share}")
+        if self.lr_decay > 1:
+            raise ParameterError(f"{self.name}: lr_decay must be <= 1, got {self.lr_decay}")
+        self._check_features()
+
+    def _check_delta(self) -> None:
+        if not self.delta > 0:
+            raise ParameterError(f"{self.name}: the Gaussian mechanism needs a delta in (0, 1), e.g. --delta 1e-5")
+
+    def _training(self) -> dict:
+        # ε and δ calibrate the fit: changing either after it makes the mechanism unfitted.
+        return {"epsilon": self.epsilon, "delta": self.delta, **super()._training()}
+
+    def capabilities(self) -> Capabilities:
+        shape = tuple(self.meta_["shape"]) if self.meta_ is not None and self.is_fitted else None
+        return Capabilities(
+            fits_on=self._fits_on(),
+            fixed_shape=shape,
+            needs_labels=True,
+            output="synthetic-images",
+            noise_family="gaussian",
+        )
+
+    def synthetic_count(self, n_inputs: int | None) -> int | None:
+        """``n`` when set, else as many as the inputs (``None`` without inputs: the user must give ``n``)."""
+        return self.n or n_inputs
+
+    @property
+    def is_fitted(self) -> bool:
+        # A model file is fitted only for the (ε, δ) it was calibrated for.
+        return super().is_fitted and (not self.model or self._file_claim() == (self.epsilon, self.delta))
+
+    def _file_claim(self) -> tuple[float, float]:
+        assert self.meta_ is not None
+        return self.meta_["epsilon"], self.meta_["delta"]
+
+    def neighbours(self) -> Neighbours:
+        """Replace-one on the whole private set: two sets of n labelled images that differ in one."""
+        return OneOfBatch(None)
+
+    @classmethod
+    def conformance_cases(cls, workdir: Path) -> list[ConformanceCase]:
+        """A tiny fit (``conformance_tiny``, one epoch) on 60 built-in digits, the same written to a model file and
+        loaded, and the tiny fit in secure mode."""
+        from privpix.data import load_dataset
+
+        data = load_dataset("builtin-mnist").subset(np.arange(0, 5000, 84))
+        tiny = {"epsilon": 1.0, "delta": 1e-5, **cls.conformance_tiny}
+        path = cls(**tiny).fit(data, seed=0).save_model(workdir / f"{cls.name}.pt")
+        loaded = {"epsilon": 1.0, "delta": 1e-5, "model": str(path)}
+        return [
+            ConformanceCase(tiny, data),
+            ConformanceCase(loaded, data.subset(np.arange(12))),
+            ConformanceCase({**tiny, "secure": True}, data),
+        ]
+
+    # -------------------------------------------------------------------------------------- fitting
+
+    def fit(self, data: ImageSet | None = None, *, seed: int | None = None) -> MeanEmbeddingSynthesizer:
+        """With ``model``: load the file. Without: release the noisy embedding of ``data`` (labelled images) once
+        and train the generator on it. ``seed`` seeds the feature map, the noise and the training (reproducible:
+        whoever knows the seed can remove the noise); ``None`` draws the noise from the OS CSPRNG and the rest
+        from OS entropy, as a real release should."""
+        self._validate()
+        self._check_delta()
+        super().fit(data, seed=seed)
+        if self.model and self._file_claim() != (self.epsilon, self.delta):
+            eps, delta = self._file_claim()
+            raise ParameterError(
+                f"{self.name}: {self.model} was calibrated for ε={eps:g}, δ={delta:g}; give "
+                f"--epsilon {eps:g} --delta {delta:g} (a release states the file's guarantee)"
+            )
+        return self
+
+    def _train(self, data, seed: int | None):
+        if not isinstance(data, ImageSet) or data.labels is None:
+            raise ParameterError(f"{self.name}: fit() needs labelled images (the embedding is φ(x) ⊗ y)")
+        labels = np.asarray(data.labels)
+        n, (h, w, c) = len(data), data.shape
+        if n < 2:
+            raise ParameterError(f"{self.name}: needs at least 2 private images, got {n}")
+        if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0 or labels.max() >= self.n_classes:
+            raise ParameterError(
+                f"{self.name}: labels must be integers in 0..{self.n_classes - 1} (n_classes={self.n_classes}, "
+                "public); set n_classes to the number of classes"
+            )
+        if self.generator == "conv" and (h % 4 or w % 4):
+            raise ParameterError(
+                f"{self.name}: the conv generator needs h and w divisible by 4, got {h}x{w}; use generator=mlp "
+                "or resize (--size 28x28)"
+            )
+        self._check_shape((h, w, c))
+        from privpix.mechanisms.synthesis import embed_net
+
+        seeded = seed is not None
+        rng = make_rng(int(seed)) if seeded else None
+        t0 = time.perf_counter()
+        feature_seed = int(rng.integers(0, 2**62)) if seeded else int.from_bytes(os.urandom(8), "little") >> 2
+        featurize, width = self._featurizer((h, w, c), feature_seed)
+        noise_rng = rng if seeded else make_rng(secure=True)
+        k, share = self.n_classes, self.count_share
+        # The one release of the private set: every later step reads only `noisy`.
+        if self.secure:
+            acc = embed_net.fixed_point_sum(data.flat(), labels, featurize, width, k, share, LATTICE_BITS)
+            rel = gaussian_release.exact_gaussian_release(acc, self.epsilon, self.delta, noise_rng)
+            del acc
+            noisy = embed_net.embedding_of_sum(rel.noisy_total, n, rel.scale)
+            z, sigma = rel.noise_multiplier, rel.sigma / n
+            noise = {"noise": "exact discrete Gaussian on a fixed-point integer sum", "accountant": RDP,
+                     "lattice_scale": rel.scale}  # fmt: skip
+        else:
+            clean = embed_net.mean_embedding(data.flat(), labels, featurize, width, k, share)
+            z = noise_multiplier(self.epsilon, self.delta)
+            sigma = z * sensitivity(n)
+            noisy = clean + gaussian(noise_rng, sigma, clean.shape)
+            del clean
+            noise = {"noise": "floating-point Gaussian", "accountant": ANALYTIC}
+        embed_seconds = time.perf_counter() - t0
+        means, probs = split_embedding(noisy, k, share)
+        t_seed = torch_seed(rng)
+        meta = {
+            "kind": self.name,
+            "shape": [h, w, c],
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "n": n,
+            **{key: getattr(self, param) for param, key in self.training.items()},
+            self.seed_key: feature_seed,
+            "noise_multiplier": z,
+            "sigma": sigma,
+            **noise,
+            "seed": None if not seeded else int(seed),
+            "noise_rng": "seeded NumPy Generator" if seeded else "OS CSPRNG (privpix SecureRandom)",
+            "fitted_on": f"{data.source or 'the given images'} ({n} images)",
+        }
+        gen = embed_net.build_generator(meta, t_seed)
+        t1 = time.perf_counter()
+        history = embed_net.train_generator(
+            gen,
+            featurize,
+            means,
+            probs,
+            steps_per_epoch=math.ceil(n / self.batch_size),
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            lr_decay=self.lr_decay,
+            seed=t_seed + 1,
+            reduce=self.reduce,
+        )
+        meta.update(history=history, embed_seconds=round(embed_seconds, 3),
+                    train_seconds=round(time.perf_counter() - t1, 3))  # fmt: skip
+        self.embedding_, self.label_probs_ = noisy, probs
+        return gen, meta
+
+    def released_statistic(self, data: ImageSet, rng: RNG | None, *, seed: int) -> np.ndarray:
+        """The one DP release a fit makes of ``data``: its noisy mean embedding (K·D + K,) float64, with the feature
+        map drawn from ``seed`` and noise from ``rng`` exactly as :meth:`fit` adds it (float or, with ``secure``,
+        exact discrete Gaussian on the fixed-point sum); ``rng=None`` gives it without noise (for audits choosing
+        their test). The generator is not trained: everything after this release is post-processing. Works on a
+        fresh copy, so a fitted model is left as it is."""
+        from privpix.mechanisms.synthesis import embed_net
+
+        self._validate()
+        self._check_delta()
+        if not isinstance(data, ImageSet) or data.labels is None:
+            raise ParameterError(f"{self.name}: the embedding needs labelled images (φ(x) ⊗ y)")
+        labels = np.asarray(data.labels).astype(np.int64)
+        if labels.min() < 0 or labels.max() >= self.n_classes:
+            raise ParameterError(f"{self.name}: labels must lie in 0..{self.n_classes - 1} (n_classes)")
+        n, k, share = len(data), self.n_classes, self.count_share
+        # An audit asks for the same data thousands of times, with fresh noise each time: the noise-free sum is
+        # computed once per (data, seed, parameters). The cache holds the data object itself, so its id is not reused.
+        key = (id(data), int(seed), self.secure, tuple(sorted(self.get_params().items())))
+        cache = self.__dict__.setdefault("_statistic_cache", {})
+        if key not in cache:
+            fresh = type(self)(**{p: v for p, v in self.get_params().items() if p != "model"})
+            featurize, width = fresh._featurizer(data.shape, int(seed))
+            if self.secure:
+                clean = embed_net.fixed_point_sum(data.flat(), labels, featurize, width, k, share, LATTICE_BITS)
+            else:
+                clean = embed_net.mean_embedding(data.flat(), labels, featurize, width, k, share)
+            if len(cache) >= 4:
+                cache.pop(next(iter(cache)))
+            cache[key] = (data, clean)
+        clean = cache[key][1]
+        if self.secure:
+            if rng is None:
+                return embed_net.embedding_of_sum(clean.total, n, clean.scale)
+            rel = gaussian_release.exact_gaussian_release(clean, self.epsilon, self.delta, rng)
+            return embed_net.embedding_of_sum(rel.noisy_total, n, rel.scale)
+        if rng is None:
+            return clean.copy()
+        return clean + gaussian(rng, noise_multiplier(self.epsilon, self.delta) * sensitivity(n), clean.shape)
+
+    def _read_model(self, path: str):
+        gen, embedding, meta = self.load_model(path)
+        self.embedding_ = embedding
+        self.label_probs_ = split_embedding(embedding, meta["n_classes"], meta["count_share"])[1]
+        return gen, meta
+
+    @classmethod
+    def load_model(cls, path: str | Path):
+        """(generator, noisy embedding, meta) from a file written by :meth:`save_model`; weights only."""
+        from privpix.mechanisms.neural.modelfile import build_from_file, load_model_file
+
+        state, meta = load_model_file(path, cls.FORMAT, cls.name)
+
+        def build():
+            from privpix.mechanisms.synthesis import embed_net
+
+            gen = embed_net.build_generator(meta, 0)  # throwaway weights, replaced by the file's
+            gen.load_state_dict(
+                {k.removeprefix("generator."): v for k, v in state.items() if k.startswith("generator.")}
+            )
+            embedding = state["embedding"].double().numpy()
+            k, d = int(meta["n_classes"]), cls._feature_width(meta)
+            if embedding.shape != (k * d + k,):
+                raise ValueError(f"embedding of shape {embedding.shape}, expected ({k * d + k},)")
+            return gen, embedding
+
+        gen, embedding = build_from_file(path, cls.name, build)
+        gen.eval()
+        return gen, embedding, meta
+
+    def _write_model(self, path: Path) -> Path:
+        """The generator weights, the noisy embedding, the guarantee's ε, δ and n, every training parameter."""
+        from privpix.errors import require_torch
+        from privpix.mechanisms.neural.modelfile import save_model_file
+
+        gen, meta = self._load()
+        torch = require_torch(self.name)
+        state = {f"generator.{k}": v for k, v in gen.state_dict().items()}
+        state["embedding"] = torch.from_numpy(np.asarray(self.embedding_, dtype=np.float64))
+        return save_model_file(path, state, {"format": self.FORMAT, **meta})
+
+    # -------------------------------------------------------------------------------------- releasing
+
+    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+        """(ε, δ)-DP for one image and its label of the private set replaced (central DP, per image ε = ε)."""
+        self._check_delta()
+        z = noise_multiplier(self.epsilon, self.delta, self.secure)
+        caveats = [
+            "replace-one neighbours: private sets of the same size n that differ in one (image, label) pair; n, "
+            "the image shape, the K classes and the kernel are public. Adding or removing an image is covered "
+            "only through group privacy (not claimed)",
+        ]
+        if self.secure:
+            caveats += [
+                f"one exact discrete Gaussian release of the sum of the {self.features_word} embedding (each "
+                f"image's part {self.norm_claim}; rounded to the lattice 2^-{LATTICE_BITS} and summed as integers, "
+                f"the rounding counted in the sensitivity); noise multiplier {z:.6g} from the {RDP}",
+                "the synthetic images and labels are post-processing of that one release: generating more costs no ε",
+                "exact noise: integer sums and exact discrete Gaussian samples (Canonne, Kamath & Steinke 2020), so "
+                "the proof covers the values actually computed, rounding included; the RDP calibration costs a "
+                "little more noise than the float mode's",
+            ]
+        else:
+            caveats += [
+                f"one Gaussian release of the mean {self.features_word} embedding (each image's part "
+                f"{self.norm_claim}, so the sensitivity is 2/n whatever the pixels); noise multiplier σ·n/2 = "
+                f"{z:.6g} from the {ANALYTIC}",
+                "the synthetic images and labels are post-processing of that one release: generating more costs no ε",
+                "floating-point Gaussian noise (NumPy, or Box–Muller on the OS CSPRNG when fitted without a seed), "
+                "not an exact discrete Gaussian",
+            ]
+        meta = self.meta_ if self.meta_ is not None and self.is_fitted else None
+        if meta is not None:
+            n = meta["n"]
+            caveats.append(f"fitted on {meta['fitted_on']}: n = {n}, σ = {meta['sigma']:.4g} per embedding value")
+            if meta.get("seed") is not None:
+                caveats.append(f"fitted with seed {meta['seed']}: whoever knows the seed can remove the noise")
+            if self.delta >= 1.0 / n:
+                caveats.append(f"δ = {self.delta:g} is not below 1/n = {1.0 / n:.3g}: a weak guarantee")
+        return Guarantee(
+            model="central-dp",
+            epsilon=self.epsilon,
+            delta=self.delta,
+            unit=UNIT,
+            per_image_epsilon=self.epsilon,
+            sound=True,
+            caveats=tuple(caveats),
+        )
+
+    def _synthesize(self, n: int, shape: tuple[int, int, int], rng: RNG) -> tuple[np.ndarray, np.ndarray]:
+        """n new images (n, h, w, c) in [0, 1] and their labels, drawn from the DP label distribution p̂ and the
+        generator: post-processing of the noisy embedding only (the input images are not read)."""
+        from privpix.mechanisms.synthesis import embed_net
+
+        gen, meta = self._load()
+        h, w, c = meta["shape"]
+        if tuple(shape) != (h, w, c):
+            raise ParameterError(f"{self.name}: the model makes {h}x{w} images with {c} channel(s), got {shape}")
+        labels = sample_labels(self.label_probs_, n, rng)
+        images = embed_net.sample(gen, labels, torch_seed(rng)).reshape(n, h, w, c)
+        return images, labels

@@ -1,0 +1,110 @@
+"""Publishing a synthesizer's output (issue 18, item 1): `privpix release` fits or loads the model, draws the number
+of images the mechanism says, writes the DP labels into the manifest, and refuses what makes no sense."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from privpix.data import load_dataset
+from privpix.errors import ParameterError
+from privpix.mechanisms import get_mechanism
+
+TINY = ["--param", "n_features=200", "--param", "epochs=1", "--param", "batch_size=50", "--param", "width=16",
+        "--param", "channels=4"]  # fmt: skip
+CLAIM = ["--epsilon", "1", "--delta", "1e-5"]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """A tiny dp-merf model fitted on 300 built-in digits."""
+    from click.testing import CliRunner
+
+    from privpix.cli import main
+
+    path = tmp_path_factory.mktemp("model") / "merf.pt"
+    args = ["fit", "--method", "dp-merf", "--dataset", "builtin-mnist", "--limit", "300", *CLAIM, *TINY,
+            "--seed", "1", "--output", str(path)]  # fmt: skip
+    res = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return path
+
+
+@pytest.fixture(scope="module")
+def forty(tmp_path_factory):
+    """A folder of 40 digit PNGs: a synthetic release from it writes 40 images (as many as the inputs)."""
+    from PIL import Image
+
+    folder = tmp_path_factory.mktemp("digits")
+    for i, img in enumerate(load_dataset("builtin-mnist").subset(np.arange(40)).as_uint8()):
+        Image.fromarray(img[:, :, 0]).save(folder / f"d{i}.png")
+    return folder
+
+
+def _manifest(folder):
+    return json.loads((folder / "manifest.json").read_text())
+
+
+def test_release_from_a_model_file_writes_labels_for_every_image(run, model, forty, tmp_path):
+    out = tmp_path / "synth"
+    res = run("release", "--method", "dp-merf", *CLAIM, "--param", f"model={model}", "--input", forty,
+              "--batch-size", "15", "--seed", "2", "--output", out)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    m = _manifest(out)
+    names = [f["name"] for f in m["files"]]
+    assert len(names) == 40 == m["synthetic_images"]  # default: as many as the input images
+    assert sorted(m["labels"]) == sorted(names)
+    labels = np.array(list(m["labels"].values()))
+    assert set(labels) <= set(range(10)) and len(set(labels)) >= 4
+    assert m["guarantee"]["model"] == "central-dp" and m["guarantee"]["sound"]
+    assert run("verify", out).exit_code == 0
+
+
+def test_same_seed_same_synthetic_release(run, model, forty, tmp_path):
+    def once(name):
+        res = run("release", "--method", "dp-merf", *CLAIM, "--param", f"model={model}", "--input", forty,
+                  "--seed", "5", "--output", tmp_path / name)  # fmt: skip
+        assert res.exit_code == 0, res.output
+        m = _manifest(tmp_path / name)
+        # Names are random by design (never seed-derived); the images and labels, in draw order, are not.
+        return sorted((f["sha256"], m["labels"][f["name"]]) for f in m["files"])
+
+    assert once("a") == once("b")
+
+
+def test_model_file_without_input_needs_a_count(run, model, tmp_path):
+    res = run("release", "--method", "dp-merf", *CLAIM, "--param", f"model={model}", "--output", tmp_path / "x")
+    assert res.exit_code != 0
+    assert "--param n=N" in res.output
+    assert not (tmp_path / "x").exists()
+
+
+def test_fit_on_private_needs_the_private_images(run, tmp_path):
+    res = run("release", "--method", "dp-merf", *CLAIM, *TINY, "--output", tmp_path / "x")
+    assert res.exit_code != 0 and "--dataset" in res.output
+
+
+def test_source_map_is_refused_for_synthetic_images(run, model, forty, tmp_path):
+    res = run("release", "--method", "dp-merf", *CLAIM, "--param", f"model={model}", "--input", forty,
+              "--output", tmp_path / "x", "--source-map", tmp_path / "map.csv")  # fmt: skip
+    assert res.exit_code != 0 and "--source-map" in res.output
+    assert not (tmp_path / "x").exists() and not (tmp_path / "map.csv").exists()
+
+
+def test_synthesize_draws_n_labelled_images(model):
+    mech = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, model=str(model))
+    rel = mech.synthesize(37, 0)
+    assert rel.images.images.shape == (37, 28, 28, 1) and rel.images.labels.shape == (37,)
+    assert rel.source is None and rel.guarantee.per_image_epsilon == 1.0
+    with pytest.raises(ParameterError, match=">= 1"):
+        mech.synthesize(0, 0)
+    with pytest.raises(ParameterError, match="not synthetic images"):
+        get_mechanism("pixel-laplace", epsilon=1.0).synthesize(3, 0, (28, 28, 1))
+
+
+def test_release_of_images_still_returns_one_image_per_input(model):
+    digits = load_dataset("builtin-mnist").subset(np.arange(11))
+    rel = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, model=str(model)).release(digits, 0)
+    assert len(rel.images) == 11 and rel.source is digits
