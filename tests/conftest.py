@@ -42,3 +42,31 @@ def _can_unshare() -> bool:
 
 # Real read-only and full file systems come from a private mount namespace (root ignores permission bits).
 needs_unshare = pytest.mark.skipif(not _can_unshare(), reason="needs `unshare -rm` (user and mount namespaces)")
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny networks: one torch thread beats two on a shared 2-core machine (no OpenMP barrier waits behind other
+    processes). Opt in per module with ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    """The 5,000 offline built-in MNIST digits (a module may define its own ``digits``)."""
+    from privpix.data import load_dataset
+
+    return load_dataset("builtin-mnist")
+
+
+@pytest.fixture(scope="module")
+def sixty(digits):
+    """60 built-in digits, every class."""
+    import numpy as np
+
+    return digits.subset(np.arange(0, 5000, 84))

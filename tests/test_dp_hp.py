@@ -14,7 +14,7 @@ from hypothesis.extra.numpy import arrays
 from scipy import stats
 
 from privpix import gaussian_release
-from privpix.data import ImageSet, load_dataset
+from privpix.data import ImageSet
 from privpix.errors import DataError, ParameterError
 from privpix.mechanisms import get_mechanism
 from privpix.mechanisms.synthesis import dp_hp, embed_net, hermite, merf_net
@@ -24,23 +24,7 @@ TINY = {"order": 4, "epochs": 1, "batch_size": 20, "width": 16, "channels": 4}
 torch = merf_net.torch
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Tiny networks: one torch thread beats two on a shared 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def digits() -> ImageSet:
-    return load_dataset("builtin-mnist")
-
-
-@pytest.fixture(scope="module")
-def sixty(digits) -> ImageSet:
-    return digits.subset(np.arange(0, 5000, 84))  # 60 digits, every class
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy import stats
 
-from privpix.data import ImageSet, load_dataset
+from privpix.data import ImageSet
 from privpix.errors import ParameterError
 from privpix.mechanisms import get_mechanism
 from privpix.mechanisms.synthesis import dp_merf, merf_net
@@ -21,25 +21,7 @@ from privpix.neighbours import OneOfBatch
 TINY = {"n_features": 2000, "epochs": 1, "batch_size": 20, "width": 16, "channels": 4}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """These networks are tiny: one torch thread beats two on a shared 2-core machine (no OpenMP barrier waits
-    behind other processes; the end-to-end fit took 7 s against 25 s under load)."""
-    torch = merf_net.torch
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def digits() -> ImageSet:
-    return load_dataset("builtin-mnist")
-
-
-@pytest.fixture(scope="module")
-def sixty(digits) -> ImageSet:
-    return digits.subset(np.arange(0, 5000, 84))  # 60 digits, every class
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from privpix.data import ImageSet, load_dataset
+from privpix.data import ImageSet
 from privpix.errors import ParameterError
 from privpix.mechanisms import dp_sgd as dps
 from privpix.mechanisms import get_mechanism
@@ -17,25 +17,7 @@ from privpix.mechanisms import get_mechanism
 TINY = {"epochs": 1, "batch_size": 10}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """One torch thread beats two for these tiny networks on a shared 2-core machine."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def digits() -> ImageSet:
-    return load_dataset("builtin-mnist")
-
-
-@pytest.fixture(scope="module")
-def sixty(digits) -> ImageSet:
-    return digits.subset(np.arange(0, 5000, 84))  # 60 digits, every class
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
