@@ -223,8 +223,7 @@ def audit(
     pairs = pairs if pairs is not None else relation.pairs(images)
     if mech.capabilities().fits_on == "private" and relation.dataset_level:
         return _audit_refitted(mech, images, trials, seed, pairs, target, progress)
-    claim_eps, claim_delta = mech.audit_claim(images.shape)
-    guarantee = mech.guarantee(images.shape)
+    claim_delta = mech.audit_claim(images.shape)[1]
     half = trials // 2
     chosen: tuple[float, NeighbourPair, str, float, int, tuple] | None = None
     for pair in pairs:
@@ -238,31 +237,36 @@ def audit(
         if progress is not None:
             progress(f"audit {mech.name}: pair '{pair.name}' done")
     assert chosen is not None
-    _, pair, sname, thr, sign, (s0, s1) = chosen
+    return _result(mech, images, chosen, trials, t_start, pairs, chosen[1].name)
+
+
+def _result(mech: Mechanism, images: ImageSet, chosen: tuple, trials: int, t_start: float,
+            pairs: list[NeighbourPair], pair_name: str) -> AuditResult:  # fmt: skip
+    """The audit's record from the test ``chosen`` on the first halves: its errors counted on the held-out second
+    halves, the Clopper–Pearson bound, and the verdict against the claim."""
+    claim_eps, claim_delta = mech.audit_claim(images.shape)
+    _, _, sname, thr, sign, (s0, s1) = chosen
     fp = int(np.sum(sign * s0 > sign * thr))
     fn_ = int(np.sum(sign * s1 <= sign * thr))
     bound = epsilon_lower_bound(fp, fn_, len(s0), len(s1), claim_delta)
-    if claim_eps is None:
-        verdict = "no-claim"
-    else:
-        verdict = "violated" if bound > claim_eps else "consistent"
+    top = max_auditable_epsilon(len(s0), claim_delta)
     return AuditResult(
         method=mech.name,
         parameters=mech.parameters(),
         claimed_epsilon=claim_eps,
         claimed_delta=claim_delta,
-        sound=guarantee.sound,
-        unit=relation.wording(),
+        sound=mech.guarantee(images.shape).sound,
+        unit=mech.neighbours().wording(),
         audited_epsilon_lower=bound,
-        max_auditable_epsilon=max_auditable_epsilon(len(s0), claim_delta),
+        max_auditable_epsilon=top,
         trials=trials,
-        verdict=verdict,
-        pair=pair.name,
+        verdict="no-claim" if claim_eps is None else ("violated" if bound > claim_eps else "consistent"),
+        pair=pair_name,
         statistic=sname,
         false_positive_rate=fp / len(s0),
         false_negative_rate=fn_ / len(s1),
         seconds=time.perf_counter() - t_start,
-        refutable=claim_eps is not None and claim_eps < max_auditable_epsilon(len(s0), claim_delta),
+        refutable=claim_eps is not None and claim_eps < top,
         perfect_distinguisher=fp == 0 and fn_ == 0,
         pairs_tried=[p.name for p in pairs],
     )
@@ -312,8 +316,7 @@ def _audit_refitted(
     data-independent randomness (random features) is the same in every trial; only the noise and, for outputs,
     the training vary."""
     t_start = time.perf_counter()
-    relation = mech.neighbours()
-    claim_eps, claim_delta = mech.audit_claim(images.shape)
+    claim_delta = mech.audit_claim(images.shape)[1]
     params = mech.get_params()
     fixed = int(np.random.default_rng(seed).integers(0, 2**31))
     use_stat = target != "output" and mech.released_statistic(pairs[0].a, None, seed=fixed) is not None
@@ -349,31 +352,9 @@ def _audit_refitted(
             progress(f"audit {mech.name}: pair '{pair.name}' done")
     if chosen is None:
         return _not_audited(mech, images, "not audited: no pair changes the released statistic")
-    _, pair, sname, thr, sign, (s0, s1) = chosen
-    fp = int(np.sum(sign * s0 > sign * thr))
-    fn_ = int(np.sum(sign * s1 <= sign * thr))
-    bound = epsilon_lower_bound(fp, fn_, len(s0), len(s1), claim_delta)
-    top = max_auditable_epsilon(len(s0), claim_delta)
-    return AuditResult(
-        method=mech.name,
-        parameters=mech.parameters(),
-        claimed_epsilon=claim_eps,
-        claimed_delta=claim_delta,
-        sound=mech.guarantee(images.shape).sound,
-        unit=relation.wording(),
-        audited_epsilon_lower=bound,
-        max_auditable_epsilon=top,
-        trials=trials,
-        verdict="no-claim" if claim_eps is None else ("violated" if bound > claim_eps else "consistent"),
-        pair=f"{pair.name} ({len(pair.a)} private images, refitted per trial)",
-        statistic=sname,
-        false_positive_rate=fp / len(s0),
-        false_negative_rate=fn_ / len(s1),
-        seconds=time.perf_counter() - t_start,
-        refutable=claim_eps is not None and claim_eps < top,
-        perfect_distinguisher=fp == 0 and fn_ == 0,
-        pairs_tried=[p.name for p in pairs],
-    )
+    pair = chosen[1]
+    return _result(mech, images, chosen, trials, t_start, pairs,
+                   f"{pair.name} ({len(pair.a)} private images, refitted per trial)")  # fmt: skip
 
 
 def _projections(mech: Mechanism, side: ImageSet, v: np.ndarray, trials: int, rng, fixed: int) -> np.ndarray:
