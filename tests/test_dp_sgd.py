@@ -216,10 +216,23 @@ def test_audit_says_not_audited(fitted, sixty):
 
     res = audit(fitted, sixty.subset(np.arange(12)), trials=20)
     assert res.verdict == "not-audited" and math.isnan(res.audited_epsilon_lower) and res.trials == 0
-    assert "model output" in res.statistic and res.claimed_epsilon == 1.0 and "added or removed" in res.unit
+    assert "model output" in res.statistic and "--one-run" in res.statistic
+    assert res.claimed_epsilon == 1.0 and "added or removed" in res.unit
 
 
-def test_bench_shows_a_model_only_row_not_audited(digits, sixty, tmp_path):
+def test_one_run_audit_of_the_released_model(sixty):
+    from privpix.evaluation.one_run import audit_one_run
+
+    mech = get_mechanism("dp-sgd", epsilon=1.0, delta=1e-5, **TINY)
+    res = audit_one_run(mech, sixty, canaries=20, seed=0)
+    assert res.kind == "one-run" and res.trials == 1 and res.verdict == "consistent"
+    assert "membership score" in res.statistic and "added or removed" in res.unit
+    assert 0 <= res.audited_epsilon_lower < res.max_auditable_epsilon
+    # 20 canaries under add/remove: the trained set is the 40 others plus the canaries drawn in.
+    assert "beside 40 images" in res.pair
+
+
+def test_bench_shows_a_model_only_row_audited_in_one_run(digits, sixty, tmp_path):
     from privpix.bench import BenchConfig, run_bench
 
     test = digits.subset(np.arange(42, 5000, 250))
@@ -229,10 +242,10 @@ def test_bench_shows_a_model_only_row_not_audited(digits, sixty, tmp_path):
     [cell] = res["cells"]
     assert cell["output"] == "model" and "reid_best" not in cell and cell["guarantee"]["delta"] == 1e-5
     [audit] = res["audits"]
-    assert audit["verdict"] == "not-audited" and math.isnan(audit["audited_epsilon_lower"])
+    assert audit["kind"] == "one-run" and audit["verdict"] == "consistent" and audit["trials"] == 1
     html = (tmp_path / "bench" / "report.html").read_text()
     assert html.count("model only: no images released") >= 3  # guarantees, utility table and its legend (at least)
-    assert "not-audited" in html and "Samples" not in html
+    assert "one run: 10 canary slots" in html and "Samples" not in html
     config.delta = None
     with pytest.raises(ParameterError, match="delta"):
         run_bench(sixty, test, config, tmp_path / "no-delta")

@@ -108,3 +108,16 @@ def test_release_of_images_still_returns_one_image_per_input(model):
     digits = load_dataset("builtin-mnist").subset(np.arange(11))
     rel = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, model=str(model)).release(digits, 0)
     assert len(rel.images) == 11 and rel.source is digits
+
+
+def test_release_draws_n_images_when_n_is_set_and_publish_batches_stay_one_per_input(model, tmp_path):
+    from privpix.publish import release_to_dir
+
+    digits = load_dataset("builtin-mnist").subset(np.arange(11))
+    mech = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, model=str(model), n=7)
+    rel = mech.release(digits, 0)
+    assert len(rel.images) == 7 and rel.images.labels.shape == (7,) and rel.source is digits
+    # release_to_dir's ImageSet batches are the caller's choice of count: one new image per given image.
+    batches = [digits.subset(np.arange(5)), digits.subset(np.arange(5, 8))]
+    manifest = release_to_dir(mech, batches, tmp_path / "o", np.random.default_rng(0))
+    assert len(manifest["labels"]) == 8

@@ -37,10 +37,12 @@ class Neighbours:
     Attributes:
         key: short name used in JSON (``"image"``, ``"column"``, ``"pixels"``, ``"dataset"``).
         dataset_level: whether neighbours are whole batches (the output for one image depends on the others).
+        removes: whether neighbours differ by one example added or removed (add/remove), not replaced.
     """
 
     key: str = ""
     dataset_level: bool = False
+    removes: bool = False
 
     def wording(self) -> str:
         """What differs between neighbours, e.g. ``"one image (replaced by any other)"``: the one text a

@@ -81,7 +81,11 @@ def release_to_dir(
         synthetic = mechanism.capabilities().output == "synthetic-images"
         labels: dict[str, int] = {}
         for batch in batches:
-            if isinstance(batch, ImageSet):
+            if isinstance(batch, ImageSet) and synthetic:
+                # One new image per given one, whatever the mechanism's n: the caller chose the batches (the CLI
+                # passes counts from synthetic_count instead).
+                rel = mechanism.synthesize(len(batch), rng, batch.shape)
+            elif isinstance(batch, ImageSet):
                 rel = mechanism.release(batch, rng)
             elif synthetic:
                 rel = mechanism.synthesize(int(batch), rng)

@@ -48,12 +48,41 @@ from privpix.cli.options import (
     help="For a mechanism fitted on the private set (a DP synthesizer), refitted per trial: audit the one DP "
     "statistic its fit releases (auto, when it has one: the strongest test) or the images it then synthesizes.",
 )
+@click.option(
+    "--one-run",
+    "canaries",
+    type=int,
+    default=None,
+    help="One-run audit (Steinke et al. 2023) with this many canary slots: one fit instead of a refit per trial, "
+    "for mechanisms fitted on the private set (synthesizers, DP-SGD). Use with --images larger than twice it.",
+)
+@click.option(
+    "--budget-seconds",
+    type=float,
+    default=None,
+    help="Adaptive: double the trials each round until the claim is refuted or this time runs out (the "
+    "confidence is split over rounds, so a refutation holds at 95 %).",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the result JSON.")
 @click.option("--quiet", "-q", is_flag=True)
 def audit(
-    method, epsilon, delta, params, dataset, n_images, size, trials, target, seed, data_dir, json_path, quiet
+    method,
+    epsilon,
+    delta,
+    params,
+    dataset,
+    n_images,
+    size,
+    trials,
+    target,
+    canaries,
+    budget_seconds,
+    seed,
+    data_dir,
+    json_path,
+    quiet,
 ) -> None:
     """Empirical ε audit: a 95 %-confidence lower bound on the ε a mechanism really spends, and a verdict."""
     import numpy as np
@@ -80,32 +109,58 @@ def audit(
         check_resize_fits(len(data), hw, data.shape[2])
         data = data.resized(*hw)
     # A mechanism that fits on the private set fits on these images (the audit's neighbour pairs come from them).
-    fit_as_declared(mech, data, data_dir, seed=seed)
+    if canaries is None:  # the one-run audit makes its own single fit on its canary design
+        fit_as_declared(mech, data, data_dir, seed=seed)
     t0 = time.perf_counter()
-    res = run_audit(mech, data, trials=trials, seed=seed, progress=None if quiet else _plain, target=target)
+    if canaries is not None:
+        from privpix.evaluation.one_run import audit_one_run
+
+        res = audit_one_run(mech, data, canaries=canaries, seed=seed, progress=None if quiet else _plain)
+    else:
+        res = run_audit(mech, data, trials=trials, seed=seed, progress=None if quiet else _plain, target=target,
+                        budget_seconds=budget_seconds)  # fmt: skip
     out = {"dataset": spec, **res.to_dict()}
     if json_path:
         with _writing(json_path, "--json"):
             write_text_atomic(Path(json_path), json.dumps(out, indent=2, default=float))
     if quiet:
         return
-    table = Table(
-        title=escape(f"ε audit of {method} ({trials} trials per side, {time.perf_counter() - t0:.1f} s)"),
-        show_header=False,
+    one_run = res.kind == "one-run"
+    how = (
+        "one run" if one_run else f"{res.trials} trials per side" + (f", round {res.rounds}" if res.rounds > 1 else "")
     )
+    table = Table(title=escape(f"ε audit of {method} ({how}, {time.perf_counter() - t0:.1f} s)"), show_header=False)
     table.add_column("what")
     table.add_column("value")
     claimed = "none" if res.claimed_epsilon is None else f"{res.claimed_epsilon:g}"
     if res.claimed_delta:
         claimed += f" (δ = {res.claimed_delta:g})"
+    if one_run:
+        bounds = [("  one-run bound (Steinke, Nasr & Jagielski 2023)", f"{res.raw_epsilon_lower:.3f}")]
+    elif res.curve:
+        bounds = [
+            ("  raw bound (no assumption)", f"{res.raw_epsilon_lower:.3f}"),
+            (f"  bound through the {res.curve} curve", f"{res.curve_epsilon_lower:.3f}"),
+            *([("  which assumes", res.curve_assumption)] if res.curve_assumption else []),
+        ]
+    else:
+        bounds = [
+            ("  raw bound (no assumption; no noise family declared, so no curve)", f"{res.raw_epsilon_lower:.3f}")
+        ]
+    tests = [("design and guesses", f"{res.pair}; {res.statistic}")] if one_run else [
+        ("best distinguisher (raw)", f"{res.pair}; {res.statistic}"),
+        ("held-out FPR / FNR", f"{res.false_positive_rate:.4f} / {res.false_negative_rate:.4f}"),
+        *([("balanced test (curve)", f"{res.curve_statistic}; error rate {res.curve_error_rate:.4f}")]
+          if res.curve else []),
+    ]  # fmt: skip
     for k, v in [
         ("claimed ε", claimed + ("" if res.sound else "  [not sound: a noise knob, not a DP guarantee]")),
         ("neighbouring unit audited", res.unit),
-        ("audited ε (95 % lower bound)", f"{res.audited_epsilon_lower:.3f}"),
-        ("largest bound these trials can show", f"{res.max_auditable_epsilon:.3f}"),
-        ("best distinguisher", f"{res.pair}; {res.statistic}"),
-        ("held-out FPR / FNR", f"{res.false_positive_rate:.4f} / {res.false_negative_rate:.4f}"),
-        ("verdict", res.verdict),
+        (f"audited ε ({100 * res.confidence:g} % lower bound)", f"{res.audited_epsilon_lower:.3f}"),
+        *bounds,
+        ("largest bound this audit can show", f"{res.max_auditable_epsilon:.3f}"),
+        *tests,
+        ("verdict", res.verdict + (f" (refuted by the {res.refuted_by} bound)" if res.refuted_by else "")),
     ]:
         table.add_row(k, escape(v))
     console.print(table)
@@ -212,7 +267,7 @@ def bench(
 def print_audit_table(res: dict, title: str) -> None:
     """The bench's summary on the console: per (method, ε) the claim, the audited bound, the verdict, and the
     mean utility and re-identification over repeats."""
-    from privpix.report.html import cell_means, verdict_text
+    from privpix.report.html import bound_text, cell_means, verdict_text
 
     table = Table(title=title)
     for col in ("method", "ε", "sound", "claimed (unit)", "audited ≥", "verdict", "accuracy", "re-id (best)"):
@@ -228,7 +283,7 @@ def print_audit_table(res: dict, title: str) -> None:
             "—" if a["claimed_epsilon_requested"] is None else f"{a['claimed_epsilon_requested']:g}",
             "yes" if a["sound"] else "NO",
             f"{claimed} ({a['unit']})",
-            f"{a['audited_epsilon_lower']:.2f}",
+            bound_text(a),
             verdict_text(a),
             f"{mean[0]:.3f}",
             f"{mean[1]:.3f}",

@@ -15,6 +15,14 @@ a mechanism whose bound exceeds its claim violates the claim (with 95 % confiden
 or below it is consistent, which is evidence, not proof. With ``n`` held-out trials per side no bound above
 about ln(n / 3.7) can be shown (``max_auditable_epsilon``): a larger claim cannot be refuted by this audit.
 
+Beside that assumption-free bound, a mechanism that declares its noise family (``Capabilities.noise_family``) is
+also read through that family's trade-off curve (:mod:`privpix.evaluation.curves`): a second test, the one with
+the smallest balanced error on the selection trials, gives an upper bound on its mean error rate, and the largest
+ε whose curve allows that rate is a lower bound under the curve's stated assumption. It reaches ε near 10 with a
+few thousand trials where the raw bound stops near ln(n / 4). The two share the 95 %: each is computed at 97.5 %,
+so the verdict ("violated" when either bound exceeds the claim, ``refuted_by`` saying which) keeps its level.
+The raw test is chosen on the first half of the trials, the curve test on the first fifth.
+
 Neighbour pairs are worst cases where the unit allows: an all-black image against one with a white column,
 pixel block or whole image (data-derived noise scales vanish on a black image), and the dataset's most
 typical image against its least typical one; for a claim per encoded feature, two images whose encodings
@@ -26,6 +34,7 @@ degenerate, zero-range batch) and a real batch, each against the same with one i
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -36,26 +45,42 @@ from scipy import stats
 
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
+from privpix.evaluation.curves import Curve, curve_for, pooled_error_upper
 from privpix.mechanisms.base import Mechanism
 from privpix.neighbours import NeighbourPair
 from privpix.noise import make_rng
 
 CONFIDENCE = 0.95
+# Share of the trials that choose each test: half for the raw test; a fifth for the curve test, whose bound lives
+# on the held-out count of errors (measured in benchmarks/audit_power.py).
+SELECT_SHARE, CURVE_SELECT_SHARE = 0.5, 0.2
+# Adaptive audits double the trials per round up to this many per side (memory: the outputs of one side).
+MAX_ADAPTIVE_TRIALS = 128_000
 TARGETS = ("auto", "statistic", "output")
 # Synthetic images drawn per trial when a refitted synthesizer's output is audited.
 SYNTHETIC_PER_TRIAL = 16
 VERDICTS = ("consistent", "violated", "no-claim", "not-audited")
 # Why a mechanism whose Capabilities.output is "model" gets no bound: its release is a model fitted once on the
 # training set, and this audit compares releases of neighbouring images (no retraining per trial).
-NOT_AUDITED_MODEL = "not audited: model output (the audit compares released images or reports, not models)"
+NOT_AUDITED_MODEL = (
+    "not audited here: model output (this audit compares released images or reports, not models); use the "
+    "one-run audit (`privpix audit --one-run N`, privpix.evaluation.one_run)"
+)
 
 
 @dataclass
 class AuditResult:
     """Outcome of :func:`audit`; ``to_dict`` is the JSON of ``privpix audit --json``.
 
-    ``refutable`` is false when the claimed ε is at or above ``max_auditable_epsilon``: then "consistent"
-    carries no information. ``perfect_distinguisher`` is true when the held-out test made no error at all:
+    ``audited_epsilon_lower`` is the larger of ``raw_epsilon_lower`` (Clopper–Pearson on one test's two error
+    rates, no assumption) and ``curve_epsilon_lower`` (the balanced error of a second test read through
+    ``curve``, valid under ``curve_assumption``; NaN when the mechanism declares no noise family). ``refuted_by``
+    names the bound(s) above the claim. ``refutable`` is false when the claimed ε is at or above
+    ``max_auditable_epsilon`` (the larger of the two bounds' ceilings): then "consistent" carries no
+    information. ``kind``: ``"trials"`` (releases per side of neighbour pairs) or ``"one-run"``
+    (:func:`privpix.evaluation.one_run.audit_one_run`). ``rounds`` > 1: an adaptive audit (``budget_seconds``),
+    the record of its last round.
+    ``perfect_distinguisher`` is true when the held-out test made no error at all:
     on that pair the outputs do not overlap, so no finite ε holds (the bound is capped only by the trials).
     """
 
@@ -78,6 +103,15 @@ class AuditResult:
     confidence: float = CONFIDENCE
     seconds: float = 0.0
     pairs_tried: list[str] = field(default_factory=list)
+    raw_epsilon_lower: float = float("nan")
+    curve: str = ""
+    curve_assumption: str = ""
+    curve_epsilon_lower: float = float("nan")
+    curve_statistic: str = ""
+    curve_error_rate: float = float("nan")
+    refuted_by: str = ""
+    rounds: int = 1
+    kind: str = "trials"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -186,6 +220,20 @@ def _best_threshold(s0: np.ndarray, s1: np.ndarray, delta: float, alpha: float =
     return best
 
 
+@dataclass
+class _Candidate:
+    """One (pair, statistic): its scalar value in every trial on each side; the first ``select`` trials chose
+    the statistic and choose the test, the rest measure it. ``curve``: a candidate for the balanced (curve) test,
+    else for the raw one."""
+
+    pair_label: str
+    statistic: str
+    s0: np.ndarray
+    s1: np.ndarray
+    select: int
+    curve: bool = False
+
+
 def audit(
     mech: Mechanism,
     images: ImageSet,
@@ -194,6 +242,8 @@ def audit(
     pairs: list[NeighbourPair] | None = None,
     progress: Callable[[str], None] | None = None,
     target: str = "auto",
+    confidence: float = CONFIDENCE,
+    budget_seconds: float | None = None,
 ) -> AuditResult:
     """Audit ``mech`` on neighbour pairs built from ``images`` (see :func:`neighbour_pairs`).
 
@@ -203,86 +253,236 @@ def audit(
     everything after it is post-processing), ``"output"`` the images it then synthesizes (a whole fit per trial,
     so use few trials), ``"auto"`` the statistic when the mechanism has one.
 
-    ``trials`` releases per side of every pair (half choose the test, half measure it). Returns the lower
-    bound with 95 % confidence, the claim it is compared to (``mech.audit_claim``) and the verdict:
-    ``violated`` when the bound exceeds the claimed ε, ``consistent`` otherwise, ``no-claim`` when the
-    mechanism states no ε, ``not-audited`` (NaN bounds, no trials, ``statistic`` saying why) for a mechanism whose
-    output is a model.
+    ``trials`` releases per side of every pair (a share choose the tests, the rest measure them). Returns the
+    lower bounds with ``confidence`` (95 % by default), the claim they are compared to (``mech.audit_claim``)
+    and the verdict: ``violated`` when a bound exceeds the claimed ε, ``consistent`` otherwise, ``no-claim``
+    when the mechanism states no ε, ``not-audited`` (NaN bounds, no trials, ``statistic`` saying why) for a
+    mechanism whose output is a model.
+
+    ``budget_seconds``: an adaptive audit. Round j (j = 1, 2, ...) runs ``trials``·2^(j−1) trials per side at
+    confidence 1 − (1 − ``confidence``)·2^−j, with fresh randomness, and the audit stops at the first round that
+    refutes the claim, or when the next round would overrun the budget (or pass ``MAX_ADAPTIVE_TRIALS``). The
+    levels sum to at most 1 − ``confidence``, so a "violated" from any round holds at ``confidence`` (a union
+    bound over rounds; no assumption on when the audit stops). The last round's record is returned.
     """
     if trials < 20:
         raise ParameterError(f"trials must be >= 20, got {trials}")
     if not isinstance(images, ImageSet):
         raise ParameterError("audit: images must be an ImageSet")
+    if not 0.5 <= confidence < 1:
+        raise ParameterError(f"confidence must be in [0.5, 1), got {confidence}")
     if mech.capabilities().output == "model":
         return _not_audited(mech, images, NOT_AUDITED_MODEL)
     if target not in TARGETS:
         raise ParameterError(f"target must be one of {TARGETS}, got {target!r}")
+    if budget_seconds is None:
+        return _audit_once(mech, images, trials, seed, pairs, progress, target, confidence)
+    if not budget_seconds > 0:
+        raise ParameterError(f"budget_seconds must be positive, got {budget_seconds}")
+    t0, j, n = time.perf_counter(), 1, trials
+    while True:
+        level = 1.0 - (1.0 - confidence) * 2.0**-j
+        res = _audit_once(mech, images, n, seed + j - 1, pairs, progress, target, level)
+        this_round, spent = res.seconds, time.perf_counter() - t0
+        res.rounds, res.seconds = j, spent
+        if progress is not None:
+            progress(f"audit {mech.name}: round {j}, {n} trials, bound {res.audited_epsilon_lower:.3g}")
+        # The next round doubles the trials: about twice this one's time.
+        if res.verdict != "consistent" or spent + 2 * this_round > budget_seconds or 2 * n > MAX_ADAPTIVE_TRIALS:
+            return res
+        j, n = j + 1, 2 * n
+
+
+def _audit_once(mech: Mechanism, images: ImageSet, trials: int, seed: int, pairs: list[NeighbourPair] | None,
+                progress: Callable[[str], None] | None, target: str, confidence: float) -> AuditResult:  # fmt: skip
     t_start = time.perf_counter()
     rng = make_rng(seed)
     relation = mech.neighbours()
     pairs = pairs if pairs is not None else relation.pairs(images)
     if mech.capabilities().fits_on == "private" and relation.dataset_level:
-        return _audit_refitted(mech, images, trials, seed, pairs, target, progress)
-    claim_delta = mech.audit_claim(images.shape)[1]
-    half = trials // 2
-    chosen: tuple[float, NeighbourPair, str, float, int, tuple] | None = None
+        return _audit_refitted(mech, images, trials, seed, pairs, target, progress, confidence)
+    candidates: list[_Candidate] = []
     for pair in pairs:
         x0 = _outputs(mech, pair.a, pair.index, trials, rng, relation.dataset_level)
         x1 = _outputs(mech, pair.b, pair.index, trials, rng, relation.dataset_level)
-        tr0, te0, tr1, te1 = x0[:half], x0[half:], x1[:half], x1[half:]
-        for sname, fn in _statistics(tr0, tr1).items():
-            score, thr, sign = _best_threshold(fn(tr0), fn(tr1), claim_delta)
-            if chosen is None or score > chosen[0]:
-                chosen = (score, pair, sname, thr, sign, (fn(te0), fn(te1)))
+        for select, curve in _selections(mech, images, trials):
+            for sname, fn in _statistics(x0[:select], x1[:select]).items():
+                candidates.append(_Candidate(pair.name, sname, fn(x0), fn(x1), select, curve))
         if progress is not None:
             progress(f"audit {mech.name}: pair '{pair.name}' done")
-    assert chosen is not None
-    return _result(mech, images, chosen, trials, t_start, pairs, chosen[1].name)
+    return _conclude(mech, images, candidates, trials, t_start, pairs, confidence)
 
 
-def _result(mech: Mechanism, images: ImageSet, chosen: tuple, trials: int, t_start: float,
-            pairs: list[NeighbourPair], pair_name: str) -> AuditResult:  # fmt: skip
-    """The audit's record from the test ``chosen`` on the first halves: its errors counted on the held-out second
-    halves, the Clopper–Pearson bound, and the verdict against the claim."""
+def _curve(mech: Mechanism, images: ImageSet) -> Curve | None:
+    return curve_for(mech.capabilities().noise_family, mech.audit_claim(images.shape)[1])
+
+
+def _split(trials: int, share: float) -> int:
+    return min(trials - 10, max(10, int(trials * share)))
+
+
+def _selections(mech: Mechanism, images: ImageSet, trials: int) -> list[tuple[int, bool]]:
+    """(selection trials, for the curve test?) of each test the audit runs: the raw test chooses on half the
+    trials; the curve test, when the mechanism has a curve, on a fifth (its bound lives on the held-out count)."""
+    out = [(_split(trials, SELECT_SHARE), False)]
+    if _curve(mech, images) is not None:
+        out.append((_split(trials, CURVE_SELECT_SHARE), True))
+    return out
+
+
+def _errors(s0: np.ndarray, s1: np.ndarray, thr: float, sign: int) -> tuple[int, int]:
+    """(false positives on x₀'s values, false negatives on x₁'s) of the test "x₁ when sign·s > sign·thr"."""
+    return int(np.sum(sign * s0 > sign * thr)), int(np.sum(sign * s1 <= sign * thr))
+
+
+def _balanced_threshold(s0: np.ndarray, s1: np.ndarray) -> tuple[int, float, int]:
+    """(errors, threshold, sign) of the test with the fewest errors on both sides together. For the shift
+    families the curves describe, the best such test cuts halfway between the two medians; that cut is tried
+    first (robust when errors are rare), then every quantile of the pooled values."""
+    m0, m1 = float(np.median(s0)), float(np.median(s1))
+    sign = 1 if m1 >= m0 else -1
+    mid = 0.5 * (m0 + m1)
+    best = (sum(_errors(s0, s1, mid, sign)), mid, sign)
+    pooled = np.unique(np.concatenate([s0, s1]))
+    if len(pooled) > 400:
+        pooled = np.unique(np.quantile(pooled, np.linspace(0, 1, 400)))
+    for sg in (1, -1):
+        a, b = np.sort(sg * s0), np.sort(sg * s1)
+        t = sg * pooled
+        errs = (len(a) - np.searchsorted(a, t, side="right")) + np.searchsorted(b, t, side="right")
+        i = int(np.argmin(errs))
+        if errs[i] < best[0]:
+            best = (int(errs[i]), float(pooled[i]), sg)
+    return best
+
+
+@dataclass
+class Bounds:
+    """What the held-out trials show (see :class:`AuditResult` for the fields of the same names)."""
+
+    raw_epsilon_lower: float
+    curve_epsilon_lower: float
+    max_auditable_epsilon: float
+    raw_test: _Candidate
+    false_positives: int
+    false_negatives: int
+    held_out: int
+    curve_test: _Candidate | None
+    curve_errors: int
+
+    @property
+    def epsilon_lower(self) -> float:
+        """The larger of the two bounds (the raw one when there is no curve)."""
+        c = self.curve_epsilon_lower
+        return self.raw_epsilon_lower if math.isnan(c) else max(self.raw_epsilon_lower, c)
+
+
+def bounds(candidates: list[_Candidate], claim_delta: float, curve: Curve | None,
+           confidence: float = CONFIDENCE) -> Bounds:  # fmt: skip
+    """Choose each test on its candidates' selection trials and measure it on the rest: the raw Clopper–Pearson
+    bound (candidates with ``curve`` false) and, with a ``curve``, the balanced-error bound through it (those with
+    ``curve`` true), each at half the permitted error when both are used, so both hold together at
+    ``confidence``."""
+    gamma = 1.0 - confidence
+    g_raw = gamma / 2 if curve is not None else gamma
+    # Raw: the test with the best Clopper–Pearson bound on the selection trials (each rate at g_raw / 2).
+    (_, thr, sign), rc = max(
+        ((_best_threshold(c.s0[: c.select], c.s1[: c.select], claim_delta, g_raw / 2), c)
+         for c in candidates if not c.curve),
+        key=lambda t: t[0][0],
+    )  # fmt: skip
+    h0, h1 = rc.s0[rc.select :], rc.s1[rc.select :]
+    fp, fn_ = _errors(h0, h1, thr, sign)
+    raw = epsilon_lower_bound(fp, fn_, len(h0), len(h1), claim_delta, g_raw / 2)
+    top = max_auditable_epsilon(len(h0), claim_delta, g_raw / 2)
+    curve_eps, cc, k = float("nan"), None, 0
+    if curve is not None:
+        # Curve: the test with the fewest selection errors on both sides together.
+        (_, cthr, csign), cc = min(
+            ((_balanced_threshold(c.s0[: c.select], c.s1[: c.select]), c) for c in candidates if c.curve),
+            key=lambda t: t[0][0],
+        )
+        c0, c1 = cc.s0[cc.select :], cc.s1[cc.select :]
+        k = sum(_errors(c0, c1, cthr, csign))
+        n_pooled = len(c0) + len(c1)
+        curve_eps = curve.epsilon(pooled_error_upper(k, n_pooled, gamma / 2))
+        top = max(top, curve.epsilon(pooled_error_upper(0, n_pooled, gamma / 2)))
+    return Bounds(raw, curve_eps, top, rc, fp, fn_, len(h0), cc, k)
+
+
+def bounds_from_samples(s0: np.ndarray, s1: np.ndarray, claim_delta: float = 0.0, noise_family: str | None = None,
+                        confidence: float = CONFIDENCE) -> Bounds:  # fmt: skip
+    """The audit's bounds for one scalar statistic observed in n trials on each side (``s0`` under x₀, ``s1``
+    under x₁), read through the curve of ``noise_family`` at ``claim_delta`` when it has one, with the audit's
+    split of selection and held-out trials. What the calibration tests and ``benchmarks/audit_power.py`` run."""
+    s0, s1 = np.asarray(s0, dtype=np.float64), np.asarray(s1, dtype=np.float64)
+    if s0.shape != s1.shape or s0.ndim != 1 or len(s0) < 20:
+        raise ParameterError("s0 and s1 must be 1-D arrays of the same length >= 20")
+    curve = curve_for(noise_family, claim_delta)
+    cands = [_Candidate("samples", "the value", s0, s1, _split(len(s0), SELECT_SHARE))]
+    if curve is not None:
+        cands.append(_Candidate("samples", "the value", s0, s1, _split(len(s0), CURVE_SELECT_SHARE), True))
+    return bounds(cands, claim_delta, curve, confidence)
+
+
+def _conclude(mech: Mechanism, images: ImageSet, candidates: list[_Candidate], trials: int, t_start: float,
+              pairs: list[NeighbourPair], confidence: float) -> AuditResult:  # fmt: skip
+    """The record of :func:`bounds` on ``candidates``: the verdict against the claim and what it rests on."""
+    if not candidates:
+        return _not_audited(mech, images, "not audited: no pair changes the released statistic")
     claim_eps, claim_delta = mech.audit_claim(images.shape)
-    _, _, sname, thr, sign, (s0, s1) = chosen
-    fp = int(np.sum(sign * s0 > sign * thr))
-    fn_ = int(np.sum(sign * s1 <= sign * thr))
-    bound = epsilon_lower_bound(fp, fn_, len(s0), len(s1), claim_delta)
-    top = max_auditable_epsilon(len(s0), claim_delta)
+    curve = _curve(mech, images)
+    b = bounds(candidates, claim_delta, curve, confidence)
+    refuted = [] if claim_eps is None else [
+        name for name, v in (("raw", b.raw_epsilon_lower), ("curve", b.curve_epsilon_lower))
+        if not math.isnan(v) and v > claim_eps
+    ]  # fmt: skip
+    cc = b.curve_test
+    n_pooled = 0 if cc is None else 2 * (trials - cc.select)
     return AuditResult(
-        method=mech.name,
-        parameters=mech.parameters(),
-        claimed_epsilon=claim_eps,
-        claimed_delta=claim_delta,
-        sound=mech.guarantee(images.shape).sound,
-        unit=mech.neighbours().wording(),
-        audited_epsilon_lower=bound,
-        max_auditable_epsilon=top,
+        **claim_fields(mech, images),
+        audited_epsilon_lower=b.epsilon_lower,
+        max_auditable_epsilon=b.max_auditable_epsilon,
         trials=trials,
-        verdict="no-claim" if claim_eps is None else ("violated" if bound > claim_eps else "consistent"),
-        pair=pair_name,
-        statistic=sname,
-        false_positive_rate=fp / len(s0),
-        false_negative_rate=fn_ / len(s1),
+        verdict="no-claim" if claim_eps is None else ("violated" if refuted else "consistent"),
+        pair=b.raw_test.pair_label,
+        statistic=b.raw_test.statistic,
+        false_positive_rate=b.false_positives / b.held_out,
+        false_negative_rate=b.false_negatives / b.held_out,
         seconds=time.perf_counter() - t_start,
-        refutable=claim_eps is not None and claim_eps < top,
-        perfect_distinguisher=fp == 0 and fn_ == 0,
+        refutable=claim_eps is not None and claim_eps < b.max_auditable_epsilon,
+        perfect_distinguisher=(b.false_positives == 0 and b.false_negatives == 0)
+        or (cc is not None and b.curve_errors == 0),
+        confidence=confidence,
         pairs_tried=[p.name for p in pairs],
+        raw_epsilon_lower=b.raw_epsilon_lower,
+        curve="" if curve is None else curve.name,
+        curve_assumption="" if curve is None else curve.assumption,
+        curve_epsilon_lower=b.curve_epsilon_lower,
+        curve_statistic="" if cc is None else f"{cc.pair_label}; {cc.statistic}",
+        curve_error_rate=float("nan") if cc is None else b.curve_errors / n_pooled,
+        refuted_by=" and ".join(refuted),
     )
+
+
+def claim_fields(mech: Mechanism, images: ImageSet) -> dict[str, Any]:
+    """The fields of an :class:`AuditResult` that say what was claimed, for whom, and whether it is sound."""
+    claim_eps, claim_delta = mech.audit_claim(images.shape)
+    return {
+        "method": mech.name,
+        "parameters": mech.parameters(),
+        "claimed_epsilon": claim_eps,
+        "claimed_delta": claim_delta,
+        "sound": mech.guarantee(images.shape).sound,
+        "unit": mech.neighbours().wording(),
+    }
 
 
 def _not_audited(mech: Mechanism, images: ImageSet, why: str) -> AuditResult:
     """The record of a mechanism this audit cannot run on: its claim and unit, NaN bounds, ``why`` as statistic."""
-    claim_eps, claim_delta = mech.audit_claim(images.shape)
     nan = float("nan")
     return AuditResult(
-        method=mech.name,
-        parameters=mech.parameters(),
-        claimed_epsilon=claim_eps,
-        claimed_delta=claim_delta,
-        sound=mech.guarantee(images.shape).sound,
-        unit=mech.neighbours().wording(),
+        **claim_fields(mech, images),
         audited_epsilon_lower=nan,
         max_auditable_epsilon=nan,
         trials=0,
@@ -306,26 +506,27 @@ def _audit_refitted(
     pairs: list[NeighbourPair],
     target: str,
     progress: Callable[[str], None] | None,
+    confidence: float = CONFIDENCE,
 ) -> AuditResult:
     """The audit of a mechanism whose guarantee covers its fit on a private set: every trial refits a copy on one
     side of a pair (two private sets differing in one image and its label).
 
     On the DP statistic the test is the projection on the difference of the two sides' noise-free statistics,
     the likelihood-ratio test of a Gaussian release, so the bound tracks the true ε, not a weak statistic's; only
-    scalars are kept per trial. On the synthetic output the usual statistics are fitted on the first half. The
-    data-independent randomness (random features) is the same in every trial; only the noise and, for outputs,
-    the training vary."""
+    scalars are kept per trial. On the synthetic output the usual statistics are fitted on the selection trials.
+    The data-independent randomness (random features) is the same in every trial; only the noise and, for
+    outputs, the training vary."""
     t_start = time.perf_counter()
-    claim_delta = mech.audit_claim(images.shape)[1]
     params = mech.get_params()
     fixed = int(np.random.default_rng(seed).integers(0, 2**31))
     use_stat = target != "output" and mech.released_statistic(pairs[0].a, None, seed=fixed) is not None
     if target == "statistic" and not use_stat:
         raise ParameterError(f"{mech.name}: has no released statistic to audit; use target='output'")
     rng = make_rng(seed)
-    half = trials // 2
-    chosen: tuple[float, NeighbourPair, str, float, int, tuple] | None = None
+    selections = _selections(mech, images, trials)
+    candidates: list[_Candidate] = []
     for pair in pairs:
+        label = f"{pair.name} ({len(pair.a)} private images, refitted per trial)"
         if use_stat:
             c0 = np.asarray(mech.released_statistic(pair.a, None, seed=fixed), dtype=np.float64)
             c1 = np.asarray(mech.released_statistic(pair.b, None, seed=fixed), dtype=np.float64)
@@ -334,27 +535,23 @@ def _audit_refitted(
                 continue  # the two sides release the same statistic: nothing to distinguish on this pair
             ref = float(c0 @ v)
             p0, p1 = (_projections(mech, side, v, trials, rng, fixed) for side in (pair.a, pair.b))
-            stats_ = {
-                "projection of the released statistic on its noise-free difference": (p0, p1),
-                "|projection − its noise-free value under x₀|": (np.abs(p0 - ref), np.abs(p1 - ref)),
-            }
+            for select, curve in selections:
+                candidates += [
+                    _Candidate(label, "projection of the released statistic on its noise-free difference", p0, p1,
+                               select, curve),
+                    _Candidate(label, "|projection of the released statistic − its noise-free value under x₀|",
+                               np.abs(p0 - ref), np.abs(p1 - ref), select, curve),
+                ]  # fmt: skip
         else:
             x0 = _refit_outputs(type(mech), params, pair.a, trials, rng)
             x1 = _refit_outputs(type(mech), params, pair.b, trials, rng)
-            stats_ = {}
-            for name, fn in _statistics(x0[:half], x1[:half]).items():
-                stats_[f"{name} (synthetic images, refitted per trial)"] = (fn(x0), fn(x1))
-        for sname, (s0, s1) in stats_.items():
-            score, thr, sign = _best_threshold(s0[:half], s1[:half], claim_delta)
-            if chosen is None or score > chosen[0]:
-                chosen = (score, pair, sname, thr, sign, (s0[half:], s1[half:]))
+            for select, curve in selections:
+                for name, fn in _statistics(x0[:select], x1[:select]).items():
+                    candidates.append(_Candidate(label, f"{name} (synthetic images, refitted per trial)", fn(x0),
+                                                 fn(x1), select, curve))  # fmt: skip
         if progress is not None:
             progress(f"audit {mech.name}: pair '{pair.name}' done")
-    if chosen is None:
-        return _not_audited(mech, images, "not audited: no pair changes the released statistic")
-    pair = chosen[1]
-    return _result(mech, images, chosen, trials, t_start, pairs,
-                   f"{pair.name} ({len(pair.a)} private images, refitted per trial)")  # fmt: skip
+    return _conclude(mech, images, candidates, trials, t_start, pairs, confidence)
 
 
 def _projections(mech: Mechanism, side: ImageSet, v: np.ndarray, trials: int, rng, fixed: int) -> np.ndarray:

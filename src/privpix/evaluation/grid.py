@@ -165,12 +165,17 @@ NOT_AUDITED_REFIT = (
 
 def bench_audit(mech: Mechanism, images: ImageSet, trials: int, seed: int) -> AuditResult:
     """The grid's ε audit of one point. A mechanism fitted on the private set under a dataset-level relation is
-    audited only on the one DP statistic its fit releases (a refit of that per trial is cheap); with none, the
-    record says it is not audited rather than spending 4 × ``trials`` whole fits."""
+    audited on the one DP statistic its fit releases (a refit of that per trial is cheap); a released model (DP-SGD)
+    by the one-run audit, one fit with half the audit images as canaries (little power at this size, but a real
+    verdict); with neither, the record says it is not audited rather than spending 4 × ``trials`` whole fits."""
     from privpix.evaluation.audit import _not_audited, audit
 
     if mech.capabilities().fits_on == "private" and mech.neighbours().dataset_level:
         if mech.released_statistic(images, None, seed=seed) is None:
+            if mech.capabilities().output == "model":
+                from privpix.evaluation.one_run import audit_one_run
+
+                return audit_one_run(mech, images, canaries=len(images) // 2, seed=seed)
             return _not_audited(mech, images, NOT_AUDITED_REFIT)
         return audit(mech, images, trials=trials, seed=seed, target="statistic")
     return audit(mech, images, trials=trials, seed=seed)

@@ -332,6 +332,13 @@ class Mechanism:
         then refits the whole mechanism and compares its outputs."""
         return None
 
+    def membership_score(self, images: ImageSet) -> np.ndarray | None:
+        """For a fitted mechanism whose output is a model: (n,) float scores of labelled ``images``, higher when an
+        (image, label) looks like it was in the training set, computed from the released model alone
+        (post-processing; e.g. minus the model's loss). The one-run audit guesses canaries from it. ``None`` (the
+        default) when the mechanism has none."""
+        return None
+
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         """(n, h, w, c) float in [0, 1] → released array of the same shape (float)."""
         raise NotImplementedError
@@ -341,7 +348,9 @@ class Mechanism:
         return self._privatize(images.as_float().astype(np.float64), rng)
 
     def release(self, images: ImageSet, rng: RNG | int | None = None) -> Release:
-        """Privatize ``images``; ``rng`` is a Generator, SecureRandom, or an integer seed."""
+        """Privatize ``images``; ``rng`` is a Generator, SecureRandom, or an integer seed. A synthesizer
+        (``output == "synthetic-images"``) reads none of them: it draws ``synthetic_count(len(images))`` new images
+        (its ``n`` when it has one set, else as many as given)."""
         if not isinstance(images, ImageSet):
             raise ParameterError(f"{self.name}: release expects an ImageSet, got {type(images).__name__}")
         self._validate()
@@ -369,7 +378,10 @@ class Mechanism:
                 source=images,
             )
         if self.capabilities().output == "synthetic-images":
-            rel = self._synthesized(len(images), images.shape, rng)
+            count = self.synthetic_count(len(images))
+            if not count:
+                raise ParameterError(f"{self.name}: say how many synthetic images to draw (n)")
+            rel = self._synthesized(int(count), images.shape, rng)
             rel.source = images
             return rel
         out = np.asarray(self._privatize_set(images, rng), dtype=np.float32)

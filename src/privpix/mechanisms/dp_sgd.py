@@ -129,6 +129,7 @@ class OneExampleAddedOrRemoved(Neighbours):
 
     key = "add-remove"
     dataset_level = True
+    removes = True
 
     def wording(self) -> str:
         return "one image and its label of the training set, added or removed"
@@ -359,6 +360,19 @@ class DPSGD(TrainedModel):
         if tuple(images.shape) != (h, w, c):
             raise ParameterError(f"{self.name}: the model takes {h}x{w} images with {c} channel(s), got {images.shape}")
         return dp_sgd_net.predict(net, images.as_float())
+
+    def membership_score(self, images: ImageSet) -> np.ndarray:
+        """(n,) minus the released model's cross-entropy on each labelled image (post-processing of the model):
+        the one-run audit's score for its canaries."""
+        from privpix.mechanisms import dp_sgd_net
+
+        if not isinstance(images, ImageSet) or images.labels is None:
+            raise ParameterError(f"{self.name}: membership_score needs labelled images")
+        net, _ = self._load()
+        z = dp_sgd_net.logits(net, images.as_float()).astype(np.float64)
+        z -= z.max(axis=1, keepdims=True)
+        log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        return log_p[np.arange(len(images)), np.asarray(images.labels, dtype=np.int64)]
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """(ε, δ)-DP for one (image, label) of the training set added or removed (central DP, per image ε = ε)."""

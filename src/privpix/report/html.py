@@ -211,9 +211,25 @@ def verdict_text(a: dict[str, Any]) -> str:
     text = a["verdict"]
     if text == "consistent" and not a.get("refutable", True):
         text += " (claim beyond the audit's range)"
+    if a.get("refuted_by"):
+        text += f" (by the {a['refuted_by']} bound)"
     if a.get("perfect_distinguisher"):
         text += "; perfect distinguisher: no finite ε on this pair"
     return text
+
+
+def bound_text(a: dict[str, Any], html_: bool = False) -> str:
+    """An audit record's lower bound, with the raw and curve bounds it is the larger of ("—" when not audited)."""
+    bound = a["audited_epsilon_lower"]
+    if bound is None or math.isnan(bound):
+        return "—"
+    head = f"<b>{bound:.3g}</b>" if html_ else f"{bound:.2f}"
+    curve = a.get("curve_epsilon_lower")
+    if not a.get("curve") or curve is None or math.isnan(curve):
+        return head
+    sep = "<br>" if html_ else " "
+    detail = f"raw {a['raw_epsilon_lower']:.3g}, {a['curve']} curve {curve:.3g}"
+    return f"{head}{sep}({html.escape(detail) if html_ else detail})"
 
 
 def _verdict_html(a: dict[str, Any]) -> str:
@@ -274,7 +290,7 @@ def _audit_rows(cells: Sequence[dict], audits: Sequence[dict]) -> list[list[str]
                 '<span class="good">yes</span>' if a["sound"] else '<span class="bad">NO</span>',
                 _fmt(a["unit"]),
                 _fmt(a["claimed_epsilon"]),
-                "—" if math.isnan(a["audited_epsilon_lower"]) else f"<b>{a['audited_epsilon_lower']:.3g}</b>",
+                bound_text(a, html_=True),
                 _fmt(a["max_auditable_epsilon"]),
                 _verdict_html(a),
                 _fmt(f"{a['pair']}; {a['statistic']}"),
@@ -582,7 +598,11 @@ def render_report(results: dict[str, Any], grids: Sequence[tuple[str, str]] = ()
             "<p class='note'>How to read this. The audited ε is a 95 %-confidence <i>lower</i> bound on the ε the "
             "mechanism really spends for the unit shown, found by distinguishing worst-case neighbours; "
             "<b>violated</b> means the claim is refuted. <b>consistent</b> only means this audit could not refute "
-            "it: no bound above the 'max auditable' column can be shown with the trials run.</p>",
+            "it: no bound above the 'max auditable' column can be shown with the trials run. Two bounds share the "
+            "95 %: the raw one assumes nothing; the curve one reads a balanced test's errors through the trade-off "
+            "curve of the mechanism's declared noise family (Gaussian DP, Laplace, or the (ε, δ)-DP curve that "
+            "randomized response meets) and holds if the mechanism is at least as private as that curve at its "
+            "true ε. The verdict says which bound refuted a claim.</p>",
             _table(
                 [
                     "method",

@@ -46,6 +46,7 @@ from privpix.mechanisms.synthesis.embedding import (
     GENERATOR,
     LABELS,
     MODEL,
+    PUBLIC,
     RELEASE,
     MeanEmbeddingSynthesizer,
 )
@@ -137,6 +138,7 @@ class DPHP(MeanEmbeddingSynthesizer):
         *LABELS,
         *GENERATOR,
         *RELEASE,
+        *PUBLIC,
     )  # fmt: skip
 
     training: ClassVar[dict[str, str]] = {k: k for k in TRAINING}

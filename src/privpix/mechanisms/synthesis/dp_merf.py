@@ -55,6 +55,7 @@ from privpix.mechanisms.synthesis.embedding import (  # noqa: F401  (dp-merf's A
     GENERATOR,
     LABELS,
     MODEL,
+    PUBLIC,
     RELEASE,
     UNIT,
     MeanEmbeddingSynthesizer,
@@ -138,6 +139,7 @@ class DPMERF(MeanEmbeddingSynthesizer):
         *LABELS,
         *GENERATOR,
         *RELEASE,
+        *PUBLIC,
     )  # fmt: skip
 
     training: ClassVar[dict[str, str]] = {k: k for k in TRAINING}

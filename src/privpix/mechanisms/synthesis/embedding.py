@@ -78,10 +78,18 @@ RELEASE = (
           "RDP accountant); false: floating-point Gaussian noise, z from the analytic Gaussian mechanism"),
     Param("n", int, 0, "synthetic images a published release writes; 0: as many as the input images", minimum=0),
 )  # fmt: skip
+PUBLIC = (
+    Param("public", str, "", "labelled public images to pretrain the generator on before the private training: a "
+          "dataset name (digits, lfw-gender:train, ...) or a folder with one subfolder per class. It must really "
+          "be public and distinct from the private set: the guarantee covers the private set only, the public set "
+          "is not protected. Empty: no pretraining"),
+    Param("public_epochs", int, 5, "pretraining (with public): epochs, each as many steps as a private epoch, on "
+          "the public set's noise-free embedding", minimum=1),
+)  # fmt: skip
 # Parameters that only shape the fit (a model file records them, and they become the ones in force); the feature
 # map's come first, from the subclass.
 TRAINING = ("n_classes", "count_share", "generator", "code_dim", "width", "channels", "epochs", "batch_size", "lr",
-            "lr_decay", "secure")  # fmt: skip
+            "lr_decay", "secure", "public", "public_epochs")  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------ calibration
@@ -263,6 +271,13 @@ class MeanEmbeddingSynthesizer(TrainedModel):
         self._check_shape((h, w, c))
         from privpix.mechanisms.synthesis import embed_net
 
+        # Read (and refused, if bad) before the private images are touched or any noise is drawn.
+        public = None
+        if self.public:
+            from privpix.mechanisms.synthesis.public import load_public
+
+            public = load_public(self.public, (h, w, c), self.n_classes, data.class_names)
+
         seeded = seed is not None
         rng = make_rng(int(seed)) if seeded else None
         t0 = time.perf_counter()
@@ -306,23 +321,43 @@ class MeanEmbeddingSynthesizer(TrainedModel):
         }
         gen = embed_net.build_generator(meta, t_seed)
         t1 = time.perf_counter()
-        history = embed_net.train_generator(
-            gen,
-            featurize,
-            means,
-            probs,
-            steps_per_epoch=math.ceil(n / self.batch_size),
-            epochs=self.epochs,
-            batch_size=self.batch_size,
-            lr=self.lr,
-            lr_decay=self.lr_decay,
-            seed=t_seed + 1,
-            reduce=self.reduce,
-        )
+        if public is not None:
+            meta.update(self._pretrain(gen, public, featurize, width, n, t_seed + 2))
+        history = self._train_generator(gen, featurize, means, probs, n, self.epochs, t_seed + 1)
         meta.update(history=history, embed_seconds=round(embed_seconds, 3),
                     train_seconds=round(time.perf_counter() - t1, 3))  # fmt: skip
         self.embedding_, self.label_probs_ = noisy, probs
         return gen, meta
+
+    def _train_generator(self, gen, featurize: Callable, means: np.ndarray, probs: np.ndarray, n: int, epochs: int,
+                         seed: int) -> dict:  # fmt: skip
+        """``epochs`` of ceil(n / batch_size) steps matching ``gen`` to the class-wise ``means`` (its history)."""
+        from privpix.mechanisms.synthesis import embed_net
+
+        return embed_net.train_generator(gen, featurize, means, probs, steps_per_epoch=math.ceil(n / self.batch_size),
+                                         epochs=epochs, batch_size=self.batch_size, lr=self.lr,
+                                         lr_decay=self.lr_decay, seed=seed, reduce=self.reduce)  # fmt: skip
+
+    def _public_means(self, public: ImageSet, featurize: Callable, width: int) -> tuple[np.ndarray, np.ndarray]:
+        from privpix.mechanisms.synthesis import embed_net
+
+        k, share = self.n_classes, self.count_share
+        emb = embed_net.mean_embedding(public.flat(), np.asarray(public.labels), featurize, width, k, share)
+        return split_embedding(emb, k, share)
+
+    def _pretrain(self, gen, public: ImageSet, featurize: Callable, width: int, n: int, seed: int) -> dict:
+        """Train ``gen`` on the public set's noise-free class-wise embedding (same φ, same loss as the private
+        training, which then starts from these weights); what the model file records about it."""
+        from privpix.mechanisms.synthesis.public import fingerprint
+
+        means, probs = self._public_means(public, featurize, width)
+        history = self._train_generator(gen, featurize, means, probs, n, self.public_epochs, seed)
+        return {
+            "public_source": public.source,
+            "public_n": len(public),
+            "public_sha256": fingerprint(public),
+            "public_history": history,
+        }
 
     def released_statistic(self, data: ImageSet, rng: RNG | None, *, seed: int) -> np.ndarray:
         """The one DP release a fit makes of ``data``: its noisy mean embedding (K·D + K,) float64, with the feature
@@ -435,9 +470,21 @@ class MeanEmbeddingSynthesizer(TrainedModel):
                 "floating-point Gaussian noise (NumPy, or Box–Muller on the OS CSPRNG when fitted without a seed), "
                 "not an exact discrete Gaussian",
             ]
+        if self.public:
+            caveats.append(
+                f"the generator was pretrained on the public set {self.public!r}, which is not protected: it is "
+                "assumed public and distinct from the private set (an image in both is exposed without noise). "
+                "It never enters the private release, so the (ε, δ) above is unchanged"
+            )
         meta = self.meta_ if self.meta_ is not None and self.is_fitted else None
         if meta is not None:
             n = meta["n"]
+            if meta.get("public_n"):
+                caveats.append(
+                    f"public set: {meta['public_source']}, {meta['public_n']} images, sha256 "
+                    f"{meta['public_sha256'][:16]}…, the generator pretrained on it for {meta['public_epochs']} "
+                    "epochs"
+                )
             caveats.append(f"fitted on {meta['fitted_on']}: n = {n}, σ = {meta['sigma']:.4g} per embedding value")
             if meta.get("seed") is not None:
                 caveats.append(f"fitted with seed {meta['seed']}: whoever knows the seed can remove the noise")

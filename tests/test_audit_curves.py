@@ -1,0 +1,164 @@
+"""Audits read through trade-off curves (issue 20): the curves' algebra, the pooled-error bound's level, calibration
+(coverage of the lower bound for mechanisms whose ε is known exactly), power up to ε = 10, and adaptive rounds.
+
+Every statistical check here runs on fixed seeds, so its outcome is fixed; the rates it asserts are the ones
+``benchmarks/audit_power.py`` measures over 100 seeds per setting (results/audit_power.md)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from privpix.data import ImageSet
+from privpix.evaluation.audit import audit, bounds_from_samples
+from privpix.evaluation.curves import (
+    Curve,
+    curve_for,
+    gdp_epsilon,
+    gdp_mu,
+    pooled_error_upper,
+    reference_samples,
+)
+from privpix.gaussian_release import analytic_noise_multiplier
+from privpix.mechanisms import get_mechanism
+
+DELTA = 1e-5
+
+
+def _samples(kind, eps, n, seed):
+    return reference_samples(kind, eps, n, np.random.default_rng(seed), DELTA)
+
+
+def _delta(kind):
+    return DELTA if kind == "gaussian" else 0.0
+
+
+# ------------------------------------------------------------------------------------------ the curves
+
+
+@pytest.mark.parametrize("eps", [0.5, 1.0, 4.0, 10.0])
+def test_gdp_conversion_agrees_with_dp_accounting(eps):
+    # The analytic Gaussian mechanism (dp-accounting) at (ε, δ) is exactly (1/z)-GDP: its ε must come back.
+    z = analytic_noise_multiplier(eps, DELTA)
+    assert gdp_epsilon(1 / z, DELTA) == pytest.approx(eps, abs=2e-3)
+    assert gdp_mu(eps, DELTA) == pytest.approx(1 / z, rel=1e-3)
+
+
+@pytest.mark.parametrize("family,delta", [("laplace", 0.0), ("gaussian", DELTA), ("randomized-response", 0.0),
+                                          ("randomized-response", 1e-3)])  # fmt: skip
+@pytest.mark.parametrize("eps", [0.3, 2.0, 8.0])
+def test_balanced_error_is_the_optimal_tests_and_inverts(family, delta, eps):
+    curve = curve_for(family, delta)
+    u = curve.balanced_error(eps)
+    assert curve.epsilon(u) == pytest.approx(eps, rel=1e-6)
+    # The best balanced test of the curve's own mechanism cuts halfway: its mean error is the fixed point.
+    if family == "laplace":
+        assert u == pytest.approx(stats.laplace(scale=1 / eps).sf(0.5))
+    elif family == "gaussian":
+        assert u == pytest.approx(stats.norm(scale=analytic_noise_multiplier(eps, delta)).sf(0.5), rel=1e-3)
+    else:
+        assert u == pytest.approx((1 - delta) / (1 + math.exp(eps)))
+    assert curve.epsilon(curve.balanced_error(0.0)) == 0.0 and curve.epsilon(0.0) == math.inf
+
+
+def test_curves_are_chosen_by_declared_family_and_claim():
+    assert curve_for("laplace", 0.0).name == "Laplace" and curve_for("laplace", 1e-5) is None
+    assert curve_for("gaussian", 1e-5).name == "Gaussian DP" and curve_for("gaussian", 0.0) is None
+    assert curve_for("randomized-response", 0.0).assumption == ""  # the (ε, δ)-DP curve holds for every mechanism
+    assert curve_for(None, 0.0) is None and curve_for("something-else", 0.0) is None
+    assert isinstance(curve_for("laplace", 0.0), Curve)
+
+
+def test_pooled_bound_keeps_its_level_for_two_different_rates():
+    # Hoeffding (1956): the pooled count of two rates is less spread than a binomial at their mean, so the binomial
+    # upper bound misses at most its level. 4,000 repetitions; a miss rate above 0.025 + 4 standard errors fails.
+    rng = np.random.default_rng(5)
+    n, p0, p1 = 500, 0.004, 0.03
+    k = rng.binomial(n, p0, 4000) + rng.binomial(n, p1, 4000)
+    miss = np.mean([pooled_error_upper(int(x), 2 * n, 0.025) < (p0 + p1) / 2 for x in k])
+    assert miss <= 0.025 + 4 * math.sqrt(0.025 * 0.975 / 4000)
+
+
+# ------------------------------------------------------------------------------------------ calibration
+
+
+@pytest.mark.parametrize("kind", ["laplace", "gaussian", "randomized-response"])
+@pytest.mark.parametrize("eps", [1.0, 4.0, 8.0])
+def test_lower_bounds_cover_the_true_epsilon(kind, eps):
+    """Issue 20, item 5: for a mechanism with a known exact ε the bound is ≤ ε in at least 95 % of seeds (here
+    60 fixed seeds at 1,000 trials per side; the benchmark measures 100 seeds per setting)."""
+    raw, curve = [], []
+    for seed in range(60):
+        b = bounds_from_samples(*_samples(kind, eps, 1000, seed), _delta(kind), kind)
+        raw.append(b.raw_epsilon_lower)
+        curve.append(b.curve_epsilon_lower)
+    assert np.mean(np.array(raw) <= eps) >= 0.95
+    assert np.mean(np.array(curve) <= eps) >= 0.95
+
+
+# ------------------------------------------------------------------------------------------ power
+
+
+@pytest.mark.parametrize(
+    "kind,eps,n,at_least",
+    [("laplace", 8.0, 2000, 6.8), ("laplace", 10.0, 10000, 8.5), ("gaussian", 10.0, 2000, 8.5),
+     ("gaussian", 1.0, 2000, 0.3), ("laplace", 1.0, 2000, 0.75)],
+)  # fmt: skip
+def test_curve_bounds_reach_high_epsilon(kind, eps, n, at_least):
+    # Issue 20's targets: Laplace ε = 8 → ≥ 7 at 2,000 per side (the median over 100 seeds is 7.3, this seed's
+    # threshold is a little lower to stay robust), ε = 10 → ≥ 8.5 at 10,000; far above the raw bound's ceiling.
+    b = bounds_from_samples(*_samples(kind, eps, n, 123), _delta(kind), kind)
+    assert at_least <= b.curve_epsilon_lower <= eps
+    assert b.raw_epsilon_lower < b.curve_epsilon_lower or eps < 2
+
+
+def test_without_a_family_only_the_raw_bound_is_given():
+    b = bounds_from_samples(*_samples("laplace", 2.0, 1000, 0), 0.0, None)
+    assert math.isnan(b.curve_epsilon_lower) and b.curve_test is None and b.epsilon_lower == b.raw_epsilon_lower
+
+
+# ------------------------------------------------------------------------------------------ through audit()
+
+
+@pytest.fixture
+def one_pixel():
+    return ImageSet(images=np.zeros((2, 1, 1, 1), np.float32))
+
+
+def _laplace(eps, claimed=None):
+    mech = get_mechanism("pixel-laplace[sensitivity=bound,unit=pixel,clip=false]", epsilon=eps)
+    if claimed is not None:
+        mech.audit_claim = lambda shape: (claimed, 0.0)  # spends eps, claims less
+    return mech
+
+
+def test_audit_reports_both_bounds_and_an_epsilon_8_claim_is_refutable(one_pixel):
+    res = audit(_laplace(8.0), one_pixel, trials=2000, seed=1)
+    assert res.verdict == "consistent" and res.refutable and res.refuted_by == ""
+    assert res.curve == "Laplace" and "one-dimensional Laplace" in res.curve_assumption
+    assert res.audited_epsilon_lower == max(res.raw_epsilon_lower, res.curve_epsilon_lower)
+    assert 6.5 < res.curve_epsilon_lower <= 8.0 and res.raw_epsilon_lower < 5.0
+    assert res.max_auditable_epsilon > 10 and res.curve_statistic and 0 < res.curve_error_rate < 0.05
+    assert res.to_dict()["curve"] == "Laplace"
+
+
+@pytest.mark.parametrize("claimed", [1.0, 4.0])
+def test_a_mechanism_spending_twice_its_claim_is_refuted(one_pixel, claimed):
+    res = audit(_laplace(2 * claimed, claimed), one_pixel, trials=2000, seed=2)
+    assert res.verdict == "violated" and "curve" in res.refuted_by
+
+
+def test_adaptive_audit_doubles_until_refuted_and_splits_the_confidence(one_pixel):
+    # True ε 1.6 against a claim of 1: 100 trials per side cannot show it; doubling rounds do.
+    res = audit(_laplace(1.6, 1.0), one_pixel, trials=100, seed=0, budget_seconds=120)
+    assert res.verdict == "violated" and res.rounds > 1
+    assert res.trials == 100 * 2 ** (res.rounds - 1)
+    assert res.confidence == pytest.approx(1 - 0.05 * 2.0**-res.rounds)
+
+
+def test_adaptive_audit_of_an_honest_claim_stops_at_its_budget(one_pixel):
+    res = audit(_laplace(1.0), one_pixel, trials=100, seed=0, budget_seconds=0.5)
+    assert res.verdict == "consistent" and res.rounds >= 1 and res.seconds < 5
+    with pytest.raises(Exception, match="budget_seconds"):
+        audit(_laplace(1.0), one_pixel, trials=100, budget_seconds=0)
