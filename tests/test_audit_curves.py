@@ -162,3 +162,23 @@ def test_adaptive_audit_of_an_honest_claim_stops_at_its_budget(one_pixel):
     assert res.verdict == "consistent" and res.rounds >= 1 and res.seconds < 5
     with pytest.raises(Exception, match="budget_seconds"):
         audit(_laplace(1.0), one_pixel, trials=100, budget_seconds=0)
+
+
+def test_bench_audits_raise_trials_until_claims_up_to_ten_are_refutable(digits):
+    from privpix.evaluation.audit import max_auditable, trials_to_refute
+    from privpix.evaluation.grid import bench_audit
+
+    tiny = digits.subset(np.arange(16)).resized(4, 4)
+    rr = get_mechanism("ldp-pixel", epsilon=8.0)
+    # Randomized response's curve is the (ε, δ)-DP one: 1,000 trials cannot refute 8, 8,000 can.
+    assert max_auditable(rr, tiny, 1000) < 8.0 < max_auditable(rr, tiny, 8000)
+    assert trials_to_refute(rr, tiny, 1000) == 8000
+    res = bench_audit(rr, tiny, 1000, 0)
+    assert (
+        res.trials == 8000
+        and res.refutable
+        and res.max_auditable_epsilon == pytest.approx(max_auditable(rr, tiny, 8000))
+    )
+    # A Laplace claim of 10 is refutable at 1,000 trials through its curve; a claim above 10 keeps the trials.
+    assert trials_to_refute(_laplace(10.0), tiny, 1000) == 1000
+    assert bench_audit(get_mechanism("ldp-pixel", epsilon=12.0), tiny, 200, 0).trials == 200

@@ -36,7 +36,7 @@ def test_labels_are_mapped_by_class_name_and_channels_converted(tmp_path):
     pub = load_public(str(folder), (8, 8, 1), 2, class_names=("male", "female"))
     assert pub.shape == (8, 8, 1)
     # Same order of files: every label flipped, since the private set calls male 0.
-    plain = load_public(str(folder), (8, 8, 1), 2)
+    plain = load_public(str(folder), (8, 8, 1), 2, class_names=("female", "male"))
     np.testing.assert_array_equal(pub.labels, 1 - plain.labels)
 
 
@@ -44,10 +44,11 @@ def test_labels_are_mapped_by_class_name_and_channels_converted(tmp_path):
     "setup,spec_of,kwargs,match",
     [
         (None, lambda p: "no-such-dataset-or-folder", {}, "neither a dataset name"),
-        (["a", "b", "c"], lambda p: str(p), {}, r"labels of .* must be integers in 0\.\.1"),
+        (["a", "b", "c"], lambda p: str(p), {}, r"names its classes \['a', 'b', 'c'\], the private set does not"),
         (["cat", "dog"], lambda p: str(p), {"class_names": ("male", "female")}, r"classes \['cat', 'dog'\]"),
         ("flat", lambda p: str(p), {}, "no labelled images"),
         (None, lambda p: "adult", {}, "holds records"),
+        (None, lambda p: "digits", {}, r"labels of 'digits' must be integers in 0\.\.1"),
     ],
 )
 def test_bad_public_sets_are_refused_naming_the_parameter(tmp_path, setup, spec_of, kwargs, match):
@@ -64,7 +65,7 @@ def test_bad_public_sets_are_refused_naming_the_parameter(tmp_path, setup, spec_
 
 def test_rgb_public_set_into_gray_and_gray_into_rgb(tmp_path):
     rgb = _folder(tmp_path / "rgb", ["0", "1"])
-    assert load_public(str(rgb), (6, 6, 1), 2).shape == (6, 6, 1)
+    assert load_public(str(rgb), (6, 6, 1), 2, class_names=("0", "1")).shape == (6, 6, 1)
     assert load_public("digits", (8, 8, 3), 10).shape == (8, 8, 3)
 
 
@@ -111,6 +112,13 @@ def test_a_bad_public_set_fails_before_the_private_release(sixty, monkeypatch):
     with pytest.raises(ParameterError, match="public: 'nowhere'"):
         mech.fit(sixty, seed=0)
     assert mech.meta_ is None
+
+
+def test_a_public_set_sharing_images_with_the_private_one_is_refused(sixty):
+    # builtin-mnist holds the very digits of `sixty`: they would be exposed through the pretraining without noise.
+    mech = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, public="builtin-mnist", **TINY)
+    with pytest.raises(ParameterError, match="60 of its 5000 images are also in the private set"):
+        mech.fit(sixty, seed=0)
 
 
 def test_dp_hp_takes_the_same_option(sixty):

@@ -313,7 +313,35 @@ def _audit_once(mech: Mechanism, images: ImageSet, trials: int, seed: int, pairs
     return _conclude(mech, images, candidates, trials, t_start, pairs, confidence)
 
 
+def max_auditable(mech: Mechanism, images: ImageSet, trials: int, confidence: float = CONFIDENCE) -> float:
+    """The largest bound :func:`audit` with ``trials`` per side could show for ``mech`` (a test without a single
+    held-out error), before running it: the larger of the raw and the curve ceilings."""
+    claim_delta = mech.audit_claim(images.shape)[1]
+    curve = _curve(mech, images)
+    gamma = 1.0 - confidence
+    g_raw = gamma / 2 if curve is not None else gamma
+    top = max_auditable_epsilon(trials - _split(trials, SELECT_SHARE), claim_delta, g_raw / 2)
+    if curve is not None:
+        held = trials - _split(trials, CURVE_SELECT_SHARE)
+        top = max(top, curve.epsilon(pooled_error_upper(0, 2 * held, gamma / 2)))
+    return top
+
+
+def trials_to_refute(mech: Mechanism, images: ImageSet, start: int, cap: int = MAX_ADAPTIVE_TRIALS // 2) -> int:
+    """The fewest of ``start``·2^j trials per side (at most ``cap``) whose audit could refute the claim, i.e. show
+    a bound above it; ``start`` when there is no claim, ``cap`` when even that cannot."""
+    claim = mech.audit_claim(images.shape)[0]
+    n = start
+    while claim is not None and n < cap and max_auditable(mech, images, n) <= claim:
+        n *= 2
+    return min(n, cap) if claim is not None else start
+
+
 def _curve(mech: Mechanism, images: ImageSet) -> Curve | None:
+    # A curve's assumption (Laplace noise with L1 sensitivity, Gaussian noise of Δ/σ) holds only for a sound
+    # mechanism: a paper-faithful one with a data-derived scale is audited by the raw bound alone.
+    if not mech.guarantee(images.shape).sound:
+        return None
     return curve_for(mech.capabilities().noise_family, mech.audit_claim(images.shape)[1])
 
 
@@ -403,6 +431,8 @@ def bounds(candidates: list[_Candidate], claim_delta: float, curve: Curve | None
             key=lambda t: t[0][0],
         )
         c0, c1 = cc.s0[cc.select :], cc.s1[cc.select :]
+        if len(c0) != len(c1):
+            raise ParameterError("the curve bound pools both sides' errors: they need as many trials each")
         k = sum(_errors(c0, c1, cthr, csign))
         n_pooled = len(c0) + len(c1)
         curve_eps = curve.epsilon(pooled_error_upper(k, n_pooled, gamma / 2))

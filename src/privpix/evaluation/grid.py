@@ -167,7 +167,8 @@ def bench_audit(mech: Mechanism, images: ImageSet, trials: int, seed: int) -> Au
     """The grid's ε audit of one point. A mechanism fitted on the private set under a dataset-level relation is
     audited on the one DP statistic its fit releases (a refit of that per trial is cheap); a released model (DP-SGD)
     by the one-run audit, one fit with half the audit images as canaries (little power at this size, but a real
-    verdict); with neither, the record says it is not audited rather than spending 4 × ``trials`` whole fits."""
+    verdict); with neither, the record says it is not audited rather than spending 4 × ``trials`` whole fits.
+    Claims up to ε = 10 get as many trials as it takes to be refutable (see ``_enough``)."""
     from privpix.evaluation.audit import _not_audited, audit
 
     if mech.capabilities().fits_on == "private" and mech.neighbours().dataset_level:
@@ -177,8 +178,24 @@ def bench_audit(mech: Mechanism, images: ImageSet, trials: int, seed: int) -> Au
 
                 return audit_one_run(mech, images, canaries=len(images) // 2, seed=seed)
             return _not_audited(mech, images, NOT_AUDITED_REFIT)
-        return audit(mech, images, trials=trials, seed=seed, target="statistic")
-    return audit(mech, images, trials=trials, seed=seed)
+        return audit(mech, images, trials=_enough(mech, images, trials), seed=seed, target="statistic")
+    return audit(mech, images, trials=_enough(mech, images, trials), seed=seed)
+
+
+# The bench raises its audit trials until every claim up to this ε could be refuted (a claim beyond the audit's
+# range says nothing); larger claims keep the trials asked for.
+REFUTE_UP_TO = 10.0
+
+
+def _enough(mech: Mechanism, images: ImageSet, trials: int) -> int:
+    """``trials``, or more (doubling, at most ``trials_to_refute``'s cap) when a claim ≤ ``REFUTE_UP_TO`` is beyond
+    what ``trials`` could refute: randomized response needs about 50,000 per side at ε = 10."""
+    from privpix.evaluation.audit import trials_to_refute
+
+    claim = mech.audit_claim(images.shape)[0]
+    if claim is None or claim > REFUTE_UP_TO:
+        return trials
+    return trials_to_refute(mech, images, trials)
 
 
 def audit_images(mech: Mechanism, test: ImageSet) -> ImageSet:

@@ -122,7 +122,7 @@ def _private_set(base: ImageSet, canary_set: ImageSet, replacements: ImageSet | 
         x.append(np.where(inside[:, None, None, None], canary_set.images, replacements.images))
         y.append(np.where(inside, canary_set.labels, replacements.labels))
     return ImageSet(np.concatenate(x).astype(np.float32), labels=np.concatenate(y).astype(np.int64),
-                    source="one-run audit set")  # fmt: skip
+                    source="one-run audit set", class_names=base.class_names)  # fmt: skip
 
 
 def statistic_scores(mech: Mechanism, base: ImageSet, canary_set: ImageSet, replacements: ImageSet | None,
@@ -162,9 +162,13 @@ def audit_one_run(mech: Mechanism, images: ImageSet, canaries: int | None = None
     if not (caps.fits_on == "private" and relation.dataset_level):
         raise ParameterError(f"{mech.name}: the one-run audit is for mechanisms fitted on the private set under a "
                              "dataset-level relation; use the per-release audit")  # fmt: skip
+    if not 0.5 <= confidence < 1:
+        raise ParameterError(f"confidence must be in [0.5, 1), got {confidence}")
     m = canaries if canaries is not None else min(1000, len(images) // 2)
     rng = np.random.default_rng(seed)
     n_classes = int(mech.get_params().get("n_classes") or (int(np.max(images.labels)) + 1))
+    if n_classes < 2:
+        raise ParameterError("one-run audit: the canaries' wrong labels need at least 2 classes")
     base, canary_set, replacements, n_base = design(images, m, relation.removes, n_classes, rng)
     inside = rng.random(m) < 0.5
     fixed = int(rng.integers(0, 2**31))
@@ -173,13 +177,13 @@ def audit_one_run(mech: Mechanism, images: ImageSet, canaries: int | None = None
     if mech.released_statistic(base, None, seed=fixed) is not None:
         scores = statistic_scores(mech, base, canary_set, replacements, inside, noise, fixed, progress)
         how = "least-squares coefficients of the released statistic on the canaries' noise-free effects"
+    elif type(mech).membership_score is Mechanism.membership_score:
+        return _not_audited(mech, images, "not audited: the mechanism declares neither a released statistic "
+                            "nor a membership score for a one-run audit")  # fmt: skip
     else:
         fresh = type(mech)(**{k: v for k, v in mech.get_params().items() if k != "model"})
         fresh.fit(_private_set(base, canary_set, replacements, inside), seed=int(noise.integers(0, 2**31)))
         scores = fresh.membership_score(canary_set)
-        if scores is None:
-            return _not_audited(mech, images, "not audited: the mechanism declares neither a released statistic "
-                                "nor a membership score for a one-run audit")  # fmt: skip
         how = "membership score of the fitted model on each canary (image, wrong label)"
     b = bound_from_scores(scores, inside, claim_delta, confidence)
     bound = b["epsilon_lower"]

@@ -274,9 +274,10 @@ class MeanEmbeddingSynthesizer(TrainedModel):
         # Read (and refused, if bad) before the private images are touched or any noise is drawn.
         public = None
         if self.public:
-            from privpix.mechanisms.synthesis.public import load_public
+            from privpix.mechanisms.synthesis.public import check_distinct, load_public
 
             public = load_public(self.public, (h, w, c), self.n_classes, data.class_names)
+            check_distinct(public, data)
 
         seeded = seed is not None
         rng = make_rng(int(seed)) if seeded else None

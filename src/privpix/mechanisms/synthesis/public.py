@@ -69,7 +69,16 @@ def load_public(spec: str, shape: tuple[int, int, int], n_classes: int,
 
 def _private_labels(data: ImageSet, spec: str, n_classes: int, class_names: tuple[str, ...] | None) -> np.ndarray:
     labels = np.asarray(data.labels)
+    if data.class_names and not class_names:
+        # A class folder's labels are its subfolders in sorted order: with no private names to match them to,
+        # they would be taken as label numbers silently.
+        raise ParameterError(
+            f"public: {spec!r} names its classes {list(data.class_names)}, the private set does not; give the "
+            "private images class names (a class folder) or a public set with numeric labels"
+        )
     if class_names and data.class_names:
+        if labels.min() < 0 or labels.max() >= len(data.class_names):
+            raise ParameterError(f"public: labels of {spec!r} do not match its {len(data.class_names)} class names")
         index = {str(nm).lower(): i for i, nm in enumerate(class_names)}
         missing = sorted({str(nm) for nm in data.class_names if str(nm).lower() not in index})
         if missing:
@@ -92,3 +101,15 @@ def fingerprint(data: ImageSet) -> str:
     digest = hashlib.sha256(np.ascontiguousarray(data.as_uint8()).tobytes())
     digest.update(np.asarray(data.labels, dtype=np.int64).tobytes())
     return digest.hexdigest()
+
+
+def check_distinct(public: ImageSet, private: ImageSet) -> None:
+    """Refuse a public set that holds any image of the private set (same pixels at the private shape): such an
+    image would be exposed through the pretraining without noise."""
+    seen = {hashlib.sha256(img.tobytes()).digest() for img in private.as_uint8()}
+    shared = sum(hashlib.sha256(img.tobytes()).digest() in seen for img in public.as_uint8())
+    if shared:
+        raise ParameterError(
+            f"public: {shared} of its {len(public)} images are also in the private set; the public set must be "
+            "distinct from the private one (they would be exposed without noise)"
+        )
