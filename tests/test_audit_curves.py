@@ -155,6 +155,7 @@ def test_adaptive_audit_doubles_until_refuted_and_splits_the_confidence(one_pixe
     assert res.verdict == "violated" and res.rounds > 1
     assert res.trials == 100 * 2 ** (res.rounds - 1)
     assert res.confidence == pytest.approx(1 - 0.05 * 2.0**-res.rounds)
+    assert res.overall_confidence == 0.95
 
 
 def test_adaptive_audit_of_an_honest_claim_stops_at_its_budget(one_pixel):

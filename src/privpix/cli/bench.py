@@ -160,7 +160,12 @@ def audit(
         *bounds,
         ("largest bound this audit can show", f"{res.max_auditable_epsilon:.3f}"),
         *tests,
-        ("verdict", res.verdict + (f" (refuted by the {res.refuted_by} bound)" if res.refuted_by else "")),
+        (
+            "verdict",
+            res.verdict
+            + (f" (refuted by the {res.refuted_by} bound)" if res.refuted_by else "")
+            + (f"; {100 * res.overall_confidence:g} % over the {res.rounds} rounds" if res.rounds > 1 else ""),
+        ),
     ]:
         table.add_row(k, escape(v))
     console.print(table)

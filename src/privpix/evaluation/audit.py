@@ -112,6 +112,7 @@ class AuditResult:
     refuted_by: str = ""
     rounds: int = 1
     kind: str = "trials"
+    overall_confidence: float = CONFIDENCE
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -272,7 +273,7 @@ def audit(
     if not 0.5 <= confidence < 1:
         raise ParameterError(f"confidence must be in [0.5, 1), got {confidence}")
     if mech.capabilities().output == "model":
-        return _not_audited(mech, images, NOT_AUDITED_MODEL)
+        return not_audited(mech, images, NOT_AUDITED_MODEL)
     if target not in TARGETS:
         raise ParameterError(f"target must be one of {TARGETS}, got {target!r}")
     if budget_seconds is None:
@@ -284,7 +285,7 @@ def audit(
         level = 1.0 - (1.0 - confidence) * 2.0**-j
         res = _audit_once(mech, images, n, seed + j - 1, pairs, progress, target, level)
         this_round, spent = res.seconds, time.perf_counter() - t0
-        res.rounds, res.seconds = j, spent
+        res.rounds, res.seconds, res.overall_confidence = j, spent, confidence
         if progress is not None:
             progress(f"audit {mech.name}: round {j}, {n} trials, bound {res.audited_epsilon_lower:.3g}")
         # The next round doubles the trials: about twice this one's time.
@@ -459,7 +460,7 @@ def _conclude(mech: Mechanism, images: ImageSet, candidates: list[_Candidate], t
               pairs: list[NeighbourPair], confidence: float) -> AuditResult:  # fmt: skip
     """The record of :func:`bounds` on ``candidates``: the verdict against the claim and what it rests on."""
     if not candidates:
-        return _not_audited(mech, images, "not audited: no pair changes the released statistic")
+        return not_audited(mech, images, "not audited: no pair changes the released statistic")
     claim_eps, claim_delta = mech.audit_claim(images.shape)
     curve = _curve(mech, images)
     b = bounds(candidates, claim_delta, curve, confidence)
@@ -508,7 +509,7 @@ def claim_fields(mech: Mechanism, images: ImageSet) -> dict[str, Any]:
     }
 
 
-def _not_audited(mech: Mechanism, images: ImageSet, why: str) -> AuditResult:
+def not_audited(mech: Mechanism, images: ImageSet, why: str) -> AuditResult:
     """The record of a mechanism this audit cannot run on: its claim and unit, NaN bounds, ``why`` as statistic."""
     nan = float("nan")
     return AuditResult(

@@ -169,7 +169,7 @@ def bench_audit(mech: Mechanism, images: ImageSet, trials: int, seed: int) -> Au
     by the one-run audit, one fit with half the audit images as canaries (little power at this size, but a real
     verdict); with neither, the record says it is not audited rather than spending 4 × ``trials`` whole fits.
     Claims up to ε = 10 get as many trials as it takes to be refutable (see ``_enough``)."""
-    from privpix.evaluation.audit import _not_audited, audit
+    from privpix.evaluation.audit import audit, not_audited
 
     if mech.capabilities().fits_on == "private" and mech.neighbours().dataset_level:
         if mech.released_statistic(images, None, seed=seed) is None:
@@ -177,7 +177,7 @@ def bench_audit(mech: Mechanism, images: ImageSet, trials: int, seed: int) -> Au
                 from privpix.evaluation.one_run import audit_one_run
 
                 return audit_one_run(mech, images, canaries=len(images) // 2, seed=seed)
-            return _not_audited(mech, images, NOT_AUDITED_REFIT)
+            return not_audited(mech, images, NOT_AUDITED_REFIT)
         return audit(mech, images, trials=_enough(mech, images, trials), seed=seed, target="statistic")
     return audit(mech, images, trials=_enough(mech, images, trials), seed=seed)
 

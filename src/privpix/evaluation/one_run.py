@@ -155,7 +155,7 @@ def audit_one_run(mech: Mechanism, images: ImageSet, canaries: int | None = None
     """One-run audit of a mechanism fitted on the private set under a dataset-level relation (see the module
     docstring). ``images`` (labelled) supply the base and the canaries (default: half of them, at most 1,000).
     Returns an :class:`~privpix.evaluation.audit.AuditResult` (``trials`` = 1 fit, ``pair`` naming the design)."""
-    from privpix.evaluation.audit import AuditResult, _not_audited, claim_fields
+    from privpix.evaluation.audit import AuditResult, claim_fields, not_audited
 
     t0 = time.perf_counter()
     caps, relation = mech.capabilities(), mech.neighbours()
@@ -178,7 +178,7 @@ def audit_one_run(mech: Mechanism, images: ImageSet, canaries: int | None = None
         scores = statistic_scores(mech, base, canary_set, replacements, inside, noise, fixed, progress)
         how = "least-squares coefficients of the released statistic on the canaries' noise-free effects"
     elif type(mech).membership_score is Mechanism.membership_score:
-        return _not_audited(mech, images, "not audited: the mechanism declares neither a released statistic "
+        return not_audited(mech, images, "not audited: the mechanism declares neither a released statistic "
                             "nor a membership score for a one-run audit")  # fmt: skip
     else:
         fresh = type(mech)(**{k: v for k, v in mech.get_params().items() if k != "model"})
