@@ -221,26 +221,16 @@ def train_cnn(
     net = training.build(lambda: make_cnn(c, h, w, k), training.generator(seed))
     x, y = _tensor(train), torch.from_numpy(train.labels.astype(np.int64))
     xv, xh = _tensor(val), _tensor(held)
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
     curves: dict[str, list[float]] = {"val": [], "synthetic": []}
     states: list[dict] = []
-
-    def step(idx):
-        loss = torch.nn.functional.cross_entropy(net(x[idx]), y[idx])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
 
     def after_epoch(epoch: int, history: dict) -> None:
         curves["val"].append(accuracy(net, xv, val.labels))
         curves["synthetic"].append(accuracy(net, xh, held.labels))
         states.append({key: t.detach().clone() for key, t in net.state_dict().items()})
 
-    history = training.fit(
-        step, len(x), epochs=epochs, batch_size=batch_size, generator=training.generator(seed + 1),
-        min_batch=2, model=net, callback=after_epoch,
-    )  # fmt: skip
+    history = training.fit_classifier(net, net.parameters(), x, y, lr=lr, epochs=epochs, batch_size=batch_size,
+                                      seed=seed + 1, model=net, callback=after_epoch)  # fmt: skip
     chosen = {"val": select_epoch(curves["val"]), "synthetic": select_epoch(curves["synthetic"]), "last": epochs}
     xt, test_acc = _tensor(test), {}
     for epoch in sorted(set(chosen.values())):

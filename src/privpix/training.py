@@ -240,10 +240,12 @@ def fit_classifier(
     batch_size: int,
     seed: int,
     model: nn.Module,
+    callback: Callable[[int, dict[str, list]], None] | None = None,
 ) -> dict[str, list]:
     """Train a classifier whose logits are ``forward(x[idx])`` with cross-entropy and Adam (``parameters``) through
     :func:`fit`, its minibatch order drawn from a generator seeded with ``seed``; batches of one sample are
-    skipped (batch norm needs two). ``model`` is switched to train mode for the epochs and back to eval."""
+    skipped (batch norm needs two). ``model`` is switched to train mode for the epochs and back to eval;
+    ``callback`` is :func:`fit`'s."""
     opt = torch.optim.Adam(parameters, lr=lr)
 
     def step(idx):
@@ -253,4 +255,5 @@ def fit_classifier(
         opt.step()
         return loss
 
-    return fit(step, len(x), epochs=epochs, batch_size=batch_size, generator=generator(seed), min_batch=2, model=model)
+    return fit(step, len(x), epochs=epochs, batch_size=batch_size, generator=generator(seed), min_batch=2, model=model,
+               callback=callback)  # fmt: skip

@@ -317,14 +317,18 @@ def _audit_once(mech: Mechanism, images: ImageSet, trials: int, seed: int, pairs
 def max_auditable(mech: Mechanism, images: ImageSet, trials: int, confidence: float = CONFIDENCE) -> float:
     """The largest bound :func:`audit` with ``trials`` per side could show for ``mech`` (a test without a single
     held-out error), before running it: the larger of the raw and the curve ceilings."""
-    claim_delta = mech.audit_claim(images.shape)[1]
-    curve = _curve(mech, images)
+    held = (trials - _split(trials, SELECT_SHARE), trials - _split(trials, CURVE_SELECT_SHARE))
+    return _ceiling(*held, mech.audit_claim(images.shape)[1], _curve(mech, images), confidence)
+
+
+def _ceiling(held_raw: int, held_curve: int, claim_delta: float, curve: Curve | None, confidence: float) -> float:
+    """The largest bound a test without a held-out error can show: the raw test measured on ``held_raw`` trials
+    per side, the curve test (when there is a curve) on ``held_curve``, at the levels :func:`bounds` uses."""
     gamma = 1.0 - confidence
     g_raw = gamma / 2 if curve is not None else gamma
-    top = max_auditable_epsilon(trials - _split(trials, SELECT_SHARE), claim_delta, g_raw / 2)
+    top = max_auditable_epsilon(held_raw, claim_delta, g_raw / 2)
     if curve is not None:
-        held = trials - _split(trials, CURVE_SELECT_SHARE)
-        top = max(top, curve.epsilon(pooled_error_upper(0, 2 * held, gamma / 2)))
+        top = max(top, curve.epsilon(pooled_error_upper(0, 2 * held_curve, gamma / 2)))
     return top
 
 
@@ -423,7 +427,6 @@ def bounds(candidates: list[_Candidate], claim_delta: float, curve: Curve | None
     h0, h1 = rc.s0[rc.select :], rc.s1[rc.select :]
     fp, fn_ = _errors(h0, h1, thr, sign)
     raw = epsilon_lower_bound(fp, fn_, len(h0), len(h1), claim_delta, g_raw / 2)
-    top = max_auditable_epsilon(len(h0), claim_delta, g_raw / 2)
     curve_eps, cc, k = float("nan"), None, 0
     if curve is not None:
         # Curve: the test with the fewest selection errors on both sides together.
@@ -437,7 +440,7 @@ def bounds(candidates: list[_Candidate], claim_delta: float, curve: Curve | None
         k = sum(_errors(c0, c1, cthr, csign))
         n_pooled = len(c0) + len(c1)
         curve_eps = curve.epsilon(pooled_error_upper(k, n_pooled, gamma / 2))
-        top = max(top, curve.epsilon(pooled_error_upper(0, n_pooled, gamma / 2)))
+    top = _ceiling(len(h0), 0 if cc is None else len(cc.s0) - cc.select, claim_delta, curve, confidence)
     return Bounds(raw, curve_eps, top, rc, fp, fn_, len(h0), cc, k)
 
 

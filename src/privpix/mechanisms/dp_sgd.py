@@ -51,7 +51,7 @@ from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Capabilities, ConformanceCase, Param, register
-from privpix.mechanisms.trained import TrainedModel
+from privpix.mechanisms.trained import CalibratedModel
 from privpix.neighbours import NeighbourPair, Neighbours
 from privpix.noise import make_rng, torch_seed
 
@@ -156,7 +156,7 @@ class OneExampleAddedOrRemoved(Neighbours):
 
 
 @register
-class DPSGD(TrainedModel):
+class DPSGD(CalibratedModel):
     """A classifier trained on the private images with DP-SGD (Opacus): the choice of publishing no images. A
     release is the trained model (``output == "model"``): ``save_model`` writes it, :meth:`predict` applies it;
     :meth:`release` refuses, since there are no images to publish. See the module docstring for the algorithm, the
@@ -199,24 +199,11 @@ class DPSGD(TrainedModel):
         if not self.delta > 0:
             raise ParameterError("dp-sgd: the sampled Gaussian mechanism needs a delta in (0, 1), e.g. --delta 1e-5")
 
-    def _training(self) -> dict:
-        # ε and δ calibrate the fit: changing either after it makes the mechanism unfitted.
-        return {"epsilon": self.epsilon, "delta": self.delta, **super()._training()}
-
     def capabilities(self) -> Capabilities:
         shape = tuple(self.meta_["shape"]) if self.meta_ is not None and self.is_fitted else None
         return Capabilities(
             fits_on=self._fits_on(), fixed_shape=shape, needs_labels=True, output="model", noise_family="gaussian"
         )
-
-    @property
-    def is_fitted(self) -> bool:
-        # A model file is fitted only for the (ε, δ) it was trained for.
-        return super().is_fitted and (not self.model or self._file_claim() == (self.epsilon, self.delta))
-
-    def _file_claim(self) -> tuple[float, float]:
-        assert self.meta_ is not None
-        return self.meta_["epsilon"], self.meta_["delta"]
 
     def neighbours(self) -> Neighbours:
         """Add/remove one (image, label) of the training set."""
@@ -250,31 +237,16 @@ class DPSGD(TrainedModel):
         ``on_epoch(epoch, network)`` runs after each epoch (1-based) on the network in eval mode, e.g. to keep
         checkpoints; what it reads beyond the network is its own business: a checkpoint chosen on private data is
         not covered by ε."""
-        self._validate()
-        self._check_delta()
         self._on_epoch = on_epoch
         try:
             super().fit(data, seed=seed)
         finally:
             self._on_epoch = None
-        if self.model and self._file_claim() != (self.epsilon, self.delta):
-            eps, delta = self._file_claim()
-            raise ParameterError(
-                f"{self.name}: {self.model} was trained for ε={eps:g}, δ={delta:g}; give "
-                f"--epsilon {eps:g} --delta {delta:g} (a release states the file's guarantee)"
-            )
         return self
 
     def _train(self, data, seed: int | None):
-        if not isinstance(data, ImageSet) or data.labels is None:
-            raise ParameterError(f"{self.name}: fit() needs labelled images (a classifier is trained on them)")
-        labels = np.asarray(data.labels)
+        labels = self._labels(data, "a classifier is trained on them")
         n, (h, w, c) = len(data), data.shape
-        if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0 or labels.max() >= self.n_classes:
-            raise ParameterError(
-                f"{self.name}: labels must be integers in 0..{self.n_classes - 1} (n_classes={self.n_classes}, "
-                "public); set n_classes to the number of classes"
-            )
         from privpix.mechanisms import dp_sgd_net
 
         if min(dp_sgd_net.conv_sides(h, w)) < 1:
@@ -312,12 +284,7 @@ class DPSGD(TrainedModel):
         if taken != steps or spent > self.epsilon:  # pragma: no cover - guards the step hook
             raise AssertionError(f"dp-sgd: {taken} noisy steps of {steps} planned, ε spent {spent}")
         meta = {
-            "kind": self.name,
-            "shape": [h, w, c],
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "n": n,
-            **{k: getattr(self, k) for k in TRAINING},
+            **self._meta_head((h, w, c), n),
             "sample_rate": q,
             "steps": steps,
             "noise_multiplier": z,
@@ -391,26 +358,14 @@ class DPSGD(TrainedModel):
             "Mersenne-Twister generator seeded from the seed or from OS entropy: not a CSPRNG, not an exact "
             "discrete Gaussian",
         ]
-        meta = self.meta_ if self.meta_ is not None and self.is_fitted else None
+        meta = self._fitted_meta()
         if meta is not None:
             n = meta["n"]
             caveats.append(
                 f"fitted on {meta['fitted_on']}: n = {n}, q = {meta['sample_rate']:.4g}, {meta['steps']} steps, "
                 f"noise multiplier z = {meta['noise_multiplier']:.4g}, accountant's ε = {meta['epsilon_spent']:.4g}"
             )
-            if meta.get("seed") is not None:
-                caveats.append(f"fitted with seed {meta['seed']}: whoever knows the seed can remove the noise")
-            if self.delta >= 1.0 / n:
-                caveats.append(f"δ = {self.delta:g} is not below 1/n = {1.0 / n:.3g}: a weak guarantee")
-        return Guarantee(
-            model="central-dp",
-            epsilon=self.epsilon,
-            delta=self.delta,
-            unit=self.neighbours().wording(),
-            per_image_epsilon=self.epsilon,
-            sound=True,
-            caveats=tuple(caveats),
-        )
+        return self._central_guarantee(caveats, self.neighbours().wording())
 
 
 def load_model(path: str | Path):

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
+from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Mechanism
 
 
@@ -97,3 +98,91 @@ class TrainedModel(Mechanism):
 
     def _write_model(self, path: Path) -> Path:
         raise NotImplementedError
+
+
+class CalibratedModel(TrainedModel):
+    """A :class:`TrainedModel` whose training is calibrated for its (ε, δ) claim (DP-SGD, the DP synthesizers): ε
+    and δ are training parameters, and a model file serves only the claim it was fitted for. Subclasses implement
+    :meth:`_check_delta`; ``calibration_verb`` words the refusal of a file fitted for another claim."""
+
+    calibration_verb: ClassVar[str] = "trained"
+
+    def _check_delta(self) -> None:
+        """Refuse a δ the mechanism cannot be calibrated for."""
+        raise NotImplementedError
+
+    def _training(self) -> dict[str, Any]:
+        # ε and δ calibrate the fit: changing either after it makes the mechanism unfitted.
+        return {"epsilon": self.epsilon, "delta": self.delta, **super()._training()}
+
+    @property
+    def is_fitted(self) -> bool:
+        # A model file is fitted only for the (ε, δ) it was calibrated for.
+        return super().is_fitted and (not self.model or self._file_claim() == (self.epsilon, self.delta))
+
+    def _file_claim(self) -> tuple[float, float]:
+        assert self.meta_ is not None
+        return self.meta_["epsilon"], self.meta_["delta"]
+
+    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> CalibratedModel:
+        """:meth:`TrainedModel.fit`, after checking δ; a model file must then have been fitted for this (ε, δ)."""
+        self._validate()
+        self._check_delta()
+        super().fit(data, seed=seed)
+        if self.model and self._file_claim() != (self.epsilon, self.delta):
+            eps, delta = self._file_claim()
+            raise ParameterError(
+                f"{self.name}: {self.model} was {self.calibration_verb} for ε={eps:g}, δ={delta:g}; give "
+                f"--epsilon {eps:g} --delta {delta:g} (a release states the file's guarantee)"
+            )
+        return self
+
+    def _meta_head(self, shape: tuple[int, int, int], n: int) -> dict[str, Any]:
+        """What every model file of a calibrated fit starts with: the kind, the image shape, the (ε, δ) and the n
+        it was calibrated for, and the training parameters under their ``training`` keys."""
+        return {
+            "kind": self.name,
+            "shape": list(shape),
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "n": n,
+            **{key: getattr(self, param) for param, key in self.training.items()},
+        }
+
+    def _fitted_meta(self) -> dict | None:
+        """The fitted model's description, or ``None`` before a fit (or after a training parameter changed)."""
+        return self.meta_ if self.meta_ is not None and self.is_fitted else None
+
+    def _central_guarantee(self, caveats: list[str], unit: str) -> Guarantee:
+        """Central (ε, δ)-DP per image for ``unit``, with ``caveats`` and, once fitted, the two that depend on the
+        fit: a known seed, and a δ not below 1/n."""
+        meta = self._fitted_meta()
+        if meta is not None:
+            if meta.get("seed") is not None:
+                caveats.append(f"fitted with seed {meta['seed']}: whoever knows the seed can remove the noise")
+            if self.delta >= 1.0 / meta["n"]:
+                caveats.append(f"δ = {self.delta:g} is not below 1/n = {1.0 / meta['n']:.3g}: a weak guarantee")
+        return Guarantee(
+            model="central-dp",
+            epsilon=self.epsilon,
+            delta=self.delta,
+            unit=unit,
+            per_image_epsilon=self.epsilon,
+            sound=True,
+            caveats=tuple(caveats),
+        )
+
+    def _labels(self, data: Any, why: str) -> Any:
+        """The integer labels of ``data`` (labelled images, each in 0..n_classes − 1), or a clear refusal; ``why``
+        says what the labels are needed for."""
+        import numpy as np
+
+        if not isinstance(data, ImageSet) or data.labels is None:
+            raise ParameterError(f"{self.name}: fit() needs labelled images ({why})")
+        labels = np.asarray(data.labels)
+        if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0 or labels.max() >= self.n_classes:
+            raise ParameterError(
+                f"{self.name}: labels must be integers in 0..{self.n_classes - 1} (n_classes={self.n_classes}, "
+                "public); set n_classes to the number of classes"
+            )
+        return labels

@@ -47,7 +47,7 @@ from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Capabilities, ConformanceCase, Param
-from privpix.mechanisms.trained import TrainedModel
+from privpix.mechanisms.trained import CalibratedModel
 from privpix.neighbours import Neighbours, OneOfBatch
 from privpix.noise import RNG, gaussian, make_rng, torch_seed
 
@@ -131,7 +131,7 @@ def sample_labels(probs: np.ndarray, n: int, rng: RNG) -> np.ndarray:
 # ------------------------------------------------------------------------------------------ mechanism
 
 
-class MeanEmbeddingSynthesizer(TrainedModel):
+class MeanEmbeddingSynthesizer(CalibratedModel):
     """The embed-once pipeline of the module docstring; a subclass names itself, declares ``params`` (``MODEL``,
     its feature parameters, ``LABELS``, ``GENERATOR``, ``RELEASE``) and ``training`` (its feature parameters,
     then ``TRAINING``), and implements the feature map: :meth:`_featurizer`, :meth:`_feature_width`,
@@ -141,6 +141,7 @@ class MeanEmbeddingSynthesizer(TrainedModel):
     it was calibrated for; ``epsilon`` and ``delta`` must then be the file's."""
 
     FORMAT: ClassVar[str]
+    calibration_verb: ClassVar[str] = "calibrated"
     seed_key: ClassVar[str] = "feature_seed"  # the meta key of the feature map's seed
     features_word: ClassVar[str] = "feature"  # "the mean <features_word> embedding" in the guarantee
     norm_claim: ClassVar[str] = "has norm at most 1"
@@ -186,10 +187,6 @@ class MeanEmbeddingSynthesizer(TrainedModel):
         if not self.delta > 0:
             raise ParameterError(f"{self.name}: the Gaussian mechanism needs a delta in (0, 1), e.g. --delta 1e-5")
 
-    def _training(self) -> dict:
-        # ε and δ calibrate the fit: changing either after it makes the mechanism unfitted.
-        return {"epsilon": self.epsilon, "delta": self.delta, **super()._training()}
-
     def capabilities(self) -> Capabilities:
         shape = tuple(self.meta_["shape"]) if self.meta_ is not None and self.is_fitted else None
         return Capabilities(
@@ -203,15 +200,6 @@ class MeanEmbeddingSynthesizer(TrainedModel):
     def synthetic_count(self, n_inputs: int | None) -> int | None:
         """``n`` when set, else as many as the inputs (``None`` without inputs: the user must give ``n``)."""
         return self.n or n_inputs
-
-    @property
-    def is_fitted(self) -> bool:
-        # A model file is fitted only for the (ε, δ) it was calibrated for.
-        return super().is_fitted and (not self.model or self._file_claim() == (self.epsilon, self.delta))
-
-    def _file_claim(self) -> tuple[float, float]:
-        assert self.meta_ is not None
-        return self.meta_["epsilon"], self.meta_["delta"]
 
     def neighbours(self) -> Neighbours:
         """Replace-one on the whole private set: two sets of n labelled images that differ in one."""
@@ -240,29 +228,13 @@ class MeanEmbeddingSynthesizer(TrainedModel):
         and train the generator on it. ``seed`` seeds the feature map, the noise and the training (reproducible:
         whoever knows the seed can remove the noise); ``None`` draws the noise from the OS CSPRNG and the rest
         from OS entropy, as a real release should."""
-        self._validate()
-        self._check_delta()
-        super().fit(data, seed=seed)
-        if self.model and self._file_claim() != (self.epsilon, self.delta):
-            eps, delta = self._file_claim()
-            raise ParameterError(
-                f"{self.name}: {self.model} was calibrated for ε={eps:g}, δ={delta:g}; give "
-                f"--epsilon {eps:g} --delta {delta:g} (a release states the file's guarantee)"
-            )
-        return self
+        return super().fit(data, seed=seed)
 
     def _train(self, data, seed: int | None):
-        if not isinstance(data, ImageSet) or data.labels is None:
-            raise ParameterError(f"{self.name}: fit() needs labelled images (the embedding is φ(x) ⊗ y)")
-        labels = np.asarray(data.labels)
+        labels = self._labels(data, "the embedding is φ(x) ⊗ y")
         n, (h, w, c) = len(data), data.shape
         if n < 2:
             raise ParameterError(f"{self.name}: needs at least 2 private images, got {n}")
-        if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0 or labels.max() >= self.n_classes:
-            raise ParameterError(
-                f"{self.name}: labels must be integers in 0..{self.n_classes - 1} (n_classes={self.n_classes}, "
-                "public); set n_classes to the number of classes"
-            )
         if self.generator == "conv" and (h % 4 or w % 4):
             raise ParameterError(
                 f"{self.name}: the conv generator needs h and w divisible by 4, got {h}x{w}; use generator=mlp "
@@ -306,12 +278,7 @@ class MeanEmbeddingSynthesizer(TrainedModel):
         means, probs = split_embedding(noisy, k, share)
         t_seed = torch_seed(rng)
         meta = {
-            "kind": self.name,
-            "shape": [h, w, c],
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "n": n,
-            **{key: getattr(self, param) for param, key in self.training.items()},
+            **self._meta_head((h, w, c), n),
             self.seed_key: feature_seed,
             "noise_multiplier": z,
             "sigma": sigma,
@@ -477,7 +444,7 @@ class MeanEmbeddingSynthesizer(TrainedModel):
                 "assumed public and distinct from the private set (an image in both is exposed without noise). "
                 "It never enters the private release, so the (ε, δ) above is unchanged"
             )
-        meta = self.meta_ if self.meta_ is not None and self.is_fitted else None
+        meta = self._fitted_meta()
         if meta is not None:
             n = meta["n"]
             if meta.get("public_n"):
@@ -487,19 +454,7 @@ class MeanEmbeddingSynthesizer(TrainedModel):
                     "epochs"
                 )
             caveats.append(f"fitted on {meta['fitted_on']}: n = {n}, σ = {meta['sigma']:.4g} per embedding value")
-            if meta.get("seed") is not None:
-                caveats.append(f"fitted with seed {meta['seed']}: whoever knows the seed can remove the noise")
-            if self.delta >= 1.0 / n:
-                caveats.append(f"δ = {self.delta:g} is not below 1/n = {1.0 / n:.3g}: a weak guarantee")
-        return Guarantee(
-            model="central-dp",
-            epsilon=self.epsilon,
-            delta=self.delta,
-            unit=UNIT,
-            per_image_epsilon=self.epsilon,
-            sound=True,
-            caveats=tuple(caveats),
-        )
+        return self._central_guarantee(caveats, UNIT)
 
     def _synthesize(self, n: int, shape: tuple[int, int, int], rng: RNG) -> tuple[np.ndarray, np.ndarray]:
         """n new images (n, h, w, c) in [0, 1] and their labels, drawn from the DP label distribution p̂ and the
