@@ -8,7 +8,7 @@ STAMP := $(VENV)/.privpix-installed
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[neural,compare,dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[neural,compare,cluster,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -44,10 +44,13 @@ def test_release_orl_writes_400_pngs_and_true_manifest(run, data_dir, tmp_path, 
     g = manifest["guarantee"]
     assert {"model", "epsilon", "delta", "unit", "per_image_epsilon", "sound", "caveats"} <= set(g)
     assert g["sound"] is sound
-    assert len(manifest["files"]) == 400 and len(list(out.glob("*.png"))) == 400
+    pngs = [f for f in manifest["files"] if f["name"].endswith(".png")]
+    # 400 images and the ImageFolder index beside them, every file listed with its hash.
+    assert len(pngs) == 400 == len(list(out.glob("*.png"))) and len(manifest["files"]) == 401
+    assert manifest["images"] == 400 and manifest["format"] == "imagefolder"
     for f in manifest["files"][:50]:
         assert hashlib.sha256((out / f["name"]).read_bytes()).hexdigest() == f["sha256"]
-    f0 = manifest["files"][0]
+    f0 = pngs[0]
     assert set(f0) == {"name", "sha256"} and "s1" not in f0["name"]  # opaque names, no source in the manifest
     im = Image.open(out / f0["name"])
     assert im.size == (92, 112) and im.mode == "L" and not im.info.get("exif")
@@ -123,7 +126,7 @@ def test_release_folder_and_ledger(run, tmp_path):
     r = run(*base, "--budget", 2, "--output", tmp_path / "a")
     assert r.exit_code == 0, r.output
     assert "skipped" in r.output and "readme.txt" in r.output
-    assert len(json.loads((tmp_path / "a" / "manifest.json").read_text())["files"]) == 5
+    assert json.loads((tmp_path / "a" / "manifest.json").read_text())["images"] == 5
     assert json.loads(ledger.read_text())["spent_epsilon"] == pytest.approx(1.5)
     r = run(*base, "--output", tmp_path / "b")
     assert r.exit_code == 2 and "remains" in r.output

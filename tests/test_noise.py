@@ -1,4 +1,6 @@
-"""Statistical tests of every sampler, in reproducible (fixed seeds) and secure (OS CSPRNG) modes.
+"""Statistical tests of every sampler, in reproducible (fixed seeds) and secure (OS CSPRNG) modes. The compiled exact
+samplers' own tests (equality with a plain-Python transcription, buffer replay, exact fallbacks, more scales) are in
+tests/test_noise_kernels.py.
 
 Every statistical test here is deterministic. The secure samplers run their own exact code path (rejection on raw
 64-bit words, integer arithmetic) fed by :class:`ReplayedSecure`, a fixed-seed stand-in for the OS bit source: an
@@ -75,7 +77,19 @@ def test_discrete_gaussian_large_sigma_moments():
 def test_discrete_gaussian_same_seed_same_noise():
     a = noise.discrete_gaussian(noise.make_rng(3), 5.0, 50)
     b = noise.discrete_gaussian(noise.make_rng(3), 5.0, 50)
-    assert np.array_equal(a, b)
+    c = noise.discrete_gaussian(noise.make_rng(4), 5.0, 50)
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+
+
+def test_seeded_discrete_gaussian_runs_the_exact_sampler_on_the_generators_words():
+    # Reproducible mode is the secure sampler fed the seeded Generator's 64-bit words instead of the OS's.
+    words = noise.make_rng(11).integers(0, 2**64, size=4096, dtype=np.uint64)
+    it = iter(words)
+    replay = ReplayedSecure(0)
+    replay.bits64 = lambda n: np.array([next(it) for _ in range(int(n))], dtype=np.uint64)
+    assert np.array_equal(
+        noise.discrete_gaussian(noise.make_rng(11), 2.5, 300), noise.discrete_gaussian(replay, 2.5, 300)
+    )
 
 
 @pytest.mark.parametrize("mode,rng,alpha", _rngs())
@@ -130,10 +144,19 @@ def test_secure_random_takes_its_bits_from_the_os_csprng(monkeypatch):
     rng = noise.SecureRandom()
     x = rng.integers(np.full(1000, 7))
     u = rng.random(500)
-    lap = noise.discrete_laplace(rng, 2.0, 200)
     assert calls and sum(calls) >= 8 * 1500
     assert 0 <= x.min() and x.max() <= 6 and len(np.unique(x)) == 7
-    assert 0 <= u.min() and u.max() < 1 and lap.dtype == np.int64
+    assert 0 <= u.min() and u.max() < 1
+    # The compiled exact samplers read their bits through the same call: 20,000 values need >= 10 bits each.
+    for sample in (
+        lambda: noise.discrete_laplace(rng, 2.0, 20_000),
+        lambda: noise.discrete_gaussian(rng, 3.0, 20_000),
+        lambda: noise.randomized_response(rng, np.zeros(20_000, dtype=int), 16, 1.0),
+        lambda: noise.exponential_mechanism(rng, np.arange(16.0), 1.0, 1.0, size=20_000),
+    ):
+        calls.clear()
+        out = sample()
+        assert out.dtype == np.int64 and len(np.unique(out)) > 5 and 8 * sum(calls) >= 20_000 * 10 / 8
     assert not isinstance(ReplayedSecure(0), np.random.Generator) and noise.is_secure(ReplayedSecure(0))
 
 
@@ -163,11 +186,28 @@ def test_add_laplace_array_scale_is_elementwise():
         (lambda r: noise.randomized_response(r, np.array([0]), 1, 1.0), "d must"),
         (lambda r: noise.randomized_response(r, np.array([0]), 2, float("nan")), "epsilon"),
         (lambda r: noise.exponential_mechanism(r, np.array([]), 1.0, 1.0), "scores"),
+        (lambda r: noise.discrete_gaussian(r, 2.0**40, 3), "sigma must be < 2\\*\\*40"),
+        (lambda r: noise.discrete_gaussian(r, -1.0, 3), "sigma"),
     ],
 )
 def test_bad_arguments_name_the_parameter(call, match):
     with pytest.raises(ParameterError, match=match):
         call(noise.make_rng(0))
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda r: noise.discrete_laplace(r, 2.0**37, 3), "scale must be <= 2\\*\\*36"),
+        (lambda r: noise.laplace(r, 2.0**30, 3), "scale must be <= 2\\*\\*36"),  # 2**30 / grid units
+        (lambda r: noise.discrete_gaussian(r, 2.0**41, 3), "sigma must be < 2\\*\\*40"),
+        (lambda r: noise.randomized_response(r, np.array([0, 1]), 2, 1e12), "epsilon"),
+        (lambda r: noise.exponential_mechanism(r, np.array([0.0, 1e12]), 1.0, 1e-3), "scores"),
+    ],
+)
+def test_secure_limits_name_the_parameter(call, match):
+    with pytest.raises(ParameterError, match=match):
+        call(ReplayedSecure(0))
 
 
 def test_rng_type_is_checked():

@@ -133,7 +133,7 @@ def test_cli_train_and_release_on_celeba(run, data_dir, tmp_path):
     assert r.exit_code == 0, r.output
     m = json.loads((out / "manifest.json").read_text())
     assert m["guarantee"]["model"] == "empirical" and m["guarantee"]["epsilon"] is None
-    assert m["parameters"]["sigma2"] == 10 and len(m["files"]) > 500
+    assert m["parameters"]["sigma2"] == 10 and m["images"] > 500
     assert "empirical only" in r.output
     # Images without the utility attribute cannot use f; the error says what to do.
     gray = ImageSet(np.zeros((2, 64, 64, 3), np.uint8))

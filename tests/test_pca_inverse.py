@@ -117,7 +117,7 @@ def test_cli_release_pca_inverse_paper_and_public(run, data_dir, tmp_path):
     r = run(*base, "--param", "d=10", "--output", out, "--data-dir", data_dir, "-q")
     assert r.exit_code == 0, r.output
     m = json.loads((out / "manifest.json").read_text())
-    assert len(m["files"]) == 200 and m["guarantee"]["sound"] is False and m["parameters"]["batch"] == 100
+    assert m["images"] == 200 and m["guarantee"]["sound"] is False and m["parameters"]["batch"] == 100
     out = tmp_path / "public"
     r = run(*base, "--param", "basis=public", "--param", "public=orl:train", "--output", out, "--data-dir", data_dir)
     assert r.exit_code == 0, r.output

@@ -204,7 +204,7 @@ def test_cli_train_and_release_all_three(run, data_dir, tmp_path):
         assert r.exit_code == 0, r.output
         m = json.loads((out / "manifest.json").read_text())
         g = m["guarantee"]
-        assert g["model"] == "empirical" and g["epsilon"] is None and len(m["files"]) == 2500
+        assert g["model"] == "empirical" and g["epsilon"] is None and m["images"] == 2500
         assert "no formal privacy guarantee" in " ".join(g["caveats"])
     assert "noise" in " ".join(
         json.loads((tmp_path / "rel-ppsgan" / "manifest.json").read_text())["guarantee"]["caveats"]

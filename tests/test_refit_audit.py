@@ -128,3 +128,15 @@ def test_real_synthesizers_statistic_audit(method, digits, monkeypatch):
     monkeypatch.setattr(embedding, "sensitivity", lambda n: 2 / n / cut)
     broken = audit(get_mechanism(method, epsilon=1.0, delta=1e-5, **small), digits, trials=600, seed=0)
     assert broken.verdict == "violated", broken.to_dict()
+
+
+def test_refit_trials_on_workers_give_the_same_audit(digits):
+    """Every refit trial is seeded on its own: two worker processes give the bound one process gives."""
+    from privpix.executor import make_executor, using
+
+    def run(workers):
+        with make_executor("local", workers) as ex, using(ex):
+            res = audit(ToySynth(epsilon=1.0, delta=1e-5, cheat=10.0), digits, trials=30, seed=4, target="output")
+        return {k: v for k, v in res.to_dict().items() if k != "seconds"}
+
+    assert run(2) == run(1)

@@ -50,10 +50,11 @@ def _manifest(folder):
 def test_release_from_a_model_file_writes_labels_for_every_image(run, model, forty, tmp_path):
     out = tmp_path / "synth"
     res = run("release", "--method", "dp-merf", *CLAIM, "--param", f"model={model}", "--input", forty,
-              "--batch-size", "15", "--seed", "2", "--output", out)  # fmt: skip
+              "--block-size", "15", "--shard-size", "15", "--workers", "2", "--seed", "2", "--output", out)  # fmt: skip
     assert res.exit_code == 0, res.output
     m = _manifest(out)
-    names = [f["name"] for f in m["files"]]
+    names = [f["name"] for f in m["files"] if f["name"].endswith(".png")]
+    assert m["shards"] == 3  # 40 images in shards of 15, on two worker processes
     assert len(names) == 40 == m["synthetic_images"]  # default: as many as the input images
     assert sorted(m["labels"]) == sorted(names)
     labels = np.array(list(m["labels"].values()))
@@ -69,7 +70,7 @@ def test_same_seed_same_synthetic_release(run, model, forty, tmp_path):
         assert res.exit_code == 0, res.output
         m = _manifest(tmp_path / name)
         # Names are random by design (never seed-derived); the images and labels, in draw order, are not.
-        return sorted((f["sha256"], m["labels"][f["name"]]) for f in m["files"])
+        return sorted((f["sha256"], m["labels"][f["name"]]) for f in m["files"] if f["name"].endswith(".png"))
 
     assert once("a") == once("b")
 

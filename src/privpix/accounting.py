@@ -29,13 +29,16 @@ class LedgerEntry:
     delta: float
     guarantee: dict
     status: str = "charged"
+    # The sharded release a reservation belongs to: `privpix release --resume` finds its reservation by it and
+    # charges that one instead of a second.
+    run: str = ""
 
     @classmethod
     def from_dict(cls, d: Any, where: str) -> LedgerEntry:
         """Validate one entry read from a file: one-line :class:`DataError` naming it when anything is off."""
         if not isinstance(d, dict):
             raise DataError(f"{where}: not an object")
-        unknown = set(d) - {"label", "epsilon", "delta", "guarantee", "status"}
+        unknown = set(d) - {"label", "epsilon", "delta", "guarantee", "status", "run"}
         if unknown:
             raise DataError(f"{where}: unknown field(s) {sorted(unknown)}")
         label = d.get("label", "")
@@ -51,7 +54,10 @@ class LedgerEntry:
         status = d.get("status", "charged")
         if status not in ("charged", "reserved"):
             raise DataError(f"{where}: status must be 'charged' or 'reserved', got {status!r}")
-        return cls(label, eps, delta, guarantee, status)
+        run = d.get("run", "")
+        if not isinstance(run, str):
+            raise DataError(f"{where}: run must be a string, got {run!r}")
+        return cls(label, eps, delta, guarantee, status, run)
 
 
 def _number(value: Any, what: str) -> float:
@@ -117,11 +123,11 @@ class PrivacyLedger:
                 f"release needs δ={guarantee.delta:g} but only {self.delta_budget - self.spent_delta:g} remains"
             )
 
-    def spend(self, guarantee: Guarantee, label: str = "", status: str = "charged") -> LedgerEntry:
+    def spend(self, guarantee: Guarantee, label: str = "", status: str = "charged", run: str = "") -> LedgerEntry:
         """Charge a release; raises :class:`BudgetExceededError` (and records nothing) if over budget."""
         self.check(guarantee)
         entry = LedgerEntry(
-            label, float(guarantee.per_image_epsilon), float(guarantee.delta), guarantee.to_dict(), status
+            label, float(guarantee.per_image_epsilon), float(guarantee.delta), guarantee.to_dict(), status, run
         )
         self.entries.append(entry)
         return entry
@@ -133,7 +139,7 @@ class PrivacyLedger:
             "delta_budget": self.delta_budget,
             "spent_epsilon": self.spent_epsilon,
             "spent_delta": self.spent_delta,
-            "entries": [e.__dict__ for e in self.entries],
+            "entries": [{k: v for k, v in e.__dict__.items() if k != "run" or v} for e in self.entries],
         }
 
     def save(self, path: str | os.PathLike) -> None:
@@ -179,13 +185,13 @@ class LedgerSession:
         self.ledger = ledger
 
     @contextmanager
-    def reserve(self, guarantee: Guarantee, label: str = "") -> Iterator[Reservation]:
+    def reserve(self, guarantee: Guarantee, label: str = "", run: str = "") -> Iterator[Reservation]:
         """Check and record the charge *before* anything is written, as a reservation on disk.
 
         On normal exit the reservation becomes a charge. On an exception it is rolled back only if the caller
         never called :meth:`Reservation.published`; once a release may be visible the charge stays. A process
         killed inside the block leaves the reservation on disk: it keeps counting, which never overspends."""
-        entry = self.ledger.spend(guarantee, label, status="reserved")
+        entry = self.ledger.spend(guarantee, label, status="reserved", run=run)
         try:
             self.ledger.save(self.path)
         except BaseException:
@@ -204,6 +210,34 @@ class LedgerSession:
             raise
         entry.status = "charged"
         self.ledger.save(self.path)
+
+    @contextmanager
+    def resume(self, guarantee: Guarantee, run: str, label: str = "") -> Iterator[Reservation]:
+        """The reservation an interrupted run ``run`` left, to be finished by its resumed run: nothing new is
+        charged; on normal exit the reservation becomes a charge, and an exception leaves it as it is (it counts
+        as spent, as a killed run's does). A run stopped by an error rolled its reservation back (nothing was
+        published); its resumed run then reserves afresh, as :meth:`reserve` does."""
+        found = [e for e in self.ledger.entries if e.run == run and e.status == "reserved"]
+        if not found:
+            with self.reserve(guarantee, label, run=run) as res:
+                yield res
+            return
+        entry = found[0]
+        if entry.guarantee != guarantee.to_dict():
+            raise ParameterError(f"--resume: the ledger's reservation for run {run} is for another guarantee")
+        res = Reservation(entry, is_published=True)
+        yield res
+        entry.status = "charged"
+        self.ledger.save(self.path)
+
+    def drop(self, run: str) -> int:
+        """Remove the reservations of run ``run``, whose work was discarded before anything of it was published
+        (its staging removed, no commit journal): it spent nothing. Returns how many were removed."""
+        gone = [e for e in self.ledger.entries if e.run == run and e.status == "reserved"]
+        if gone:
+            self.ledger.entries = [e for e in self.ledger.entries if e not in gone]
+            self.ledger.save(self.path)
+        return len(gone)
 
 
 @dataclass

@@ -41,6 +41,7 @@ from privpix.evaluation.grid import (
     run_grid,
     sample_grids,
 )
+from privpix.executor import Executor
 from privpix.mechanisms.base import mechanism_class
 
 
@@ -131,9 +132,11 @@ def run_bench(
     output: str | Path,
     progress: Callable[[str], None] | None = None,
     data_dir: str | None = None,
+    executor: Executor | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) the grid of ``config`` into ``output``; returns the results JSON (also written). Each
-    mechanism is fitted once, as it declares: one that fits on the private set (a GAN) is trained on ``train``."""
+    mechanism is fitted once, as it declares: one that fits on the private set (a GAN) is trained on ``train``.
+    ``executor`` spreads the grid points over processes or a cluster (default: this process)."""
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     cfg_path = out / "config.json"
@@ -177,6 +180,7 @@ def run_bench(
         on_cell=lambda c: _append(cells_path, dict(c)),
         on_audit=lambda a: _append(audits_path, dict(a)),
         progress=progress,
+        executor=executor,
     )
     return write_results(out, config, test, time.perf_counter() - t_run, fitted)
 

@@ -6,11 +6,13 @@ Two modes, chosen with :func:`make_rng`:
   runs, tests and benchmarks. Floating-point samplers are NumPy's.
 * **secure**: :class:`SecureRandom`, fed by the operating system's CSPRNG (``os.urandom``); cannot be seeded.
   The discrete samplers (discrete Laplace, generalised randomized response, exponential mechanism) are *exact*:
-  they use only uniform integers and rational Bernoulli trials (Canonne, Kamath & Steinke 2020), so no
-  floating-point artefact can leak the input. Continuous Laplace noise is produced as discrete Laplace noise on
-  a fine grid, and :func:`add_laplace` snaps the data to that grid first, which keeps the guarantee exact.
-  The continuous Gaussian in secure mode is a floating-point Box–Muller transform of CSPRNG bits: use it for
-  knob-style noise, not where an exact (ε, δ) proof is needed; :func:`discrete_gaussian` is the exact one.
+  compiled kernels (:mod:`privpix.noise_kernels`) that compare CSPRNG bits with exact binary expansions of
+  rational numbers and of exp(-v·c) (Canonne, Kamath & Steinke 2020), so no floating-point artefact can leak the
+  input. Continuous Laplace noise is produced as discrete Laplace noise on a fine grid, and :func:`add_laplace`
+  snaps the data to that grid first, which keeps the guarantee exact. :func:`discrete_gaussian` is exact in both
+  modes (its acceptance step reads the leading bits of exp(-γ) from a float bracket 2**16 times wider than the
+  float error, and the rest in exact arithmetic). The continuous Gaussian in secure mode is a floating-point
+  Box–Muller transform of CSPRNG bits: use it for knob-style noise, not where an exact (ε, δ) proof is needed.
 
 All samplers take ``rng`` first. Scales are in the units of the data they are added to.
 """
@@ -137,43 +139,25 @@ def _size(size: int | tuple[int, ...] | None) -> tuple[int, ...]:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Exact building blocks (secure mode). Rationals are arrays of int64 numerators and denominators.
+# Exact building blocks. The samplers themselves are compiled kernels (privpix.noise_kernels), imported on first
+# use so that importing privpix does not load numba.
+
+# Largest discrete Laplace scale and discrete Gaussian σ of the exact samplers: every kernel quantity fits in int64.
+_MAX_EXACT_SCALE = float(1 << 36)
+_MAX_EXACT_SIGMA = float(1 << 40)
 
 
-def _bernoulli_rational(rng: RNG, num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    """Exact Bernoulli(num / den), 0 <= num <= den, elementwise."""
-    return rng.integers(den) < num
+def _kernels():
+    from privpix import noise_kernels
+
+    return noise_kernels
 
 
-def _bernoulli_exp_neg_unit(rng: RNG, num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    """Exact Bernoulli(exp(-num/den)) for num/den in [0, 1] (CKS 2020, Algorithm 1, first part)."""
-    n = num.size
-    k = np.ones(n, dtype=np.int64)
-    active = np.arange(n)
-    while active.size:
-        a = _bernoulli_rational(rng, num[active], den[active] * k[active])
-        k[active[a]] += 1
-        active = active[a]
-    return (k % 2) == 1
-
-
-def _bernoulli_exp_neg(rng: RNG, num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    """Exact Bernoulli(exp(-num/den)) for any rational num/den >= 0."""
-    num = np.asarray(num, dtype=np.int64).ravel()
-    den = np.asarray(den, dtype=np.int64).ravel()
-    whole = num // den
-    out = np.ones(num.size, dtype=bool)
-    # exp(-γ) = exp(-1)^floor(γ) · exp(-(γ - floor γ)); stop an element at its first failure.
-    for step in range(int(whole.max()) if whole.size else 0):
-        idx = np.flatnonzero(out & (whole > step))
-        if not idx.size:
-            break
-        ones = np.ones(idx.size, dtype=np.int64)
-        out[idx] = _bernoulli_exp_neg_unit(rng, ones, ones)
-    idx = np.flatnonzero(out)
-    if idx.size:
-        out[idx] = _bernoulli_exp_neg_unit(rng, num[idx] - whole[idx] * den[idx], den[idx])
-    return out
+def _word_source(rng: RNG):
+    """The rng's uniform 64-bit words: the OS CSPRNG (secure) or the seeded Generator (reproducible)."""
+    if isinstance(rng, SecureRandom):
+        return rng.bits64
+    return lambda n: rng.integers(0, 2**64, size=int(n), dtype=_U64)
 
 
 def _rational_at_least(x: float, max_den: int = _DEN) -> tuple[int, int]:
@@ -190,88 +174,6 @@ def _rational_at_most(x: float, max_den: int = _DEN) -> tuple[int, int]:
     p = math.floor(fr * max_den)
     g = math.gcd(p, max_den) if p else max_den
     return p // g, max_den // g
-
-
-def _exact_discrete_laplace(rng: RNG, scale_num: int, scale_den: int, n: int) -> np.ndarray:
-    """CKS 2020 Algorithm 2: P[z] ∝ exp(-|z| · den/num), i.e. scale num/den, exactly."""
-    t, s = int(scale_num), int(scale_den)
-    if t >= 1 << 40 or s >= 1 << 40:
-        raise ParameterError("discrete_laplace: scale is too large or too finely specified for exact sampling")
-    out = np.empty(n, dtype=np.int64)
-    todo = np.arange(n)
-    t_arr = np.full(n, t, dtype=np.int64)
-    while todo.size:
-        m = todo.size
-        u = rng.integers(t_arr[:m])
-        d = _bernoulli_exp_neg(rng, u, t_arr[:m])
-        idx, u = todo[d], u[d]
-        # V ~ Geometric: count successes of Bernoulli(exp(-1)) before the first failure.
-        v = np.zeros(idx.size, dtype=np.int64)
-        live = np.arange(idx.size)
-        while live.size:
-            ones = np.ones(live.size, dtype=np.int64)
-            a = _bernoulli_exp_neg_unit(rng, ones, ones)
-            v[live[a]] += 1
-            live = live[a]
-        y = (u + t * v) // s
-        b = rng.integers(2, size=idx.size).astype(bool)
-        ok = ~(b & (y == 0))
-        out[idx[ok]] = np.where(b[ok], -y[ok], y[ok])
-        done = np.zeros(n, dtype=bool)
-        done[idx[ok]] = True
-        todo = todo[~done[todo]]
-    return out
-
-
-def _uniform_below(rng: RNG, m: int) -> int:
-    """Exactly uniform Python integer in [0, m) for any m >= 1 (rejection on whole bytes; no size limit)."""
-    bits = (m - 1).bit_length()
-    if bits == 0:
-        return 0
-    nbytes, extra = (bits + 7) // 8, -bits % 8
-    while True:
-        x = int.from_bytes(rng.bytes(nbytes), "little") >> extra
-        if x < m:
-            return x
-
-
-def _bernoulli_exp_neg_big(rng: RNG, num: int, den: int) -> bool:
-    """Exact Bernoulli(exp(-num/den)) for Python integers num >= 0, den >= 1 of any size (CKS 2020, Algorithm 1:
-    exp(-γ) = exp(-1)^floor(γ)·exp(-frac γ), the last by counting Bernoulli(γ/k) successes)."""
-    while num > den:
-        if not _bernoulli_exp_neg_big(rng, 1, 1):
-            return False
-        num -= den
-    k = 1
-    while _uniform_below(rng, den * k) < num:
-        k += 1
-    return k % 2 == 1
-
-
-def _exact_discrete_gaussian(rng: RNG, sigma: float, n: int) -> np.ndarray:
-    """CKS 2020 Algorithm 3: discrete Laplace candidates of scale t = floor(σ) + 1 (exact, vectorised), each kept
-    with probability exp(-(|y| - σ²/t)² / (2σ²)) computed in exact rational arithmetic. σ² is the float σ squared
-    exactly (a float is a dyadic rational), so the output is N_Z(0, σ²) for the very σ the caller calibrated."""
-    var = Fraction(sigma) ** 2
-    p, q = var.numerator, var.denominator
-    t = math.floor(sigma) + 1
-    if t >= 1 << 40:
-        raise ParameterError("discrete_gaussian: sigma is too large for exact sampling (>= 2**40)")
-    den = 2 * p * q * t * t
-    out = np.empty(n, dtype=np.int64)
-    filled = 0
-    while filled < n:
-        # About one candidate in 1.3 to 2 is kept; draw a few more than needed to save rounds.
-        want = n - filled
-        cand = _exact_discrete_laplace(rng, t, 1, want + want // 2 + 8)
-        for y in cand.tolist():
-            a = abs(y) * t * q - p
-            if _bernoulli_exp_neg_big(rng, a * a, den):
-                out[filled] = y
-                filled += 1
-                if filled == n:
-                    break
-    return out
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -314,16 +216,19 @@ def gaussian(rng: RNG, sigma: float, size: int | tuple[int, ...] | None = None) 
 def discrete_laplace(rng: RNG, scale: float, size: int | tuple[int, ...] | None = None) -> np.ndarray:
     """Two-sided geometric noise on the integers: P[z] ∝ exp(-|z| / scale).
 
-    Secure mode samples exactly (CKS 2020) at a rational scale >= ``scale`` (rounded up by < 2**-20 relative
-    to one unit), so the privacy guarantee computed from ``scale`` holds.
+    Secure mode samples exactly (CKS 2020, compiled) at the rational scale p/q >= ``scale`` with q = 2**20 (or a
+    divisor), rounded up by less than 2**-20, so the privacy guarantee computed from ``scale`` holds; ``scale``
+    must be at most 2**36 there. Reproducible mode is a difference of two NumPy geometrics (not exact).
     """
     _check_rng(rng)
     scale = check_positive("scale", scale)
     shape = _size(size)
     n = int(np.prod(shape)) if shape else 1
     if isinstance(rng, SecureRandom):
+        if scale > _MAX_EXACT_SCALE:
+            raise ParameterError(f"scale must be <= 2**36 for exact (secure) discrete Laplace noise, got {scale!r}")
         p, q = _rational_at_least(scale)
-        return _exact_discrete_laplace(rng, p, q, n).reshape(shape)
+        return _kernels().discrete_laplace(rng.bits64, p, q, n).reshape(shape)
     prob = -math.expm1(-1.0 / scale)  # 1 - exp(-1/scale), accurate for large scales
     return (rng.geometric(prob, n) - rng.geometric(prob, n)).reshape(shape).astype(np.int64)
 
@@ -331,16 +236,22 @@ def discrete_laplace(rng: RNG, scale: float, size: int | tuple[int, ...] | None 
 def discrete_gaussian(rng: RNG, sigma: float, size: int | tuple[int, ...] | None = None) -> np.ndarray:
     """Exact discrete Gaussian noise on the integers: P[z] ∝ exp(-z² / (2σ²)) (Canonne, Kamath & Steinke 2020).
 
-    Exact in both modes: only uniform integers and rational Bernoulli trials are used, from the OS CSPRNG
-    (secure) or from the seeded Generator's bits (reproducible; the same seed gives the same noise). Its Rényi
-    divergences for an integer shift are at most those of the continuous Gaussian with the same σ (CKS 2020), so a
-    Gaussian accountant's RDP/zCDP bound holds for it; the analytic (ε, δ) of the continuous Gaussian is not
-    claimed. int64 output. About 0.1 M values/s (a Python loop for the exact acceptance step)."""
+    Exact in both modes, for the float σ given (σ < 2**40): the same compiled sampler reads the OS CSPRNG
+    (secure) or the seeded Generator's 64-bit words (reproducible; the same seed gives the same noise). Discrete
+    Laplace candidates are exact; each is accepted by comparing random bits with the binary expansion of its
+    acceptance probability exp(-γ) (γ exact, from the float σ). The leading bits of that expansion are read off a
+    double-precision bracket of half-width 2**-32, which assumes the double-precision exp(-γ) is within 2**-33 of
+    the true value (its error is below 2**-49); further bits, needed about once in 10**8 candidates, are computed
+    in exact rational arithmetic. Its Rényi divergences for an integer shift are at most those of the continuous
+    Gaussian with the same σ (CKS 2020), so a Gaussian accountant's RDP/zCDP bound holds for it; the analytic
+    (ε, δ) of the continuous Gaussian is not claimed. int64 output."""
     _check_rng(rng)
     sigma = check_positive("sigma", sigma)
+    if sigma >= _MAX_EXACT_SIGMA:
+        raise ParameterError(f"sigma must be < 2**40 for the exact discrete Gaussian, got {sigma!r}")
     shape = _size(size)
     n = int(np.prod(shape)) if shape else 1
-    return _exact_discrete_gaussian(rng, float(sigma), n).reshape(shape)
+    return _kernels().discrete_gaussian(_word_source(rng), float(sigma), n).reshape(shape)
 
 
 def add_laplace(values: np.ndarray, scale: float | np.ndarray, rng: RNG, *, grid: float = 1 / (255 * 64)):
@@ -402,22 +313,10 @@ def randomized_response(rng: RNG, values: np.ndarray, d: int, epsilon: float) ->
         raise ParameterError(f"values must be integers in [0, {d}), got range [{v.min()}, {v.max()}]")
     v = v.astype(np.int64)
     if isinstance(rng, SecureRandom):
+        if d >= 1 << 62 or epsilon > _MAX_EXACT_SCALE:
+            raise ParameterError(f"secure mode needs d < 2**62 and epsilon <= 2**36, got d={d}, epsilon={epsilon!r}")
         p, q = _rational_at_most(epsilon)
-        flat = v.ravel()
-        out = np.empty_like(flat)
-        todo = np.arange(flat.size)
-        while todo.size:
-            cand = rng.integers(np.full(todo.size, d, dtype=np.int64))
-            same = cand == flat[todo]
-            acc = same.copy()
-            other = np.flatnonzero(~same)
-            if other.size and p > 0:
-                acc[other] = _bernoulli_exp_neg(rng, np.full(other.size, p), np.full(other.size, q))
-            elif other.size:
-                acc[other] = True
-            out[todo[acc]] = cand[acc]
-            todo = todo[~acc]
-        return out.reshape(v.shape)
+        return _kernels().randomized_response(rng.bits64, v, int(d), p, q).reshape(v.shape)
     keep_p = 1.0 / (1.0 + (d - 1) * math.exp(-epsilon))
     keep = rng.random(v.shape) < keep_p
     other = (v + 1 + rng.integers(0, d - 1, v.shape)) % d
@@ -442,14 +341,10 @@ def exponential_mechanism(
     gamma = epsilon * (u.max() - u) / (2.0 * sensitivity)  # >= 0, 0 at the best candidate
     n_draws = 1 if size is None else int(size)
     if isinstance(rng, SecureRandom):
+        if gamma.max() > _MAX_EXACT_SCALE:  # the exponents' numerators must fit in int64
+            raise ParameterError("scores: epsilon·(max - min)/(2·sensitivity) must be <= 2**36 in secure mode")
         g_num = np.round(gamma * _DEN).astype(np.int64)
-        out = np.empty(n_draws, dtype=np.int64)
-        todo = np.arange(n_draws)
-        while todo.size:
-            cand = rng.integers(np.full(todo.size, u.size, dtype=np.int64))
-            acc = _bernoulli_exp_neg(rng, g_num[cand], np.full(todo.size, _DEN, dtype=np.int64))
-            out[todo[acc]] = cand[acc]
-            todo = todo[~acc]
+        out = _kernels().exponential(rng.bits64, g_num, _DEN, n_draws)
     else:
         w = np.exp(-gamma)
         out = rng.choice(u.size, size=n_draws, p=w / w.sum())

@@ -45,6 +45,9 @@ RECORDS = "records.csv"
 LOCK = ".privpix-lock"
 JOURNAL = ".privpix-commit.json"
 STAGING_PREFIX = ".privpix-staging-"
+# Inside a resumable (sharded) staging folder: the run's plan, and one record per finished shard.
+PLAN = ".privpix-run.json"
+SHARDS = ".privpix-shards"
 # Files privpix keeps in a release folder that are not part of the release.
 _OWN = {LOCK, JOURNAL}
 
@@ -79,8 +82,9 @@ class OpaqueNames:
     and with it the noise. Positions are unique, so names are too (a collision of 64-bit prefixes is still
     checked for)."""
 
-    def __init__(self) -> None:
-        self._key = secrets.token_bytes(32)
+    def __init__(self, key: bytes | None = None) -> None:
+        # A key is passed only to the worker processes of one release (in memory), never written anywhere.
+        self._key = key if key is not None else secrets.token_bytes(32)
         self._used: set[str] = set()
 
     def name(self, position: int, suffix: str = ".png") -> str:
@@ -157,7 +161,10 @@ def verify_manifest(
         return [f"{out}: not a folder"]
     pending = (out / JOURNAL).exists() or any(p.name.startswith(STAGING_PREFIX) for p in out.iterdir())
     if pending and not repair:
-        return [f"{out}: a release was interrupted there; `privpix verify --repair {out}` finishes or removes it"]
+        return [
+            f"{out}: a release was interrupted there; `privpix verify --repair {out}` finishes or removes it (the "
+            "same `privpix release` command with --resume continues a sharded one instead)"
+        ]
     if pending:
         lock = FileLock(out / LOCK)
         try:
@@ -260,7 +267,15 @@ class ReleaseWriter:
         force: bool = False,
         inputs: Sequence[str | Path] = (),
         note: Callable[[str], None] | None = None,
+        plan: dict[str, Any] | None = None,
+        resume: bool = False,
+        on_discard: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
+        self.on_discard = on_discard
+        if resume and plan is None:
+            raise ParameterError("resume needs the plan of the run to continue")
+        self.plan = plan
+        self.resume = resume
         self.out = Path(output)
         self.force = force
         self.inputs = inputs
@@ -291,7 +306,7 @@ class ReleaseWriter:
             self._undo_create()
             raise ParameterError(f"--output {self.out}: cannot write there ({exc.strerror or exc})") from None
         try:
-            recover(self.out, self.note)
+            recover(self.out, self.note, keep_resumable=self.resume, on_discard=self.on_discard)
             earlier = check_output(self.out, self.force, self.inputs)
             if earlier is not None:
                 self.old = listed_files(earlier, self.out)
@@ -302,8 +317,14 @@ class ReleaseWriter:
                             f"--output {self.out}: {name} was changed after the earlier release was written; "
                             "privpix replaces only its own unchanged files (move it away first)"
                         )
-            self.stage = self.out / f"{STAGING_PREFIX}{secrets.token_hex(6)}"
-            self.stage.mkdir()
+            if self.resume:
+                self.stage = self._resumable()
+            else:
+                self.stage = self.out / f"{STAGING_PREFIX}{secrets.token_hex(6)}"
+                self.stage.mkdir(mode=0o700)  # the plan and shard records name sources: owner only
+                if self.plan is not None:
+                    (self.stage / SHARDS).mkdir()
+                    write_text_atomic(self.stage / PLAN, json.dumps(self.plan, indent=2, default=_json_default))
         except OSError as exc:
             self._release_lock()
             raise ParameterError(f"--output {self.out}: cannot write there ({exc.strerror or exc})") from None
@@ -311,6 +332,35 @@ class ReleaseWriter:
             self._release_lock()
             raise
         return self
+
+    def _resumable(self) -> Path:
+        """The staging folder of the interrupted run this one continues: it must have been planned with the same
+        settings (``plan["settings"]``)."""
+        assert self.plan is not None
+        found = [p for p in self.out.iterdir() if p.name.startswith(STAGING_PREFIX) and (p / PLAN).is_file()]
+        if not found:
+            raise ParameterError(f"--resume: {self.out} holds no interrupted release to continue")
+        stage = found[0]
+        try:
+            earlier = json.loads((stage / PLAN).read_text(encoding="utf-8"))
+            settings = earlier["settings"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise DataError(f"{stage / PLAN}: unreadable plan of the interrupted run ({exc})") from None
+        mine = self.plan["settings"]
+        differ = sorted(k for k in set(settings) | set(mine) if settings.get(k) != mine.get(k))
+        if differ:
+            raise ParameterError(
+                f"--resume: the interrupted release in {self.out} was made with other settings ({', '.join(differ)});"
+                " give the same command again with --resume, or leave --resume out to start over"
+            )
+        self.plan = earlier
+        return stage
+
+    def adopt(self, name: str, sha256: str) -> None:
+        """Register a file that a worker wrote into the staging folder (its sha256 as the worker read it back)."""
+        assert self.stage is not None, "use ReleaseWriter as a context manager"
+        _safe_name(name, self.out / MANIFEST)
+        self._files.append({"name": name, "sha256": sha256})
 
     def add(self, name: str, data: bytes) -> str:
         """Stage one file of the release; returns its sha256."""
@@ -372,7 +422,13 @@ class ReleaseWriter:
         try:
             if not self.committed and self.stage is not None and (self.out / JOURNAL).exists():
                 self.committed = True  # interrupted right after the journal was written: that is a commit
-            if not self.committed and self.stage is not None:
+            if not self.committed and self.stage is not None and self.plan is not None and exc_type is not None:
+                # A sharded run stopped by an error or Ctrl-C: its finished shards stay for --resume (nothing of
+                # them is published until a commit).
+                done = len(list((self.stage / SHARDS).glob("*.json")))
+                self.note(f"{self.out}: stopped with {done} shard(s) finished; the same command with --resume "
+                          "continues the release")  # fmt: skip
+            elif not self.committed and self.stage is not None:
                 shutil.rmtree(self.stage, ignore_errors=True)
         finally:
             self._release_lock()
@@ -404,8 +460,16 @@ def _fsync_tree(folder: Path) -> None:
                 os.close(fd)
 
 
-def recover(out: Path, note: Callable[[str], None] = lambda _m: None) -> None:
-    """Finish what a killed run left in ``out``: roll a journalled swap forward, remove dead staging.
+def recover(
+    out: Path,
+    note: Callable[[str], None] = lambda _m: None,
+    *,
+    keep_resumable: bool = False,
+    on_discard: Callable[[dict[str, Any]], None] | None = None,
+) -> None:
+    """Finish what a killed run left in ``out``: roll a journalled swap forward, remove dead staging (but keep a
+    sharded run's staging with ``keep_resumable``, for ``--resume`` to continue). ``on_discard`` gets the plan of
+    each sharded run whose staging is removed (nothing of it was published: its ledger reservation may go).
 
     Call only while holding the folder's lock (so no staging folder found belongs to a live run)."""
     if (out / JOURNAL).exists():
@@ -415,8 +479,22 @@ def recover(out: Path, note: Callable[[str], None] = lambda _m: None) -> None:
             note(f"{out}: removed what an interrupted run left after it had replaced the release")
     for p in out.iterdir():
         if p.name.startswith(STAGING_PREFIX) and p.is_dir():
+            resumable = (p / PLAN).is_file()
+            if resumable and keep_resumable:
+                continue
+            done = len(list((p / SHARDS).glob("*.json"))) if resumable else 0
+            plan = None
+            if resumable:
+                try:
+                    plan = json.loads((p / PLAN).read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    plan = None
             shutil.rmtree(p, ignore_errors=True)
+            if plan is not None and on_discard is not None:
+                on_discard(plan)
             note(f"{out}: removed {p.name}, left by an interrupted run (nothing of it had been published)")
+            if resumable:
+                note(f"it had finished {done} shard(s); `privpix release ... --resume` would have continued it")
 
 
 def _no_links(out: Path, name: str, where: Path) -> Path:

@@ -13,7 +13,7 @@ import click
 import numpy as np
 
 from privpix.cli.app import main
-from privpix.cli.options import _check_output_path, _params, _plain, _writing
+from privpix.cli.options import _check_output_path, _params, _plain, _writing, executor_options
 
 # Out-of-range numbers are usage errors naming the option, before any data is loaded; a learning rate or a
 # noise knob of 0 trains nothing useful, so both must be strictly positive (and finite: FloatRange checks).
@@ -102,12 +102,18 @@ def _common(fn):
 @click.option("--epsilon", type=float, default=None, help="ε, for a mechanism whose fit spends one.")
 @click.option("--delta", type=float, default=None, help="δ, for a mechanism whose fit spends one.")
 @click.option("--limit", type=int, default=None, help="Fit on a seeded subset of this many items.")
+@executor_options
 @_common
-def fit(method, dataset, params, epsilon, delta, limit, seed, data_dir, output, force, quiet) -> None:
+def fit(method, dataset, params, epsilon, delta, limit, workers, engine, scheduler, seed, data_dir, output, force,
+        quiet) -> None:  # fmt: skip
     """Fit a mechanism that learns a model on DATASET and write its model file (release it with
-    --param model=FILE). Training parameters are the mechanism's own (`privpix mechanisms`)."""
-    fit_to_file(method, dataset, output, _params(params), epsilon=epsilon, delta=delta, limit=limit, seed=seed,
-                data_dir=data_dir, force=force, quiet=quiet)  # fmt: skip
+    --param model=FILE). Training parameters are the mechanism's own (`privpix mechanisms`). A DP synthesizer
+    computes its private embedding on the workers (--workers, --engine): the same sums as in one process."""
+    from privpix.executor import make_executor, using
+
+    with make_executor(engine, workers, scheduler) as executor, using(executor):
+        fit_to_file(method, dataset, output, _params(params), epsilon=epsilon, delta=delta, limit=limit, seed=seed,
+                    data_dir=data_dir, force=force, quiet=quiet)  # fmt: skip
 
 
 @main.command("train-obfuscator")

@@ -9,9 +9,23 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import click
 from rich.markup import escape
 
 from privpix.cli.app import console
+
+
+def executor_options(f):
+    """``--workers``, ``--engine``, ``--scheduler``: where a command's work runs (:mod:`privpix.executor`)."""
+    f = click.option("--scheduler", default=None, help="Address of an existing Dask scheduler (tcp://host:8786).")(f)
+    f = click.option(
+        "--engine",
+        type=click.Choice(["local", "dask"]),
+        default="local",
+        show_default=True,
+        help="local: processes on this machine; dask: a Dask LocalCluster, or the cluster at --scheduler.",
+    )(f)
+    return click.option("--workers", type=int, default=None, help="Worker processes (default: every core).")(f)
 
 
 def _plain(text: str) -> None:

@@ -14,11 +14,9 @@ import click
 from rich.markup import escape
 
 from privpix.cli.app import console, err_console, main
-from privpix.cli.options import _params, _size
+from privpix.cli.options import _params, _size, executor_options
 from privpix.data.files import DEFAULT_MAX_PIXELS
 
-# Values (pixels × 3 channels) decoded at once from an input folder: about 128 MB as float32.
-BATCH_VALUES = 1 << 25
 SKIPPED_SHOWN = 20
 
 
@@ -76,7 +74,6 @@ def _dataset_folder(dataset: str, data_dir: str | None) -> list[Path]:
 @click.option("--secure", is_flag=True, help="Draw noise from the OS CSPRNG with exact samplers (no seed).")
 @click.option("--output", required=True, type=click.Path(), help="Directory for the PNGs and manifest.json.")
 @click.option("--size", default=None, help="Resize every image to HEIGHTxWIDTH first.")
-@click.option("--batch-size", type=int, default=256, show_default=True, help="Images in memory at once.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Dataset directory.")
 @click.option(
     "--ledger",
@@ -109,6 +106,38 @@ def _dataset_folder(dataset: str, data_dir: str | None) -> list[Path]:
     show_default=True,
     help="Refuse an input image larger than this many pixels (checked from its header, before decoding).",
 )
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["imagefolder", "parquet", "webdataset"]),
+    default="imagefolder",
+    show_default=True,
+    help="Release layout: PNGs (label/name.png + metadata.jsonl), Parquet shards (Hugging Face Image struct), or "
+    "WebDataset tar shards. manifest.json lies beside each.",
+)
+@click.option(
+    "--labels/--no-labels",
+    default=False,
+    show_default=True,
+    help="Publish the input's class labels (as given: not privatized, not covered by the guarantee). A "
+    "synthesizer's labels are drawn privately and always published.",
+)
+@click.option("--png-level", type=int, default=1, show_default=True, help="PNG compression level, 0 (fastest) to 9.")
+@executor_options
+@click.option("--shard-size", type=int, default=None, help="Images per shard (default: from the workers and sizes).")
+@click.option("--batch-size", type=int, default=None, hidden=True, help="No longer used (see --block-size).")
+@click.option(
+    "--block-size",
+    type=int,
+    default=None,
+    help="Images per random stream (default: from the image size). With --seed, the same seed and block size give "
+    "the same pixels whatever the workers or shards.",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Continue a release that was interrupted in --output: redo only its unfinished shards (same command).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
 def release(
     dataset,
@@ -121,7 +150,6 @@ def release(
     secure,
     output,
     size,
-    batch_size,
     data_dir,
     ledger,
     budget,
@@ -130,20 +158,29 @@ def release(
     source_map,
     record_source,
     max_pixels,
+    fmt,
+    labels,
+    png_level,
+    workers,
+    engine,
+    scheduler,
+    shard_size,
+    batch_size,
+    block_size,
+    resume,
     quiet,
 ) -> None:
-    """Privatize a dataset or a folder of images and write PNGs plus manifest.json.
+    """Privatize a dataset, a folder of images, Parquet or WebDataset shards, and write the release plus
+    manifest.json, in shards spread over every core (or a Dask cluster).
 
     File names are opaque (they do not carry the source names) and the manifest holds no source path unless
     asked. With --ledger, concurrent releases on the same ledger run one at a time and never overspend it."""
-    from tqdm import tqdm
-
-    from privpix.data import ImageSet, iter_folder, list_image_files, load_dataset, load_folder
-    from privpix.data.files import read_header
+    from privpix.data import ImageSet, load_dataset
+    from privpix.data.loaders import DATASETS, parse_dataset_spec
     from privpix.errors import ParameterError
     from privpix.mechanisms import fit_as_declared, get_mechanism
     from privpix.noise import make_rng
-    from privpix.publish import OpaqueNames, check_output, check_source_map, release_to_dir
+    from privpix.publish import check_output, check_source_map
 
     # Every check that can fail runs before any work is done.
     mech = get_mechanism(method, epsilon=epsilon, delta=delta, **_params(params))
@@ -159,124 +196,163 @@ def release(
         raise ParameterError("give one of --dataset NAME[:SPLIT] or --input DIR, not both")
     if dataset is None and input_dir is None and not (synthetic and caps.fits_on != "private"):
         raise ParameterError("give exactly one of --dataset NAME[:SPLIT] or --input DIR")
-    if batch_size < 1:
-        raise ParameterError(f"--batch-size must be >= 1, got {batch_size}")
     if max_pixels < 1:
         raise ParameterError(f"--max-pixels must be >= 1, got {max_pixels}")
     if ledger is None and (budget is not None or delta_budget is not None):
         raise ParameterError("--budget and --delta-budget need --ledger FILE")
+    if not 0 <= png_level <= 9:
+        raise ParameterError(f"--png-level must be in 0..9, got {png_level}")
     if caps.output == "features":
         # A release folder holds images or records; per-owner report vectors have their own format.
         raise ParameterError(
             f"--method {method}: releases per-owner feature reports, not images; write them with "
             "`privpix ldp perturb` (report folder), or measure them with `privpix bench` / `privpix audit`"
         )
-    if caps.batch_size is not None:
-        # Dataset-level mechanisms privatize in batches of their own; stream whole batches of them.
-        batch_size = max(1, batch_size // caps.batch_size) * caps.batch_size
-    rng = make_rng(seed, secure=secure)
+    make_rng(seed, secure=secure)  # the same checks of --seed / --secure as every command
+    if batch_size is not None and not quiet:
+        _note("--batch-size is no longer used: memory is bounded by blocks of at most 32 M values (--block-size "
+              "sets the images per random stream)")  # fmt: skip
+    if resume and caps.fits_on == "private" and seed is None:
+        # A resumed run fits again; without a seed that is a second, different fit of the private images (a second
+        # DP release for a synthesizer), and the shards finished before would come from the first one.
+        raise ParameterError(
+            f"--resume: {method} fits on the private images, and an unseeded fit cannot be repeated; start the "
+            "release over without --resume (or fit once with `privpix fit` and release from the model file)"
+        )
     out = Path(output)
     inputs = [Path(input_dir)] if input_dir is not None else _dataset_folder(dataset, data_dir) if dataset else []
-    check_output(out, force, inputs)
+    if not resume:
+        check_output(out, force, inputs)
     if source_map is not None:
         check_source_map(Path(source_map), [out, *inputs])
     if seed is not None and not quiet:
         _note("--seed makes the noise reproducible by anyone who knows the seed; publish with --secure instead")
     hw = _size(size)
     metadata = {"secure_rng": secure, "rng": "secure" if secure else ("seeded" if seed is not None else "os-seeded")}
-    if synthetic:
-        if source_map is not None:
-            raise ParameterError("--source-map: synthetic images are drawn from a model, not made from source files")
-        private = None
-        if dataset is not None:
-            private = load_dataset(dataset, data_dir)
-            if not isinstance(private, ImageSet):
-                raise ParameterError(f"--dataset {dataset}: holds records, not images")
-            private = private.resized(*hw) if hw is not None else private
-        elif input_dir is not None:
-            private = load_folder(input_dir, size=hw, max_pixels=max_pixels)
-        ctx = (dataset or str(input_dir)) if caps.fits_on == "private" else None
-        _release_synthetic(mech, private, ctx, rng, seed, data_dir, out, force, inputs, batch_size, ledger, budget,
-                           delta_budget, metadata, quiet)  # fmt: skip
-        return
-    if input_dir is not None:
-        files, skipped = list_image_files(input_dir, max_pixels=max_pixels)
-        _print_skipped(skipped)
-        total = len(files)
-        if caps.batch_size is None:
-            # Memory follows pixels, not image counts: a batch of big photos holds fewer of them.
-            head = read_header(files[0][0], max_pixels)
-            first_h, first_w = hw or (head.height, head.width)
-            batch_size = max(1, min(batch_size, BATCH_VALUES // (first_h * first_w * 3)))
-        batches = iter_folder(
-            input_dir,
-            batch_size=batch_size,
-            size=hw,
-            max_pixels=max_pixels,
-            on_skip=lambda path, why: _print_skipped([(path, why)]),
-        )
-        source = str(input_dir)
-        if record_source:
-            metadata["source"] = str(Path(input_dir).expanduser().resolve())
-    else:
-        data = load_dataset(dataset, data_dir)
-        metadata["source"] = dataset
-        if not isinstance(data, ImageSet):
+    run = _Run(seed, secure, fmt, png_level, labels, workers, engine, scheduler, shard_size, block_size, resume, out,
+               force, inputs, source_map, ledger, budget, delta_budget, quiet)  # fmt: skip
+    from privpix.executor import make_executor, using
+
+    # One executor for the whole command: a synthesizer's fit spreads its embedding sums over it too.
+    with make_executor(engine, workers, scheduler) as executor, using(executor):
+        run.executor = executor
+        if synthetic:
+            if source_map is not None:
+                raise ParameterError(
+                    "--source-map: synthetic images are drawn from a model, not made from source files"
+                )
+            private = None
+            if dataset is not None:
+                private = load_dataset(dataset, data_dir)
+                if not isinstance(private, ImageSet):
+                    raise ParameterError(f"--dataset {dataset}: holds records, not images")
+                private = private.resized(*hw) if hw is not None else private
+            elif input_dir is not None:
+                private = _read_all(_open(input_dir, None, None, hw, max_pixels))
+            ctx = (dataset or str(input_dir)) if caps.fits_on == "private" else None
+            _release_synthetic(mech, private, ctx, data_dir, metadata, run)
+            return
+        if dataset is not None and DATASETS[parse_dataset_spec(dataset)[0]].kind != "images":
+            data = load_dataset(dataset, data_dir)
+            metadata["source"] = dataset
             if not mech.supports_records:
                 raise ParameterError(f"--dataset {dataset}: holds records, not images, and {method} releases images")
+            rng = make_rng(seed, secure=secure)
             _release_records(mech, data, dataset, out, rng, force, ledger, budget, delta_budget, quiet, metadata)
             return
-        if hw is not None:
-            data = data.resized(*hw)
-        total = len(data)
-        batches = data.batches(batch_size)
-        source = dataset
-    private = None
-    if caps.fits_on == "private":
-        private = data if input_dir is None else load_folder(input_dir, size=hw, max_pixels=max_pixels)
-    fit_as_declared(mech, private, data_dir, seed=seed)  # public data comes from the same --data-dir
-    batches = iter(batches)
-    first = next(batches, None)
-    if first is None:
-        raise ParameterError("nothing to release: the input holds no images")
-    guarantee = mech.guarantee(first.shape)
-    bar = tqdm(total=total, unit="img", disable=quiet, desc=f"{mech.name}")
+        source = _open(input_dir, dataset, data_dir, hw, max_pixels)
+        _print_skipped([(Path(p), why) for p, why in source.skipped])
+        if input_dir is not None and record_source:
+            metadata["source"] = str(Path(input_dir).expanduser().resolve())
+        elif dataset is not None:
+            metadata["source"] = dataset
+        private = _read_all(source) if caps.fits_on == "private" else None
+        fit_as_declared(mech, private, data_dir, seed=seed)  # public data comes from the same --data-dir
+        del private
+        label = f"{mech.name} on {input_dir or dataset} → {output}"
+        _sharded(mech, source, None, source.shape, source.class_names, source.description, metadata, label, run)
+
+
+class _Run:
+    """The options every sharded release shares (one place, so the three kinds of release pass them alike)."""
+
+    def __init__(self, seed, secure, fmt, png_level, labels, workers, engine, scheduler, shard_size, block_size,
+                 resume, out, force, inputs, source_map, ledger, budget, delta_budget, quiet) -> None:  # fmt: skip
+        self.__dict__.update(locals())
+        del self.__dict__["self"]
+
+
+def _open(input_dir, dataset, data_dir, hw, max_pixels):
+    """The image source of --input (folder, Parquet, WebDataset) or --dataset, read lazily by index."""
+    from privpix.data.formats import dataset_source, open_source
+
+    if input_dir is not None:
+        return open_source(input_dir, size=hw, max_pixels=max_pixels)
+    return dataset_source(dataset, data_dir, hw)
+
+
+def _read_all(source):
+    """Every image of a source at once: what a mechanism that fits on the private images needs."""
+    return source.read(0, len(source))
+
+
+def _sharded(mech, source, count, shape, class_names, input_id, metadata, label, run: _Run) -> None:
+    """Plan the shards, charge the ledger (or take over the interrupted run's reservation), release, report."""
+    from tqdm import tqdm
+
+    from privpix.errors import ParameterError
+    from privpix.sharded import ShardedRelease, read_plan
+
+    job = ShardedRelease(mech, source, shape, count=count, seed=run.seed, secure=run.secure, fmt=run.fmt,
+                         compress_level=run.png_level, labels=run.labels, shard=run.shard_size, block=run.block_size,
+                         class_names=class_names, input_id=input_id)  # fmt: skip
+    guarantee = mech.guarantee(shape)
+    ledger_path = str(Path(run.ledger).expanduser().resolve()) if run.ledger is not None else None
+    earlier = read_plan(run.out) if run.resume else None
+    if run.resume:
+        if earlier is None:
+            raise ParameterError(f"--resume: {run.out} holds no interrupted release to continue")
+        if earlier.get("ledger") != ledger_path:
+            want = f"--ledger {earlier['ledger']}" if earlier.get("ledger") else "no --ledger"
+            raise ParameterError(f"--resume: the interrupted run was started with {want}; resume it the same way")
+    executor = run.executor
+    plan = job.plan(executor.workers, run=earlier["run"] if earlier else None, ledger=ledger_path)
+    bar = tqdm(total=job.n, unit="img", disable=run.quiet, desc=f"{mech.name}")
     t0 = time.perf_counter()
+    if not run.quiet:
+        _note(f"{job.n} images in {-(-job.n // plan['shard_size'])} shard(s) on {executor.describe()}")
 
-    def publish(on_published=None):
-        return release_to_dir(
-            mech,
-            _chain(first, batches),
-            out,
-            rng,
-            force=force,
-            metadata=metadata,
-            on_batch=bar.update,
-            inputs=inputs,
-            names=OpaqueNames(),
-            source_map=source_map,
-            on_published=on_published,
-            note=_note,
-            expect=guarantee,
-        )
+    def publish(on_published=None, session=None):
+        def discard(earlier_plan):
+            # An interrupted run's unpublished work was removed: its reservation on this ledger spent nothing.
+            if session is not None and earlier_plan.get("ledger") == ledger_path and session.drop(earlier_plan["run"]):
+                _note(f"the interrupted run's reservation in {run.ledger} was released (nothing of it was published)")
 
-    book = _charged(ledger, budget, delta_budget, guarantee, f"{mech.name} on {source} → {output}", publish)
-    manifest = book[0]
+        return job.run(run.out, executor, expect=guarantee, plan=plan, resume=run.resume, force=run.force,
+                       inputs=run.inputs, source_map=run.source_map, metadata=metadata, on_progress=bar.update,
+                       on_skip=lambda p, why: _print_skipped([(Path(p), why)]), on_published=on_published,
+                       note=_note, on_discard=discard)  # fmt: skip
+
+    manifest, book = _charged(run.ledger, run.budget, run.delta_budget, guarantee, label, publish,
+                              run=plan["run"], resume=run.resume)  # fmt: skip
     bar.close()
-    what = f"{len(manifest['files'])} images and {output}/manifest.json"
-    _report(manifest, output, ledger, book[1], quiet, what, t0)
+    kind = "synthetic images (labels in the manifest)" if count is not None else "images"
+    what = f"{manifest['images']} {kind} as {run.fmt} ({len(manifest['files'])} files) and {run.out}/manifest.json"
+    _report(manifest, run.out, run.ledger, book, run.quiet, what, t0)
 
 
-def _charged(ledger, budget, delta_budget, guarantee, label, publish):
-    """Run ``publish`` under the ledger's lock with the charge reserved first (or plainly, without a ledger).
+def _charged(ledger, budget, delta_budget, guarantee, label, publish, *, run: str = "", resume: bool = False):
+    """Run ``publish`` under the ledger's lock with the charge reserved first (or plainly, without a ledger); a
+    resumed run finishes the reservation its interrupted run ``run`` left instead of reserving again.
     Returns ``(manifest, ledger or None)``."""
     from privpix.accounting import open_ledger
 
     if ledger is None:
         return publish(), None
     with open_ledger(ledger, budget=budget, delta_budget=delta_budget, wait=_note) as session:
-        with session.reserve(guarantee, label) as reservation:
-            manifest = publish(reservation.published)
+        held = session.resume(guarantee, run, label) if resume else session.reserve(guarantee, label, run=run)
+        with held as reservation:
+            manifest = publish(reservation.published, session) if run else publish(reservation.published)
         return manifest, session.ledger
 
 
@@ -320,17 +396,13 @@ def _release_records(mech, data, dataset, out, rng, force, ledger, budget, delta
     _report(manifest, out, ledger, book, quiet, what, t0)
 
 
-def _release_synthetic(mech, private, source, rng, seed, data_dir, out, force, inputs, batch_size, ledger, budget,
-                       delta_budget, metadata, quiet) -> None:  # fmt: skip
+def _release_synthetic(mech, private, source, data_dir, metadata, run: _Run) -> None:
     """A synthesizer's release: fit (on the private images, or read its model file), then draw as many new labelled
-    images as it says (``synthetic_count``), in batches, with the labels in the manifest."""
-    from tqdm import tqdm
-
+    images as it says (``synthetic_count``), in shards, with the labels in the manifest."""
     from privpix.errors import ParameterError
     from privpix.mechanisms import fit_as_declared
-    from privpix.publish import OpaqueNames, release_to_dir
 
-    fit_as_declared(mech, private if mech.capabilities().fits_on == "private" else None, data_dir, seed=seed)
+    fit_as_declared(mech, private if mech.capabilities().fits_on == "private" else None, data_dir, seed=run.seed)
     count = mech.synthetic_count(None if private is None else len(private))
     if not count:
         raise ParameterError(f"--method {mech.name}: draws synthetic images; say how many with --param n=N")
@@ -340,25 +412,8 @@ def _release_synthetic(mech, private, source, rng, seed, data_dir, out, force, i
     if source is not None:
         metadata["source"] = source  # the private set the model was fitted on in this run
     metadata["synthetic_images"] = count
-    guarantee = mech.guarantee(shape)
-    chunks = [min(batch_size, count - i) for i in range(0, count, batch_size)]
-    bar = tqdm(total=count, unit="img", disable=quiet, desc=f"{mech.name}")
-    t0 = time.perf_counter()
-
-    def publish(on_published=None):
-        return release_to_dir(mech, chunks, out, rng, force=force, metadata=metadata, on_batch=bar.update,
-                              inputs=inputs, names=OpaqueNames(), on_published=on_published, note=_note,
-                              expect=guarantee)  # fmt: skip
-
-    manifest, book = _charged(ledger, budget, delta_budget, guarantee, f"{mech.name} → {out}", publish)
-    bar.close()
-    what = f"{len(manifest['files'])} synthetic images (labels in the manifest) and {out}/manifest.json"
-    _report(manifest, out, ledger, book, quiet, what, t0)
-
-
-def _chain(first, rest):
-    yield first
-    yield from rest
+    class_names = None if private is None else private.class_names
+    _sharded(mech, None, count, shape, class_names, source or "", metadata, f"{mech.name} → {run.out}", run)
 
 
 @main.command()

@@ -310,23 +310,29 @@ def read_image(
     if mode not in (None, "L", "RGB"):
         raise ParameterError(f"mode must be 'L', 'RGB' or None, got {mode!r}")
     with open_image(path, max_pixels) as im:
-        try:
-            if mode is None:
-                mode = "L" if _is_grey(im) else "RGB"
-            white = _int_white(im) if im.mode == "I" else 0
-            im.load()
-            _orient(im)
-            w, h = im.size
-            out = np.empty((h, w, 1 if mode == "L" else 3), np.uint8)
-            rows = max(1, _STRIP_PIXELS // w)
-            if rows >= h:
-                out[:] = _convert_strip(im, mode, white)
-            else:
-                for y0 in range(0, h, rows):
-                    y1 = min(h, y0 + rows)
-                    out[y0:y1] = _convert_strip(im.crop((0, y0, w, y1)), mode, white)
-        except _DECODE_ERRORS as exc:
-            raise DataError(f"{path}: not a readable image ({_one_line(exc)})") from None
+        return decode_opened(im, mode, path)
+
+
+def decode_opened(im: Image.Image, mode: str | None, name: str | os.PathLike) -> np.ndarray:
+    """An opened image (its size already checked) as uint8 ``(h, w, c)``: the decoding of :func:`read_image`,
+    shared by every reader (files, Parquet bytes, tar members). ``name`` is what an error names."""
+    try:
+        if mode is None:
+            mode = "L" if _is_grey(im) else "RGB"
+        white = _int_white(im) if im.mode == "I" else 0
+        im.load()
+        _orient(im)
+        w, h = im.size
+        out = np.empty((h, w, 1 if mode == "L" else 3), np.uint8)
+        rows = max(1, _STRIP_PIXELS // w)
+        if rows >= h:
+            out[:] = _convert_strip(im, mode, white)
+        else:
+            for y0 in range(0, h, rows):
+                y1 = min(h, y0 + rows)
+                out[y0:y1] = _convert_strip(im.crop((0, y0, w, y1)), mode, white)
+    except _DECODE_ERRORS as exc:
+        raise DataError(f"{name}: not a readable image ({_one_line(exc)})") from None
     return out
 
 

@@ -170,9 +170,16 @@ def _read_celeba_attributes(path: Path) -> tuple[list[str], list[str], np.ndarra
     return files, attr_names, values
 
 
-def load_celeba(root: Path, split: str | None = None, size: tuple[int, int] | None = None) -> ImageSet:
-    """CelebA subset: RGB 218x178 (or ``size``), labels = ``Male`` (1 = male), all 40 attributes as 0/1."""
-    base = root / "celeba_subset"
+def resize_whole(img: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """The face loaders' resize (whole image, float64, anti-aliased), shared with their lazy sources."""
+    from skimage.transform import resize
+
+    return np.clip(np.rint(resize(img, size, anti_aliasing=True, preserve_range=True)), 0, 255).astype(np.uint8)
+
+
+def celeba_index(base: Path, split: str | None) -> tuple[list[str], list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """CelebA's files, attribute names, attribute values (±1), subjects and the indexes of ``split`` (every
+    fifth identity is test): what :func:`load_celeba` and its lazy source (privpix.data.formats) both read."""
     files, attr_names, values = _read_celeba_attributes(base / "list_attr_celeba.txt")
     id_path = require_file(base / "identity_CelebA.txt", "CelebA identity_CelebA.txt")
     ident: dict[str, int] = {}
@@ -188,15 +195,17 @@ def load_celeba(root: Path, split: str | None = None, size: tuple[int, int] | No
     if split is not None:
         test = subjects % 5 == 0
         keep = np.flatnonzero(test if split == "test" else ~test)
+    return files, attr_names, values, subjects, keep
+
+
+def load_celeba(root: Path, split: str | None = None, size: tuple[int, int] | None = None) -> ImageSet:
+    """CelebA subset: RGB 218x178 (or ``size``), labels = ``Male`` (1 = male), all 40 attributes as 0/1."""
+    base = root / "celeba_subset"
+    files, attr_names, values, subjects, keep = celeba_index(base, split)
     imgs = []
     for i in keep:
         img = read_image(base / "img_align_celeba" / files[i], "RGB")
-        if size is not None:
-            from skimage.transform import resize
-
-            img = np.clip(np.rint(resize(img, size, anti_aliasing=True, preserve_range=True)), 0, 255)
-            img = img.astype(np.uint8)
-        imgs.append(img)
+        imgs.append(img if size is None else resize_whole(img, size))
     attrs = {n: (values[keep, j] == 1).astype(np.int64) for j, n in enumerate(attr_names)}
     return ImageSet(
         np.stack(imgs),
@@ -217,9 +226,9 @@ def celeba_64(data: ImageSet) -> ImageSet:
     return data.with_images(data.images[:, top : top + side, left : left + side]).resized(64, 64)
 
 
-def load_lfw_gender(root: Path, split: str | None = None, size: tuple[int, int] | None = None) -> ImageSet:
-    """LFW gender sample: RGB 250x250 (or ``size``), labels 0 = male, 1 = female, subjects = person."""
-    base = root / "lfw_gender_genderrecog"
+def lfw_rows(base: Path, split: str | None) -> list[dict[str, str]]:
+    """The LFW gender sample's rows (path, gender, person) of ``split`` (persons hashed into fifths): what
+    :func:`load_lfw_gender` and its lazy source (privpix.data.formats) both read."""
     csv_path = require_file(base / "labels_subset.csv", "a CSV with columns path,gender,person")
     with csv_path.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
@@ -228,15 +237,17 @@ def load_lfw_gender(root: Path, split: str | None = None, size: tuple[int, int] 
     if split is not None:
         test = [zlib.crc32(r["person"].encode()) % 5 == 0 for r in rows]
         rows = [r for r, t in zip(rows, test, strict=True) if t == (split == "test")]
+    return rows
+
+
+def load_lfw_gender(root: Path, split: str | None = None, size: tuple[int, int] | None = None) -> ImageSet:
+    """LFW gender sample: RGB 250x250 (or ``size``), labels 0 = male, 1 = female, subjects = person."""
+    base = root / "lfw_gender_genderrecog"
+    rows = lfw_rows(base, split)
     imgs = []
     for r in rows:
         img = read_image(base / r["path"], "RGB")
-        if size is not None:
-            from skimage.transform import resize
-
-            img = np.clip(np.rint(resize(img, size, anti_aliasing=True, preserve_range=True)), 0, 255)
-            img = img.astype(np.uint8)
-        imgs.append(img)
+        imgs.append(img if size is None else resize_whole(img, size))
     persons = np.array([r["person"] for r in rows])
     _, subj = np.unique(persons, return_inverse=True)
     gender = np.array([r["gender"] == "female" for r in rows], dtype=np.int64)

@@ -593,11 +593,32 @@ def _projections(mech: Mechanism, side: ImageSet, v: np.ndarray, trials: int, rn
     return np.array([float(mech.released_statistic(side, rng, seed=fixed) @ v) for _ in range(trials)])
 
 
+@dataclass(frozen=True)
+class _RefitTrial:
+    kind: type[Mechanism]
+    params: dict[str, Any]
+    side: ImageSet
+    seed: int
+
+
+def _refit_trial(trial: _RefitTrial) -> np.ndarray:
+    """One trial: a fresh copy fitted on the side, then the values of the images it synthesizes; every draw from
+    the trial's own seed, so the trial gives the same output wherever it runs."""
+    from privpix.executor import one_thread_in_workers
+
+    one_thread_in_workers()
+    rng = np.random.default_rng(trial.seed)
+    fresh = trial.kind(**trial.params).fit(trial.side, seed=int(rng.integers(0, 2**31)))
+    return fresh.synthesize(SYNTHETIC_PER_TRIAL, rng, trial.side.shape).values().ravel()
+
+
 def _refit_outputs(kind: type[Mechanism], params: dict[str, Any], side: ImageSet, trials: int, rng) -> np.ndarray:
-    """(trials, k) float32: a fresh copy fitted on ``side`` (its own seed per trial), then the values of
-    ``SYNTHETIC_PER_TRIAL`` images it synthesizes."""
-    rows = []
-    for _ in range(trials):
-        fresh = kind(**params).fit(side, seed=int(rng.integers(0, 2**31)))
-        rows.append(fresh.synthesize(SYNTHETIC_PER_TRIAL, rng, side.shape).values().ravel())
-    return np.stack(rows).astype(np.float32)
+    """(trials, k) float32: a fresh copy fitted on ``side`` per trial, then the values of ``SYNTHETIC_PER_TRIAL``
+    images it synthesizes. The trials run on the active executor (``privpix audit --workers``), each seeded on
+    its own from ``rng``, so the outputs do not depend on the number of workers."""
+    from privpix.executor import active
+
+    seeds = rng.integers(0, 2**63, size=trials)
+    tasks = [_RefitTrial(kind, params, side, int(s)) for s in seeds]
+    rows = dict(active().map_unordered(_refit_trial, tasks))
+    return np.stack([rows[i] for i in range(trials)]).astype(np.float32)

@@ -18,6 +18,7 @@ import numpy as np
 from privpix.data.imageset import ImageSet
 from privpix.evaluation.quality import entropy
 from privpix.evaluation.runner import cell_seed, evaluate_cell
+from privpix.executor import Executor, one_thread_in_workers
 from privpix.mechanisms.base import Mechanism, mechanism_class, method_params, ready_mechanism
 
 if TYPE_CHECKING:
@@ -122,6 +123,14 @@ class FittedMechanisms:
             )
         return self._cache[point.key]
 
+    def adopt(self, point: GridPoint, mech: Mechanism) -> None:
+        """Keep a mechanism a worker fitted for ``point`` (so the sample grids do not fit it again)."""
+        self._cache[point.key] = mech
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A worker gets the settings, not the fitted mechanisms of other points.
+        return {**self.__dict__, "_cache": {}}
+
     def _takes_delta(self, method: str) -> bool:
         return mechanism_class(method).takes_delta(method_params(method, self.params.get(method, {})))
 
@@ -209,6 +218,55 @@ def audit_images(mech: Mechanism, test: ImageSet) -> ImageSet:
     return imgs.resized(max(2, round(h * scale)), max(2, round(w * scale)))
 
 
+@dataclass(frozen=True)
+class _PointTask:
+    """One grid point's work (its cells and its audit), sent whole to a worker."""
+
+    point: GridPoint
+    fitted: FittedMechanisms
+    train: ImageSet
+    test: ImageSet
+    dataset: str
+    repeats: int
+    seed: int
+    attacks: AttackSettings | None
+    audit_trials: int | None
+    skip_cells: frozenset
+    audit: bool
+    src_entropy: float
+
+
+def _run_point(task: _PointTask) -> tuple[Mechanism, list[CellRecord], AuditRecord | None, list[str]]:
+    """Fit the point's mechanism, run its cells and its audit; returns them with the progress lines."""
+    one_thread_in_workers()
+    point, train, test = task.point, task.train, task.test
+    mech = task.fitted(point)
+    cells: list[CellRecord] = []
+    lines: list[str] = []
+    for rep in range(task.repeats):
+        if (*point.key, rep) in task.skip_cells:
+            continue
+        t0 = time.perf_counter()
+        s = cell_seed(task.seed, point.method, point.epsilon, rep)
+        row, rel_train, rel_test = evaluate_cell(mech, train, test, s, task.src_entropy)
+        cell: dict[str, Any] = {"dataset": task.dataset, "method": point.method, "repeat": rep, **row}
+        if task.attacks is not None:
+            cell["attribute"] = task.attacks.attribute
+            # The attacks compare images; a feature release has the audit, a model release has no images.
+            if rel_test is not None and rel_test.images is not None:
+                cell.update(attack_scores(mech, train, test, rel_train, rel_test, task.attacks, s))
+            cell["cell_seconds"] = time.perf_counter() - t0
+        cells.append(cell)  # type: ignore[arg-type]
+        extra = f" re-id {cell['reid_best']:.2f}" if "reid_best" in cell else ""
+        lines.append(f"{point.method} ε={point.epsilon} rep {rep}: acc {cell['accuracy']:.3f}{extra}")
+    audit: AuditRecord | None = None
+    if task.audit_trials is not None and task.audit:
+        res = bench_audit(mech, audit_images(mech, test), task.audit_trials, task.seed)
+        audit = {"claimed_epsilon_requested": point.epsilon, **res.to_dict(), "method": point.method}  # type: ignore[typeddict-item]
+        lines.append(f"{point.method} ε={point.epsilon} audit: ≥ {res.audited_epsilon_lower:.2f} ({res.verdict})")
+    return mech, cells, audit, lines
+
+
 def run_grid(
     train: ImageSet,
     test: ImageSet,
@@ -225,43 +283,51 @@ def run_grid(
     on_cell: Callable[[CellRecord], None] | None = None,
     on_audit: Callable[[AuditRecord], None] | None = None,
     progress: Callable[[str], None] | None = None,
+    executor: Executor | None = None,
 ) -> list[CellRecord]:
     """Run every cell (and, with ``audit_trials``, every audit) of ``points`` not in the skip sets; each record
     goes to ``on_cell``/``on_audit`` as soon as it is done (a bench appends it to its JSONL file). Returns the
-    cells run. Each cell is seeded by :func:`~privpix.evaluation.runner.cell_seed` alone, so a cell's result does
-    not depend on which other cells run."""
+    cells run, in grid order. Each cell is seeded by :func:`~privpix.evaluation.runner.cell_seed` alone, so a
+    cell's result does not depend on which other cells run, nor on the ``executor`` (:mod:`privpix.executor`)
+    that spreads the grid points over processes or a cluster (one point, with its repeats and audit, per task)."""
     src_entropy = float(np.mean(entropy(test.as_float())))
-    cells: list[CellRecord] = []
-    for point in points:
-        mech = fitted(point)
-        for rep in range(repeats):
-            if (*point.key, rep) in skip_cells:
-                continue
-            t0 = time.perf_counter()
-            s = cell_seed(seed, point.method, point.epsilon, rep)
-            row, rel_train, rel_test = evaluate_cell(mech, train, test, s, src_entropy)
-            cell: dict[str, Any] = {"dataset": dataset, "method": point.method, "repeat": rep, **row}
-            if attacks is not None:
-                cell["attribute"] = attacks.attribute
-                # The attacks compare images; a feature release has the audit, a model release has no images.
-                if rel_test is not None and rel_test.images is not None:
-                    cell.update(attack_scores(mech, train, test, rel_train, rel_test, attacks, s))
-                cell["cell_seconds"] = time.perf_counter() - t0
-            record: CellRecord = cell  # type: ignore[assignment]
-            cells.append(record)
+    tasks = [
+        _PointTask(
+            point,
+            fitted,
+            train,
+            test,
+            dataset,
+            repeats,
+            seed,
+            attacks,
+            audit_trials,
+            frozenset(skip_cells),
+            point.key not in skip_audits,
+            src_entropy,
+        )
+        for point in points
+    ]
+    # Points whose every cell and audit is done are not sent anywhere (their mechanism is fitted when asked).
+    tasks = [
+        t
+        for t in tasks
+        if (t.audit and audit_trials is not None) or any((*t.point.key, r) not in skip_cells for r in range(repeats))
+    ]
+    by_point: dict[int, list[CellRecord]] = {}
+    runs = (executor or Executor(1)).map_unordered(_run_point, tasks)
+    for i, (mech, cells, audit, lines) in runs:
+        fitted.adopt(tasks[i].point, mech)
+        by_point[i] = cells
+        for cell in cells:
             if on_cell is not None:
-                on_cell(record)
+                on_cell(cell)
+        if audit is not None and on_audit is not None:
+            on_audit(audit)
+        for line in lines:
             if progress is not None:
-                extra = f" re-id {cell['reid_best']:.2f}" if "reid_best" in cell else ""
-                progress(f"{point.method} ε={point.epsilon} rep {rep}: acc {cell['accuracy']:.3f}{extra}")
-        if audit_trials is not None and point.key not in skip_audits:
-            res = bench_audit(mech, audit_images(mech, test), audit_trials, seed)
-            a: AuditRecord = {"claimed_epsilon_requested": point.epsilon, **res.to_dict(), "method": point.method}  # type: ignore[typeddict-item]
-            if on_audit is not None:
-                on_audit(a)
-            if progress is not None:
-                progress(f"{point.method} ε={point.epsilon} audit: ≥ {res.audited_epsilon_lower:.2f} ({res.verdict})")
-    return cells
+                progress(line)
+    return [c for i in sorted(by_point) for c in by_point[i]]
 
 
 def evaluate(

@@ -38,37 +38,58 @@ def _rows(x: np.ndarray, labels: np.ndarray, width: int):
 
 
 def mean_embedding(x: np.ndarray, labels: np.ndarray, featurize: Featurize, width: int, n_classes: int,
-                   count_share: float) -> np.ndarray:  # fmt: skip
+                   count_share: float, parts: list[np.ndarray] | None = None) -> np.ndarray:  # fmt: skip
     """The vector whose noisy copy a mean-embedding synthesizer releases: the mean over the n rows of x (n, d) of
     u_i = [sqrt(1 − a²)·φ(x_i) ⊗ onehot(y_i), a·onehot(y_i)] with a² = ``count_share``, as float64 (K·D + K,).
 
     ‖u_i‖₂ = sqrt((1 − a²)·‖φ(x_i)‖² + a²) ≤ 1 for every image and label when ‖φ‖ ≤ 1, so replacing one pair moves
     the mean by at most 2/n in L2. The first K·D values are the class-wise feature sums φ ⊗ y (row k: class k),
-    the last K the class proportions (scaled by a): the label distribution is read from the same release."""
+    the last K the class proportions (scaled by a): the label distribution is read from the same release.
+    ``parts``: the :func:`chunk_sums` when they were computed elsewhere (by workers)."""
     n = len(x)
     acc = np.zeros((n_classes, width))
-    with torch.no_grad():
-        for xs, ys in _rows(x, labels, width):
-            phi = featurize(xs)
-            onehot = nn.functional.one_hot(torch.from_numpy(ys), n_classes)
-            acc += (onehot.to(phi.dtype).T @ phi).double().numpy()
+    for part in parts if parts is not None else chunk_sums(x, labels, featurize, width, n_classes, count_share):
+        acc += part  # in chunk order: the float result does not depend on where the chunks were computed
     counts = np.bincount(labels, minlength=n_classes).astype(np.float64)
     a = math.sqrt(count_share)
     return np.concatenate([math.sqrt(1.0 - count_share) * acc.ravel(), a * counts]) / n
 
 
 def fixed_point_sum(x: np.ndarray, labels: np.ndarray, featurize: Featurize, width: int, n_classes: int,
-                    count_share: float, bits: int = 20) -> FixedPointSum:  # fmt: skip
+                    count_share: float, bits: int = 20,
+                    parts: list[np.ndarray] | None = None) -> FixedPointSum:  # fmt: skip
     """The secure mode's exact sum: each row [sqrt(1 − a²)·φ(x_i), a] (width D + 1, L2 norm ≤ 1) rounded to the
     lattice Z^(D+1) / 2^bits and added, as integers, into the accumulator of its label (K groups). The integer
     total does not depend on the order or the chunking of the rows."""
     acc = FixedPointSum(n_classes, width + 1, bits)
+    if parts is None:
+        parts = chunk_sums(x, labels, featurize, width, n_classes, count_share, bits)
+    for part in parts:
+        acc.total += part
+    acc.rows = len(x)
+    return acc
+
+
+def chunk_sums(x: np.ndarray, labels: np.ndarray, featurize: Featurize, width: int, n_classes: int,
+               count_share: float, bits: int | None = None) -> list[np.ndarray]:  # fmt: skip
+    """The partial sums of the private embedding, one per chunk of :func:`chunk_rows` rows, in row order: float64
+    (K, D) class-wise feature sums φ ⊗ y, or with ``bits`` the exact int64 (K, D + 1) fixed-point totals of
+    :func:`fixed_point_sum`. Chunk boundaries depend on D alone, so the chunks of a split of ``x`` at multiples of
+    :func:`chunk_rows` are the chunks of ``x``: workers may compute them and the caller adds them in order."""
+    out = []
     a = math.sqrt(count_share)
     with torch.no_grad():
         for xs, ys in _rows(x, labels, width):
-            phi = featurize(xs).double().numpy() * math.sqrt(1.0 - count_share)
-            acc.add(np.concatenate([phi, np.full((len(phi), 1), a)], axis=1), ys)
-    return acc
+            if bits is None:
+                phi = featurize(xs)
+                onehot = nn.functional.one_hot(torch.from_numpy(ys), n_classes)
+                out.append((onehot.to(phi.dtype).T @ phi).double().numpy())
+            else:
+                part = FixedPointSum(n_classes, width + 1, bits)
+                phi = featurize(xs).double().numpy() * math.sqrt(1.0 - count_share)
+                part.add(np.concatenate([phi, np.full((len(phi), 1), a)], axis=1), ys)
+                out.append(part.total)
+    return out
 
 
 def embedding_of_sum(total: np.ndarray, n: int, scale: int) -> np.ndarray:

@@ -37,6 +37,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -259,8 +260,10 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
         noise_rng = rng if seeded else make_rng(secure=True)
         k, share = self.n_classes, self.count_share
         # The one release of the private set: every later step reads only `noisy`.
+        x = data.flat()
+        parts = _parallel_chunk_sums(self, (h, w, c), feature_seed, x, labels, width)
         if self.secure:
-            acc = embed_net.fixed_point_sum(data.flat(), labels, featurize, width, k, share, LATTICE_BITS)
+            acc = embed_net.fixed_point_sum(x, labels, featurize, width, k, share, LATTICE_BITS, parts)
             rel = gaussian_release.exact_gaussian_release(acc, self.epsilon, self.delta, noise_rng)
             del acc
             noisy = embed_net.embedding_of_sum(rel.noisy_total, n, rel.scale)
@@ -268,7 +271,8 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
             noise = {"noise": "exact discrete Gaussian on a fixed-point integer sum", "accountant": RDP,
                      "lattice_scale": rel.scale}  # fmt: skip
         else:
-            clean = embed_net.mean_embedding(data.flat(), labels, featurize, width, k, share)
+            clean = embed_net.mean_embedding(x, labels, featurize, width, k, share, parts)
+            del x, parts
             z = noise_multiplier(self.epsilon, self.delta)
             sigma = z * sensitivity(n)
             noisy = clean + gaussian(noise_rng, sigma, clean.shape)
@@ -468,3 +472,50 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
         labels = sample_labels(self.label_probs_, n, rng)
         images = embed_net.sample(gen, labels, torch_seed(rng)).reshape(n, h, w, c)
         return images, labels
+
+
+@dataclass(frozen=True)
+class _ChunkTask:
+    """One worker's share of the private embedding: rows [start, stop) of the private images (a whole number of
+    :func:`~privpix.mechanisms.synthesis.embed_net.chunk_rows` chunks) and what rebuilds the feature map there."""
+
+    kind: type
+    params: dict[str, Any]
+    shape: tuple[int, int, int]
+    feature_seed: int
+    x: np.ndarray
+    labels: np.ndarray
+    bits: int | None
+
+
+def _chunk_task(task: _ChunkTask) -> list[np.ndarray]:
+    from privpix.executor import one_thread_in_workers
+    from privpix.mechanisms.synthesis import embed_net
+
+    one_thread_in_workers()
+    fresh = task.kind(**task.params)
+    featurize, width = fresh._featurizer(task.shape, task.feature_seed)
+    return embed_net.chunk_sums(task.x, task.labels, featurize, width, fresh.n_classes, fresh.count_share, task.bits)
+
+
+def _parallel_chunk_sums(mech: MeanEmbeddingSynthesizer, shape: tuple[int, int, int], feature_seed: int,
+                         x: np.ndarray, labels: np.ndarray, width: int) -> list[np.ndarray] | None:  # fmt: skip
+    """The embedding's chunk sums computed on the active executor's workers (``privpix fit/release --workers``),
+    or ``None`` (computed in this process) when there is one worker or one chunk. Each worker rebuilds the feature
+    map from its seed and returns its chunks' sums; they are added in chunk order, so the embedding is the one a
+    single process computes, bit for bit."""
+    from privpix.executor import active
+    from privpix.mechanisms.synthesis import embed_net
+
+    ex = active()
+    rows = embed_net.chunk_rows(width)
+    n_chunks = -(-len(x) // rows)
+    if ex.workers == 1 or n_chunks < 2:
+        return None
+    per = -(-n_chunks // (2 * ex.workers)) * rows
+    params = {p: v for p, v in mech.get_params().items() if p != "model"}
+    bits = LATTICE_BITS if mech.secure else None
+    tasks = [_ChunkTask(type(mech), params, shape, feature_seed, x[a : a + per], labels[a : a + per], bits)
+             for a in range(0, len(x), per)]  # fmt: skip
+    done = dict(ex.map_unordered(_chunk_task, tasks))
+    return [part for i in range(len(tasks)) for part in done[i]]

@@ -1,0 +1,283 @@
+"""How a release scales: workers, backends, a plain NumPy + Pillow loop, memory against size, a million images.
+
+Run: ``.venv/bin/python benchmarks/scale.py`` (about 15 minutes on 2 cores; ``--quick`` for a smoke run)
+→ ``benchmarks/results/scale.json`` and ``benchmarks/results/scale.md``.
+
+Parts:
+
+1. **Workers and backends** on real photos (CelebA JPEGs, 178×218, from ``$PRIVPIX_DATA``): pixel-laplace at
+   ε = 1, images/s with 1 worker (this process), 2 local worker processes, and a 2-worker Dask LocalCluster.
+2. **The plain loop** on the same images: Pillow decode, NumPy Laplace noise, Pillow PNG encode, one image at a
+   time in one process (what a user would write by hand), at PNG level 6 (Pillow's default) and at privpix's 1.
+3. **Memory against size**: peak resident memory (the coordinator and, separately, the largest worker) of
+   releases of 5k, 50k and 200k generated 64×64 images (each in a fresh process).
+4. **A million images**: a release of 1,000,000 generated 64×64 images as WebDataset shards, with its rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).parent / "results"
+EPS = 1.0
+
+
+def _mech():
+    from privpix.mechanisms import get_mechanism
+
+    return get_mechanism("pixel-laplace", epsilon=EPS, sensitivity="bound", unit="pixel").fit(None)
+
+
+def _release(source, workers: int, engine: str, fmt: str, out: Path, seed: int = 0) -> dict:
+    from privpix.executor import make_executor
+    from privpix.sharded import ShardedRelease
+
+    mech = _mech()
+    job = ShardedRelease(mech, source, source.shape, seed=seed, fmt=fmt, input_id=source.description)
+    with make_executor(engine, workers) as ex:
+        t0 = time.perf_counter()
+        m = job.run(out, ex, expect=mech.guarantee(source.shape))
+        seconds = time.perf_counter() - t0
+    return {"images": m["images"], "seconds": seconds, "images_per_s": m["images"] / seconds, "shards": m["shards"]}
+
+
+def celeba_files(n: int) -> list[Path]:
+    from privpix.data.loaders import resolve_data_dir
+
+    folder = resolve_data_dir() / "celeba_subset" / "img_align_celeba"
+    files = sorted(folder.glob("*.jpg"))[:n]
+    if len(files) < n:
+        raise SystemExit(f"{folder}: found {len(files)} JPEGs, need {n}")
+    return files
+
+
+def plain_loop(files: list[Path], out: Path, level: int) -> dict:
+    """The loop a user writes by hand: decode, noise, encode, one image at a time."""
+    from PIL import Image
+
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    scale = 1.0 / EPS  # unit=pixel, values in [0, 1], sensitivity 1
+    t = {"decode": 0.0, "noise": 0.0, "encode": 0.0}
+    t0 = time.perf_counter()
+    for i, f in enumerate(files):
+        a = time.perf_counter()
+        x = np.asarray(Image.open(f).convert("RGB"), dtype=np.float32) / 255.0
+        b = time.perf_counter()
+        y = np.clip(x + rng.laplace(0.0, scale, x.shape), 0.0, 1.0)
+        y = np.rint(y * 255).astype(np.uint8)
+        c = time.perf_counter()
+        Image.fromarray(y).save(out / f"{i:06d}.png", compress_level=level)
+        d = time.perf_counter()
+        t["decode"] += b - a
+        t["noise"] += c - b
+        t["encode"] += d - c
+    seconds = time.perf_counter() - t0
+    return {
+        "images": len(files),
+        "seconds": seconds,
+        "images_per_s": len(files) / seconds,
+        "png_level": level,
+        "split_s": {k: round(v, 2) for k, v in t.items()},
+    }
+
+
+def part_workers(n: int, tmp: Path) -> dict:
+    from privpix.data.formats import open_source
+
+    files = celeba_files(n)
+    folder = tmp / "celeba"
+    folder.mkdir()
+    for f in files:  # a folder of exactly these n photos (copies: privpix refuses links that leave the input)
+        shutil.copyfile(f, folder / f.name)
+    source = open_source(folder)
+    rows = {}
+    for label, workers, engine in [
+        ("privpix, 1 worker", 1, "local"),
+        ("privpix, 2 local processes", 2, "local"),
+        ("privpix, Dask LocalCluster (2 workers)", 2, "dask"),
+    ]:
+        rows[label] = _release(source, workers, engine, "imagefolder", tmp / f"out-{engine}-{workers}")
+        print(label, rows[label], flush=True)
+    for level in (6, 1):
+        label = f"plain NumPy + Pillow loop, PNG level {level}"
+        rows[label] = plain_loop(files, tmp / f"plain-{level}", level)
+        print(label, rows[label], flush=True)
+    one = rows["privpix, 1 worker"]["images_per_s"]
+    return {
+        "images": n,
+        "image_size": "178x218 RGB JPEG (CelebA)",
+        "rows": rows,
+        "speedup_2_workers": rows["privpix, 2 local processes"]["images_per_s"] / one,
+        "speedup_dask_2_workers": rows["privpix, Dask LocalCluster (2 workers)"]["images_per_s"] / one,
+    }
+
+
+class _MemorySampler:
+    """Peak resident memory of this process and of its worker processes, sampled every 0.1 s (the workers are
+    children of the forkserver, not of this process, so getrusage cannot see them)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        import psutil  # installed with dask.distributed
+
+        self.me = psutil.Process()
+        self.peak_self = self.peak_worker = self.peak_total = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import psutil
+
+        while not self._stop.wait(0.1):
+            try:
+                mine = self.me.memory_info().rss
+                others = [p.memory_info().rss for p in self._workers()]
+            except psutil.Error:
+                continue
+            self.peak_self = max(self.peak_self, mine)
+            self.peak_worker = max([self.peak_worker, *others])
+            self.peak_total = max(self.peak_total, mine + sum(others))
+
+    def _workers(self):
+        import psutil
+
+        # Every python process started from this one, however deep (forkserver → workers).
+        return [p for p in psutil.Process().children(recursive=True) if "python" in p.name()]
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join()
+        mb = 1 / 2**20
+        return {
+            "peak_rss_mb_coordinator": self.peak_self * mb,
+            "peak_rss_mb_largest_worker": self.peak_worker * mb,
+            "peak_rss_mb_total": self.peak_total * mb,
+        }
+
+
+def _memory_child(n: int, fmt: str, workers: int, out: str) -> None:
+    """Run in a fresh process: one release of ``n`` generated images; prints its numbers as JSON."""
+    from privpix.data.generated import GeneratedSource
+
+    sampler = _MemorySampler()
+    row = _release(GeneratedSource(n, (64, 64, 3)), workers, "local", fmt, Path(out))
+    # Sampled, not getrusage: Linux carries a process's peak RSS across exec, so a child started from a big
+    # benchmark process would report its parent's peak.
+    row.update(sampler.stop())
+    print(json.dumps(row))
+
+
+def _in_child(n: int, fmt: str, workers: int, out: Path) -> dict:
+    code = (
+        f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import scale; "
+        f"scale._memory_child({n}, {fmt!r}, {workers}, {str(out)!r})"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def part_memory(sizes: list[int], tmp: Path) -> list[dict]:
+    rows = []
+    for fmt in ("webdataset", "imagefolder"):
+        for n in sizes:
+            row = {"format": fmt, **_in_child(n, fmt, 2, tmp / f"mem-{fmt}-{n}")}
+            print(row, flush=True)
+            rows.append(row)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not for the results")
+    ap.add_argument("--parts", default="workers,memory,million")
+    args = ap.parse_args()
+    parts = args.parts.split(",")
+    n_photos, sizes, million = (200, [2000, 5000], 20_000) if args.quick else (4559, [5000, 50_000, 200_000], 10**6)
+    path = RESULTS / ("scale_quick.json" if args.quick else "scale.json")
+    results = json.loads(path.read_text()) if path.exists() else {}
+    results.update(
+        {
+            "date": dt.date.today().isoformat(),
+            "machine": f"{platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cores, "
+            f"python {platform.python_version()}",
+            "command": "python benchmarks/scale.py" + (" --quick" if args.quick else ""),
+        }
+    )
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        if "workers" in parts:
+            results["workers"] = part_workers(n_photos, tmp)
+        if "memory" in parts:
+            results["memory"] = part_memory(sizes, tmp)
+        if "million" in parts:
+            row = _in_child(million, "webdataset", 2, tmp / "million")
+            print("million", row, flush=True)
+            results["million"] = {"format": "webdataset", "image_size": "64x64 RGB, generated on the fly", **row}
+    path.write_text(json.dumps(results, indent=2))
+    if not args.quick:
+        (RESULTS / "scale.md").write_text(render(results))
+    print(f"wrote {path}")
+
+
+def render(r: dict) -> str:
+    lines = [f"# Release at scale ({r['date']}, {r['machine']})", "", f"Command: `{r['command']}`.", ""]
+    if "workers" in r:
+        w = r["workers"]
+        lines += [
+            f"## Workers and backends: {w['images']:,} CelebA photos ({w['image_size']}), pixel-laplace ε = 1",
+            "",
+            "| run | images/s | seconds |",
+            "|---|---:|---:|",
+        ]
+        for label, row in w["rows"].items():
+            lines.append(f"| {label} | {row['images_per_s']:.0f} | {row['seconds']:.1f} |")
+        lines += [
+            "",
+            f"2 local processes / 1 worker: **{w['speedup_2_workers']:.2f}×**; Dask LocalCluster / 1 worker: "
+            f"{w['speedup_dask_2_workers']:.2f}×.",
+            "",
+        ]
+    if "memory" in r:
+        lines += [
+            "## Peak memory against size (generated 64×64 RGB images, 2 local workers)",
+            "",
+            "| format | images | images/s | coordinator peak MB | largest worker peak MB | all processes MB |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for row in r["memory"]:
+            lines.append(
+                f"| {row['format']} | {row['images']:,} | {row['images_per_s']:.0f} | "
+                f"{row['peak_rss_mb_coordinator']:.0f} | {row['peak_rss_mb_largest_worker']:.0f} | "
+                f"{row['peak_rss_mb_total']:.0f} |"
+            )
+        lines.append("")
+    if "million" in r:
+        m = r["million"]
+        lines += [
+            "## A million images",
+            "",
+            f"{m['images']:,} generated {m['image_size']} images as {m['format']} shards ({m['shards']} shards): "
+            f"{m['seconds']:.0f} s, **{m['images_per_s']:.0f} images/s**, coordinator peak "
+            f"{m['peak_rss_mb_coordinator']:.0f} MB, largest worker {m['peak_rss_mb_largest_worker']:.0f} MB, "
+            f"all processes {m['peak_rss_mb_total']:.0f} MB.",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

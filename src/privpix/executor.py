@@ -1,0 +1,235 @@
+"""One way to spread work over cores or a cluster: map a function over tasks, get results as they finish.
+
+privpix does not schedule anything itself. Two backends, chosen with :func:`make_executor`:
+
+* ``local`` (default): worker processes on this machine (:class:`concurrent.futures.ProcessPoolExecutor`,
+  ``forkserver`` start so a worker never inherits a half-initialised torch or numba from the parent). With one
+  worker the tasks run in this process, with no pool at all.
+* ``dask``: a ``dask.distributed`` client, on a :class:`~distributed.LocalCluster` of ``workers`` single-threaded
+  processes, or on an existing cluster when ``scheduler`` names its address (``tcp://host:8786``). The workers
+  there must have privpix installed (the same version) and must see the input and output paths (docs/scale.md).
+
+Results never depend on the backend or the number of workers: callers key every random stream by the task (not
+by the worker that runs it) and reduce with exact arithmetic (integer sums), so the order in which results
+arrive changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+from privpix.errors import ParameterError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+ENGINES = ("local", "dask")
+# How long to try reaching a --scheduler before saying it cannot be reached.
+CONNECT_TIMEOUT = "20s"
+
+
+def default_workers() -> int:
+    """Every core this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class Executor:
+    """Maps ``fn`` over tasks; subclasses say where the calls run. Use as a context manager."""
+
+    engine = "inline"
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+
+    def map_unordered(self, fn: Callable[[T], R], tasks: Sequence[T]) -> Iterator[tuple[int, R]]:
+        """``(index, fn(tasks[index]))`` for every task, in the order they finish. An exception in a task is
+        raised here, after the tasks still queued are cancelled."""
+        for i, task in enumerate(tasks):
+            yield i, fn(task)
+
+    def describe(self) -> str:
+        return f"{self.workers} worker (this process)"
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LocalExecutor(Executor):
+    """Worker processes on this machine."""
+
+    engine = "local"
+
+    def __init__(self, workers: int) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        super().__init__(workers)
+        self._pool: ProcessPoolExecutor | None = None
+        self._make = lambda: ProcessPoolExecutor(
+            max_workers=workers, mp_context=multiprocessing.get_context("forkserver")
+        )
+
+    def map_unordered(self, fn: Callable[[T], R], tasks: Sequence[T]) -> Iterator[tuple[int, R]]:
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        if len(tasks) <= 1:  # one task: starting processes would only cost time
+            yield from super().map_unordered(fn, tasks)
+            return
+        if self._pool is None:
+            self._pool = self._make()
+
+        # At most two tasks per worker are in flight: a task holds its inputs in memory until it runs, and a
+        # million-image release must not queue them all at once.
+        pending: dict[Any, int] = {}
+        nxt = 0
+        try:
+            while nxt < len(tasks) or pending:
+                while nxt < len(tasks) and len(pending) < 2 * self.workers:
+                    pending[self._pool.submit(fn, tasks[nxt])] = nxt
+                    nxt += 1
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    i = pending.pop(fut)
+                    yield i, fut.result()
+        finally:
+            # On an error or an interrupt: cancel what has not started and wait for what has, so no task is still
+            # writing after the caller cleaned up (a release's staging folder).
+            for fut in pending:
+                fut.cancel()
+            wait(pending)
+
+    def describe(self) -> str:
+        return f"{self.workers} local worker processes"
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class DaskExecutor(Executor):
+    """A ``dask.distributed`` client: a new LocalCluster, or an existing cluster at ``scheduler``."""
+
+    engine = "dask"
+
+    def __init__(self, workers: int | None, scheduler: str | None = None) -> None:
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError:
+            raise ParameterError(
+                "--engine dask: dask.distributed is not installed (pip install 'privpix[cluster]')"
+            ) from None
+        self._cluster = None
+        if scheduler is not None:
+            try:
+                self._client = Client(scheduler, timeout=CONNECT_TIMEOUT)
+            except (OSError, TimeoutError) as exc:
+                raise ParameterError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
+            n = len(self._client.scheduler_info().get("workers", {}))
+            if n == 0:
+                self._client.close()
+                raise ParameterError(f"--scheduler {scheduler}: the cluster has no workers")
+            super().__init__(n)
+        else:
+            n = workers or default_workers()
+            # One thread per worker process: the mechanisms are NumPy code that holds the GIL between calls.
+            self._cluster = LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+            )
+            self._client = Client(self._cluster)
+            super().__init__(n)
+        self.scheduler = scheduler
+
+    def map_unordered(self, fn: Callable[[T], R], tasks: Sequence[T]) -> Iterator[tuple[int, R]]:
+        from distributed import as_completed
+
+        futures = self._client.map(fn, list(tasks), pure=False)
+        index = {f.key: i for i, f in enumerate(futures)}
+        try:
+            for fut in as_completed(futures):
+                yield index[fut.key], fut.result()
+        finally:
+            # Dask cannot stop a task that already runs; a release's tasks check that their staging folder still
+            # exists before they write, and a record from a stopped run is refused by the next (its attempt id).
+            self._client.cancel(futures)
+
+    def describe(self) -> str:
+        where = f"cluster at {self.scheduler}" if self.scheduler else "Dask LocalCluster"
+        return f"{self.workers} Dask workers ({where})"
+
+    def close(self) -> None:
+        self._client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+
+def make_executor(engine: str = "local", workers: int | None = None, scheduler: str | None = None) -> Executor:
+    """The executor for ``--engine`` / ``--workers`` / ``--scheduler``.
+
+    ``workers`` defaults to every core (local) or the cluster's workers (dask with ``scheduler``); ``local``
+    with one worker runs in this process."""
+    if engine not in ENGINES:
+        raise ParameterError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if workers is not None and (not isinstance(workers, int) or workers < 1):
+        raise ParameterError(f"--workers must be an integer >= 1, got {workers!r}")
+    if scheduler is not None and engine != "dask":
+        raise ParameterError("--scheduler needs --engine dask")
+    if engine == "dask":
+        return DaskExecutor(workers, scheduler)
+    n = workers or default_workers()
+    return Executor(1) if n == 1 else LocalExecutor(n)
+
+
+def one_thread_in_workers() -> None:
+    """In a worker process, torch gets one thread: the workers already fill the cores (two threads per worker
+    on two workers would fight over two cores)."""
+    import multiprocessing
+    import sys
+
+    if multiprocessing.parent_process() is not None and "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
+
+
+def tree_reduce(parts: Iterable[T], combine: Callable[[T, T], T]) -> T:
+    """Combine ``parts`` pairwise, level by level (a balanced tree: depth log2(n), each part combined once per
+    level). With exact ``combine`` (integer sums) the result does not depend on how the work was split."""
+    level = list(parts)
+    if not level:
+        raise ParameterError("nothing to reduce")
+    while len(level) > 1:
+        nxt = [combine(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0]
+
+
+_ACTIVE: ContextVar[Executor | None] = ContextVar("privpix_executor", default=None)
+
+
+@contextmanager
+def using(executor: Executor) -> Iterator[Executor]:
+    """Make ``executor`` the one that work deep inside a call (a synthesizer's embedding sums during ``fit``) is
+    spread over, without passing it through every signature."""
+    token = _ACTIVE.set(executor)
+    try:
+        yield executor
+    finally:
+        _ACTIVE.reset(token)
+
+
+def active() -> Executor:
+    """The executor set by :func:`using`, else this process."""
+    return _ACTIVE.get() or Executor(1)

@@ -1,0 +1,591 @@
+"""Releases split into shards: run on any executor, the same for any number of workers, resumable after a kill.
+
+A release of ``n`` images is cut into **blocks** (the unit of randomness) and **shards** (the unit of work, a
+whole number of blocks). Block ``b`` draws its noise from its own stream, ``SeedSequence(seed, spawn_key=(b,))``
+for a seeded run, so the released pixels depend on the seed and the input alone: not on the number of workers,
+the backend, the shard size, or on which shards a resumed run redid. (Secure runs draw every block from the OS
+CSPRNG; a resumed secure run gives the redone shards fresh noise, which changes no guarantee: each image is still
+released once.)
+
+Each worker reads its shard's images from the source (paths and indexes travel, never pixels), releases them
+block by block, writes the shard's files into the release's staging folder in the chosen format, and last writes
+a shard record (files, sha256, metadata rows) atomically. A shard is finished exactly when its record exists, so
+``--resume`` redoes only the shards without one. The final ``manifest.json`` is written last and swapped in
+through the commit journal of :mod:`privpix.release_folder`, as for every release.
+
+Duplicates: an image whose decoded pixels equal an earlier one's is released once (the first, by position),
+within a shard and across shards; a shard that held a later copy is redone without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import secrets
+import sys
+import time
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privpix import __version__
+from privpix.data.formats import FORMATS, Item, check_class_names, finish, write_shard
+from privpix.errors import DataError, ParameterError
+from privpix.executor import Executor
+from privpix.guarantees import Guarantee
+from privpix.mechanisms.base import Mechanism
+from privpix.noise import RNG, SecureRandom
+from privpix.release_folder import PLAN, SHARDS, OpaqueNames, ReleaseWriter, _json_default, read_manifest
+
+# Values (pixels x channels) released together in one block, and kept in memory per shard as uint8 output.
+BLOCK_VALUES = 1 << 25
+SHARD_VALUES = 1 << 27
+MAX_BLOCK = 256
+# Shards of fewer values than this are not worth a process (starting two takes about a second): a small release
+# runs in one shard, in this process.
+MIN_SHARD_VALUES = 1 << 24
+PLAN_VERSION = 1
+DELAY_ENV = "PRIVPIX_SHARD_DELAY"
+
+
+def block_size(caps_batch: int | None, shape: tuple[int, int, int]) -> int:
+    """Images per random stream: the mechanism's own batch when it privatizes images together, else as many as
+    fit in :data:`BLOCK_VALUES` (at most 256). Depends on the mechanism and the image size only."""
+    if caps_batch is not None:
+        return int(caps_batch)
+    return max(1, min(MAX_BLOCK, BLOCK_VALUES // max(1, math.prod(shape))))
+
+
+def shard_size(n: int, block: int, shape: tuple[int, int, int], workers: int) -> int:
+    """Images per shard: a whole number of blocks, four shards per worker when there is enough work (at least
+    :data:`MIN_SHARD_VALUES` values each), and at most :data:`SHARD_VALUES` of output per shard (a worker holds
+    one shard's output before writing it)."""
+    values = max(1, math.prod(shape))
+    by_memory = max(1, SHARD_VALUES // values)
+    by_balance = max(-(-MIN_SHARD_VALUES // values), math.ceil(n / (4 * max(1, workers))))
+    size = min(by_memory, by_balance)
+    return max(block, (size + block - 1) // block * block)
+
+
+def block_rng(seed: int | None, secure: bool, block: int) -> RNG:
+    """Block ``block``'s random stream: keyed by the block, never by the worker that draws it."""
+    if secure:
+        return SecureRandom()
+    if seed is None:
+        return np.random.default_rng()  # fresh OS entropy, like an unseeded release
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(block,))))
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._ +-]")
+
+
+def folder_label(name: str) -> str:
+    """A class name as a folder name: path separators and control characters replaced, no leading dot."""
+    safe = _UNSAFE.sub("_", name).strip() or "_"
+    return "_" + safe if safe.startswith(".") else safe
+
+
+def pixel_digest(image: np.ndarray) -> str:
+    """128-bit digest of decoded pixels and shape: equal pixels, equal digest."""
+    h = hashlib.sha256(np.ascontiguousarray(image).data)
+    h.update(str(image.shape).encode())
+    return h.hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """Everything a worker needs for one shard (small and picklable: the source holds paths, not pixels)."""
+
+    index: int
+    start: int
+    stop: int
+    n_shards: int
+    block: int
+    mechanism: Mechanism
+    source: Any  # privpix.data.formats.ImageSource, or None for a synthesizer
+    shape: tuple[int, int, int]
+    seed: int | None
+    secure: bool
+    fmt: str
+    compress_level: int
+    stage: str
+    key: bytes
+    labels: bool
+    expect: Guarantee
+    exclude: tuple[int, ...] = ()
+    sources: bool = False
+    label_names: tuple[str, ...] | None = None
+    attempt: str = ""  # this coordinator's run: a record written by another (an orphaned worker) is refused
+
+
+def _label_name(label: int, label_names: Sequence[str] | None) -> str:
+    if label_names is not None and 0 <= int(label) < len(label_names):
+        return label_names[int(label)]
+    return str(int(label))
+
+
+def run_shard(task: ShardTask) -> dict[str, Any]:
+    """Release one shard into the staging folder and write its record last; returns the record."""
+    with one_torch_thread():
+        return _run_shard(task)
+
+
+@contextmanager
+def one_torch_thread():
+    """One torch thread while a shard runs, in a worker process or in this one: a mechanism's torch output then
+    does not depend on how many threads the process that ran it had."""
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    if torch is not None:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if torch is not None and before is not None:
+            torch.set_num_threads(before)
+
+
+def _run_shard(task: ShardTask) -> dict[str, Any]:
+    if not Path(task.stage).is_dir():
+        # The release this shard belonged to stopped (its staging was removed): write nothing anywhere.
+        raise DataError(f"{task.stage}: the release's staging folder is gone; shard {task.index} not written")
+    mech = task.mechanism
+    synthetic = task.source is None
+    names = OpaqueNames(task.key)
+    exclude = set(task.exclude)
+    items: list[Item] = []
+    digests: list[tuple[int, str]] = []
+    skipped: list[tuple[str, str]] = []
+    sources: list[tuple[str, str]] = []
+    int_labels: list[tuple[str, int]] = []
+    seen: dict[str, str] = {}
+    for b0 in range(task.start, task.stop, task.block):
+        b1 = min(b0 + task.block, task.stop)
+        rng = block_rng(task.seed, task.secure, b0 // task.block)
+        if synthetic:
+            rel = mech.synthesize(b1 - b0, rng, task.shape)
+            positions = list(range(b0, b1))
+            src_names = [""] * len(positions)
+        else:
+            batch = task.source.read(b0, b1)
+            keep = []
+            for i, img in enumerate(batch.images):
+                pos = b0 + i
+                d = pixel_digest(img)
+                if pos in exclude:
+                    skipped.append((str(batch.names[i]), "same pixels as an image of an earlier shard"))
+                    # Later copies in this shard are copies of that earlier image too: skip them as well.
+                    seen.setdefault(d, "an image of an earlier shard")
+                    continue
+                if d in seen:
+                    skipped.append((str(batch.names[i]), f"same pixels as {seen[d]}"))
+                    continue
+                seen[d] = str(batch.names[i])
+                digests.append((pos, d))
+                keep.append(i)
+            if not keep:
+                continue
+            batch = batch if len(keep) == len(batch) else batch.subset(np.array(keep))
+            positions = [b0 + i for i in keep]
+            src_names = [str(s) for s in batch.names]
+            rel = mech.release(batch, rng)
+        if rel.guarantee != task.expect:
+            raise ParameterError(
+                f"the release's guarantee ({rel.guarantee.short()}) is not the one planned ({task.expect.short()}); "
+                "images of different shapes give different guarantees: release them apart"
+            )
+        out = rel.images.as_uint8()
+        labels = rel.images.labels
+        del rel
+        for j, pos in enumerate(positions):
+            key = names.name(pos, suffix="")
+            label = None
+            if labels is not None and (synthetic or task.labels):
+                label = _label_name(labels[j], task.label_names)
+                if synthetic:
+                    int_labels.append((key, int(labels[j])))
+            items.append(Item(key=key, image=out[j], label=label))
+            if task.sources:
+                sources.append((key, src_names[j]))
+        del out
+    stage = Path(task.stage)
+    if os.environ.get(DELAY_ENV):  # test hook: slow shards down so a test's SIGKILL lands mid-release
+        time.sleep(float(os.environ[DELAY_ENV]))
+    written = write_shard(task.fmt, stage, task.index, task.n_shards, items, compress_level=task.compress_level,
+                          class_names=task.label_names)  # fmt: skip
+    for name, _ in written.files:
+        _fsync(stage / name)
+    record = {
+        "shard": task.index,
+        "start": task.start,
+        "stop": task.stop,
+        "images": len(items),
+        "files": written.files,
+        "rows": written.rows,
+        "keys": [it.key for it in items],
+        "digests": digests,
+        "skipped": skipped,
+        "sources": sources,
+        "labels": int_labels,
+        "with_sources": task.sources,
+        "attempt": task.attempt,
+        "exclude": sorted(exclude),
+    }
+    _write_record(stage, task.index, record)
+    return record
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _record_path(stage: Path, index: int) -> Path:
+    return stage / SHARDS / f"shard-{index:06d}.json"
+
+
+def _write_record(stage: Path, index: int, record: dict[str, Any]) -> None:
+    from privpix.accounting import write_text_atomic
+
+    write_text_atomic(_record_path(stage, index), json.dumps(record, default=_json_default))
+
+
+def _load_record(stage: Path, index: int) -> dict[str, Any]:
+    """A shard record known to be finished (written by this run or checked by :func:`_read_record`)."""
+    return json.loads(_record_path(stage, index).read_text(encoding="utf-8"))
+
+
+def _summary(record: dict[str, Any]) -> dict[str, Any]:
+    """What the coordinator keeps of a finished shard until the commit: counts, files, and the pixel digests
+    (24 bytes per image, for the duplicates across shards); the rest stays in the record on disk."""
+    digests = record["digests"]
+    return {
+        "shard": record["shard"],
+        "images": record["images"],
+        "attempt": record.get("attempt", ""),
+        "exclude": set(record.get("exclude", [])),
+        "skipped": record["skipped"],
+        "positions": np.array([p for p, _ in digests], dtype=np.int64),
+        "digests": np.array([bytes.fromhex(d) for _, d in digests], dtype="S16"),
+    }
+
+
+def _read_record(stage: Path, index: int) -> dict[str, Any] | None:
+    """A finished shard's record, or None when the shard must be (re)done: no record, or a file it lists is
+    missing or changed (checked by sha256)."""
+    from privpix.data.files import sha256_file
+
+    p = _record_path(stage, index)
+    if not p.is_file():
+        return None
+    try:
+        record = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for name, sha in record.get("files", []):
+        f = stage / name
+        if not f.is_file() or sha256_file(f) != sha:
+            return None
+    return record
+
+
+@dataclass
+class ShardedRelease:
+    """A planned release: call :meth:`run`.
+
+    Args:
+        mechanism: fitted, ready to release (pickled to the workers).
+        source: an :class:`~privpix.data.formats.ImageSource`, or ``None`` for a synthesizer drawing ``count``.
+        count: images to draw (synthesizers only).
+        shape: the (h, w, c) of every released image.
+        seed: reproducible run (same seed, same pixels), or ``None``; ``secure`` draws from the OS CSPRNG.
+        fmt: ``imagefolder`` (default), ``parquet`` or ``webdataset``.
+        labels: publish the input's class labels (as given, not privatized); a synthesizer's labels, drawn by
+            the mechanism, are always published.
+        shard: images per shard (rounded up to whole blocks); ``None`` picks one from the executor's workers.
+        block: images per random stream (``None``: from the mechanism and the image size). Part of what a seed
+            reproduces: the same seed with another block size gives other noise.
+        class_names: the names of the label values (folder names in ``imagefolder``, ClassLabel names in Parquet).
+    """
+
+    mechanism: Mechanism
+    source: Any
+    shape: tuple[int, int, int]
+    count: int | None = None
+    seed: int | None = None
+    secure: bool = False
+    fmt: str = "imagefolder"
+    compress_level: int = 1
+    labels: bool = False
+    shard: int | None = None
+    block: int | None = None
+    class_names: tuple[str, ...] | None = None
+    input_id: str = ""
+    _staged_map: Path | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if self.fmt not in FORMATS:
+            raise ParameterError(f"--format must be one of {', '.join(FORMATS)}, got {self.fmt!r}")
+        if not 0 <= int(self.compress_level) <= 9:
+            raise ParameterError(f"--png-level must be in 0..9, got {self.compress_level}")
+        if self.shard is not None and self.shard < 1:
+            raise ParameterError(f"--shard-size must be >= 1, got {self.shard}")
+        self.n = int(self.count) if self.source is None else len(self.source)
+        if self.n < 1:
+            raise ParameterError("nothing to release: the input holds no images")
+        own = self.mechanism.capabilities().batch_size
+        if self.block is not None and (self.block < 1 or (own is not None and self.block != own)):
+            raise ParameterError(
+                f"--block-size must be >= 1{f' and equal to {self.mechanism.name}’s batch of {own}' if own else ''}, "
+                f"got {self.block}"
+            )
+        self.block = self.block or block_size(own, self.shape)
+        published = self.source is None or self.labels
+        names = [folder_label(str(c)) for c in self.class_names] if published and self.class_names else None
+        # Checked here, so a class name the format cannot hold stops the release before any work.
+        self.label_names = check_class_names(self.fmt, names) if names else None
+
+    def settings(self) -> dict[str, Any]:
+        """What a resumed run must share with the interrupted one (the same command gives the same settings)."""
+        return {
+            "privpix_version": __version__,
+            "mechanism": self.mechanism.name,
+            "parameters": json.loads(json.dumps(self.mechanism.parameters(), default=_json_default)),
+            "input": self.input_id,
+            "images": self.n,
+            "shape": list(self.shape),
+            "block": self.block,
+            "seed": _seed_tag(self.seed, self.input_id),
+            "rng": "secure" if self.secure else ("seeded" if self.seed is not None else "os-seeded"),
+            "format": self.fmt,
+            "png_level": int(self.compress_level),
+            "labels": self.labels,
+            "label_names": list(self.label_names or ()),
+        }
+
+    def plan(self, workers: int, run: str | None = None, ledger: str | None = None) -> dict[str, Any]:
+        size = self.shard or shard_size(self.n, self.block, self.shape, workers)
+        size = (size + self.block - 1) // self.block * self.block
+        return {
+            "version": PLAN_VERSION,
+            "settings": self.settings(),
+            "run": run or secrets.token_hex(8),
+            "ledger": ledger,
+            "shard_size": size,
+        }
+
+    def run(
+        self,
+        output: str | Path,
+        executor: Executor,
+        *,
+        expect: Guarantee,
+        plan: dict[str, Any] | None = None,
+        resume: bool = False,
+        force: bool = False,
+        inputs: Sequence[str | Path] = (),
+        source_map: str | Path | None = None,
+        metadata: dict[str, Any] | None = None,
+        on_progress: Callable[[int], None] | None = None,
+        on_skip: Callable[[str, str], None] | None = None,
+        on_published: Callable[[], None] | None = None,
+        note: Callable[[str], None] | None = None,
+        on_discard: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        """Release into ``output``; returns the manifest. ``expect`` is the guarantee planned (and charged to a
+        ledger): a block whose guarantee differs stops the release before anything is published. ``on_discard``
+        gets the plan of an interrupted run whose unpublished work this run (without ``resume``) removes."""
+        from privpix.publish import _manifest, _stage_source_map, check_source_map
+
+        out = Path(output)
+        plan = plan or self.plan(executor.workers)
+        if source_map is not None:
+            check_source_map(Path(source_map), [out, *inputs])
+        t0 = time.perf_counter()
+        with ReleaseWriter(
+            out, force=force, inputs=inputs, note=note, plan=plan, resume=resume, on_discard=on_discard
+        ) as writer:
+            assert writer.stage is not None and writer.plan is not None
+            stage = writer.stage
+            size = int(writer.plan["shard_size"])
+            bounds = [(a, min(a + size, self.n)) for a in range(0, self.n, size)]
+            key = secrets.token_bytes(32)
+            attempt = secrets.token_hex(8)
+            base = ShardTask(
+                index=0, start=0, stop=0, n_shards=len(bounds), block=self.block, mechanism=self.mechanism,
+                source=self.source, shape=self.shape, seed=self.seed, secure=self.secure, fmt=self.fmt,
+                compress_level=int(self.compress_level), stage=str(stage), key=key, labels=self.labels,
+                expect=expect, sources=source_map is not None, label_names=self.label_names, attempt=attempt,
+            )  # fmt: skip
+            records: dict[int, dict[str, Any]] = {}
+            todo: list[ShardTask] = []
+            for i, (a, b) in enumerate(bounds):
+                rec = _read_record(stage, i) if resume else None
+                same = rec is not None and (rec.get("start"), rec.get("stop")) == (a, b)
+                if same and rec.get("with_sources") == (source_map is not None):
+                    records[i] = _summary(rec)
+                    if on_progress is not None:
+                        on_progress(rec["images"])
+                else:
+                    todo.append(replace(base, index=i, start=a, stop=b))
+            if resume and note is not None:
+                note(f"resuming: {len(records)} of {len(bounds)} shard(s) were finished; redoing {len(todo)}")
+            self._run_tasks(executor, todo, records, on_progress)
+            # Each pass only removes images, so this ends (at the latest when no shard holds a copy any more).
+            while redo := self._cross_shard_duplicates(records, base, bounds):
+                self._run_tasks(executor, redo, records, None)
+            if sorted(records) != list(range(len(bounds))):
+                raise DataError(f"{stage}: shards {sorted(set(range(len(bounds))) - set(records))} are missing")
+            every = np.concatenate([records[i]["digests"] for i in sorted(records)])
+            if np.unique(every).size != every.size:  # pragma: no cover - the loop above guarantees it
+                raise DataError("an image would be released twice; nothing was published")
+            for i in sorted(records):
+                for path, why in records[i]["skipped"]:
+                    if on_skip is not None:
+                        on_skip(path, why)
+            manifest = self._commit(writer, records, metadata, _manifest, expect, t0, source_map, _stage_source_map,
+                                    on_published)  # fmt: skip
+        if source_map is not None and self._staged_map is not None:
+            os.replace(self._staged_map, Path(source_map))
+        return manifest
+
+    @staticmethod
+    def _run_tasks(
+        executor: Executor,
+        tasks: list[ShardTask],
+        records: dict[int, dict[str, Any]],
+        on_progress: Callable[[int], None] | None,
+    ) -> None:
+        for _, rec in executor.map_unordered(run_shard, tasks):
+            records[rec["shard"]] = _summary(rec)
+            if on_progress is not None:
+                on_progress(rec["images"])
+
+    def _cross_shard_duplicates(
+        self, records: dict[int, dict[str, Any]], base: ShardTask, bounds: list[tuple[int, int]]
+    ) -> list[ShardTask]:
+        """Shards to redo without the images whose pixels an earlier shard already released."""
+        first: set[bytes] = set()
+        exclude: dict[int, set[int]] = {}
+        for i in sorted(records):
+            for pos, d in zip(records[i]["positions"].tolist(), records[i]["digests"].tolist(), strict=True):
+                if d in first:
+                    exclude.setdefault(i, set()).add(pos)
+                else:
+                    first.add(d)
+        tasks = []
+        for i, positions in sorted(exclude.items()):
+            a, b = bounds[i]
+            every = positions | records[i]["exclude"]  # a shard redone twice keeps its earlier exclusions
+            tasks.append(replace(base, index=i, start=a, stop=b, exclude=tuple(sorted(every))))
+        return tasks
+
+    def _commit(self, writer, records, metadata, make_manifest, expect, t0, source_map, stage_map, on_published):
+        stage = writer.stage
+        rows: list[dict[str, Any]] = []
+        keys: list[np.ndarray] = []
+        labels: dict[str, int] = {}
+        sources: list[tuple[str, str]] = []
+        total = 0
+        # Full records are read back one at a time: the coordinator keeps only a compact summary per shard.
+        for i in sorted(records):
+            rec = _load_record(stage, i)
+            if rec.get("attempt", "") != records[i]["attempt"]:
+                raise DataError(
+                    f"{_record_path(stage, i)}: shard {i} was rewritten by another process while this release ran "
+                    "(a worker of an interrupted run?); nothing was published: run the same command with --resume"
+                )
+            for name, sha in rec["files"]:
+                writer.adopt(name, sha)
+            if self.fmt == "imagefolder":  # the only format whose index lists every image
+                rows.extend(rec["rows"])
+            keys.append(np.array([int(k, 16) for k in rec["keys"]], dtype=np.uint64))
+            total += rec["images"]
+            if rec["sources"] or rec["labels"]:
+                files_of = self._files_of(rec)
+                sources.extend((files_of[k], s) for k, s in rec["sources"])
+                labels.update({files_of[k]: lab for k, lab in rec["labels"]})
+            del rec
+        every = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
+        if np.unique(every).size != every.size:  # pragma: no cover - a 2**-64 event (a resumed run's new key)
+            raise DataError("two released images got the same name; run the release again")
+        del keys, every
+        if total == 0:
+            raise ParameterError("nothing to release: the input holds no images")
+        for name, sha in finish(self.fmt, stage, rows):
+            writer.adopt(name, sha)
+        extra = {
+            **(metadata or {}),
+            "format": self.fmt,
+            "images": total,
+            "shards": len(records),
+            "png_level": int(self.compress_level),
+        }
+        if self.fmt != "imagefolder":
+            extra["shard_order"] = (
+                "each shard file holds a contiguous range of the input order (names inside a shard are opaque and "
+                "sorted): if the input order says something about people, release as imagefolder"
+            )
+        if self.labels and self.source is not None:
+            extra["labels_published"] = (
+                "class labels published as given: not privatized, not covered by the guarantee (they are treated "
+                "as public)"
+            )
+        manifest = make_manifest(self.mechanism, expect, time.perf_counter() - t0, extra)
+        if self.source is None:
+            manifest["labels"] = dict(sorted(labels.items()))
+        self._staged_map = stage_map(Path(source_map), sources) if source_map is not None else None
+        try:
+            return writer.commit(manifest, on_published)
+        except BaseException:
+            if self._staged_map is not None and not writer.committed:
+                self._staged_map.unlink(missing_ok=True)
+            raise
+
+    @staticmethod
+    def _files_of(record: dict[str, Any]) -> dict[str, str]:
+        """Image key → where it was released: its own PNG (imagefolder), or ``shard file#key``."""
+        out = {}
+        for row in record["rows"]:
+            if "key" in row:
+                out[row["key"]] = f"{row['file_name']}#{row['key']}"
+            else:
+                out[Path(row["file_name"]).stem] = row["file_name"]
+        return out
+
+
+def _seed_tag(seed: int | None, salt: str) -> str | None:
+    """What the plan on disk keeps of the seed: enough to tell a resume with another seed, not the seed itself
+    (the manifest never holds it either). A slow salted hash: it does not hide a small seed from a determined
+    reader of the staging folder (owner-only, removed at commit), it keeps it from being read at a glance."""
+    if seed is None:
+        return None
+    digest = hashlib.scrypt(str(int(seed)).encode(), salt=b"privpix-resume:" + salt.encode(), n=2**14, r=8, p=1)
+    return digest.hex()[:32]
+
+
+def read_plan(output: str | Path) -> dict[str, Any] | None:
+    """The plan of an interrupted sharded release in ``output`` (read-only, without the folder's lock), or
+    ``None``: what ``--resume`` needs before it locks anything (the run id its ledger reservation carries)."""
+    out = Path(output)
+    if not out.is_dir():
+        return None
+    read_manifest(out)  # refuses a folder that is not privpix's
+    for p in sorted(out.iterdir()):
+        plan_file = p / PLAN
+        if p.is_dir() and plan_file.is_file():
+            try:
+                return json.loads(plan_file.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise DataError(f"{plan_file}: unreadable plan of the interrupted run ({exc})") from None
+    return None

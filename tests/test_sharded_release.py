@@ -1,0 +1,315 @@
+"""Sharded releases: the same pixels for any number of workers, backend or shard size; resumable after a real
+kill; duplicates released once across shards; a ledger charged once; every format loads."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from privpix.accounting import PrivacyLedger
+from privpix.data.generated import GeneratedSource
+from privpix.executor import make_executor
+from privpix.mechanisms import get_mechanism
+from privpix.publish import read_manifest, verify_manifest
+from privpix.release_folder import SHARDS, STAGING_PREFIX
+from privpix.sharded import ShardedRelease, block_size, shard_size
+
+PIXEL = ["--method", "pixel-laplace", "--epsilon", "1", "--param", "sensitivity=bound", "--param", "unit=pixel"]
+# Per-image ε = 1: a ledger can be charged for it.
+WHOLE_IMAGE = ["--method", "pixel-laplace", "--epsilon", "1", "--param", "sensitivity=bound", "--param", "unit=image"]
+
+
+def _mech():
+    return get_mechanism("pixel-laplace", epsilon=1.0, sensitivity="bound", unit="pixel").fit(None)
+
+
+def _pixels(folder: Path) -> Counter:
+    """The released images as a multiset of pixel digests (names are opaque and differ from run to run)."""
+    m = read_manifest(folder)
+    assert m is not None
+    out: Counter = Counter()
+    for f in m["files"]:
+        if f["name"].endswith(".png"):
+            out[np.asarray(Image.open(folder / f["name"])).tobytes()] += 1
+    return out
+
+
+def _write_pngs(folder: Path, images: np.ndarray, classes: int = 2) -> None:
+    for i, img in enumerate(images):
+        d = folder / f"c{i % classes}"
+        d.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(img).save(d / f"{i:04d}.png")
+
+
+def test_block_and_shard_sizes_follow_the_image_size_not_the_workers():
+    assert block_size(None, (28, 28, 1)) == 256
+    assert block_size(None, (4000, 3000, 3)) == 1  # a 12 MP photo: one per block
+    assert block_size(50, (28, 28, 1)) == 50  # a mechanism's own batch wins
+    s = shard_size(100_000, 256, (28, 28, 1), workers=2)
+    assert shard_size(10**6, 256, (28, 28, 1), workers=2) == 125_184  # four shards per worker
+    assert s % 256 == 0 and -(-100_000 // s) == 5  # shards of at least 16 M values, whole blocks
+    assert shard_size(10_000, 256, (28, 28, 1), workers=2) == 21_504  # small releases: one shard, no processes
+    assert shard_size(4559, 256, (218, 178, 3), workers=2) == 768  # CelebA photos: six shards
+
+
+def test_same_seed_same_pixels_whatever_the_workers_backend_or_shards(tmp_path):
+    src = GeneratedSource(700, (16, 16, 3), seed=1)
+    results = []
+    for engine, workers, shard in [("local", 1, None), ("local", 2, 256), ("local", 2, 512), ("dask", 2, 256)]:
+        if engine == "dask":
+            pytest.importorskip("distributed")
+        out = tmp_path / f"{engine}-{workers}-{shard}"
+        job = ShardedRelease(_mech(), src, src.shape, seed=7, shard=shard, input_id=src.description)
+        with make_executor(engine, workers) as ex:
+            m = job.run(out, ex, expect=_mech().guarantee(src.shape))
+        assert m["images"] == 700 and not verify_manifest(out)
+        results.append(_pixels(out))
+    assert all(r == results[0] for r in results[1:])
+    # And a different seed gives different noise.
+    job = ShardedRelease(_mech(), src, src.shape, seed=8, input_id=src.description)
+    with make_executor("local", 1) as ex:
+        job.run(tmp_path / "other", ex, expect=_mech().guarantee(src.shape))
+    assert _pixels(tmp_path / "other") != results[0]
+
+
+def test_cli_imagefolder_release_loads_with_hugging_face(tmp_path, run):
+    datasets = pytest.importorskip("datasets")
+    images = np.random.default_rng(0).integers(0, 256, size=(30, 12, 10, 3), dtype=np.uint8)
+    _write_pngs(tmp_path / "in", images, classes=3)
+    out = tmp_path / "out"
+    r = run("release", "--input", tmp_path / "in", *PIXEL, "--seed", "0", "--output", out, "--labels", "-q")
+    assert r.exit_code == 0, r.output
+    m = read_manifest(out)
+    assert (
+        m["format"] == "imagefolder" and m["images"] == 30 and "not covered by the guarantee" in m["labels_published"]
+    )
+    names = [f["name"] for f in m["files"]]
+    assert "metadata.jsonl" in names and all(n.split("/")[0] in {"c0", "c1", "c2"} for n in names if n.endswith(".png"))
+    ds = datasets.load_dataset("imagefolder", data_dir=str(out), split="train", cache_dir=str(tmp_path / "hf"))
+    assert len(ds) == 30
+    assert Counter(ds.features["label"].int2str(v) if hasattr(ds.features["label"], "int2str") else v
+                   for v in ds["label"]) == Counter({"c0": 10, "c1": 10, "c2": 10})  # fmt: skip
+
+
+def test_labels_are_dropped_unless_asked(tmp_path, run):
+    images = np.random.default_rng(1).integers(0, 256, size=(8, 6, 6, 3), dtype=np.uint8)
+    _write_pngs(tmp_path / "in", images)
+    out = tmp_path / "out"
+    assert run("release", "--input", tmp_path / "in", *PIXEL, "--output", out, "-q").exit_code == 0
+    m = read_manifest(out)
+    assert "labels_published" not in m
+    assert all("/" not in f["name"] for f in m["files"])
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "webdataset"])
+def test_cli_shard_formats_round_trip_as_input(tmp_path, run, fmt):
+    images = np.random.default_rng(2).integers(0, 256, size=(20, 8, 8, 1), dtype=np.uint8)
+    _write_pngs(tmp_path / "in", images[..., 0])
+    out = tmp_path / "out"
+    r = run("release", "--input", tmp_path / "in", *PIXEL, "--seed", "3", "--format", fmt, "--labels",
+            "--shard-size", "8", "--block-size", "4", "--output", out, "-q")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    m = read_manifest(out)
+    assert m["format"] == fmt and m["images"] == 20 and m["shards"] == 3 and not verify_manifest(out)
+    # The release is itself an input: a second release reads the shards back.
+    again = tmp_path / "again"
+    r = run("release", "--input", out, *PIXEL, "--seed", "3", "--output", again, "-q")
+    assert r.exit_code == 0, r.output
+    assert read_manifest(again)["images"] == 20
+
+
+@pytest.mark.parametrize("shard", ["4", "6"])
+def test_every_copy_of_an_earlier_shards_image_is_skipped(tmp_path, run, shard):
+    """Copies at positions 1, 8 and 9 (two in a later shard): one image out, whatever the shard size."""
+    images = np.random.default_rng(6).integers(0, 256, size=(12, 5, 5, 3), dtype=np.uint8)
+    images[8] = images[1]
+    images[9] = images[1]
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i, img in enumerate(images):  # different encodings, so the folder scan does not catch them by bytes
+        Image.fromarray(img).save(folder / f"{i:02d}.{'bmp' if i in (8, 9) else 'png'}")
+    out = tmp_path / "out"
+    r = run("release", "--input", folder, *PIXEL, "--seed", "1", "--shard-size", shard, "--block-size", "2",
+            "--output", out)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert read_manifest(out)["images"] == 10 and "08.bmp" in r.output and "09.bmp" in r.output
+
+
+def test_duplicates_across_shards_are_released_once(tmp_path, run):
+    rng = np.random.default_rng(3)
+    images = rng.integers(0, 256, size=(12, 6, 6, 3), dtype=np.uint8)
+    images[9] = images[1]  # same pixels, another shard (shards of 4)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i, img in enumerate(images):  # different files (PNG vs BMP), same decoded pixels
+        Image.fromarray(img).save(folder / (f"{i:02d}.bmp" if i == 9 else f"{i:02d}.png"))
+    out = tmp_path / "out"
+    r = run("release", "--input", folder, *PIXEL, "--shard-size", "4", "--block-size", "2", "--output", out)
+    assert r.exit_code == 0, r.output
+    assert read_manifest(out)["images"] == 11
+    assert "09.bmp" in r.output and "same pixels" in r.output
+
+
+def _cli(*args, env=None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "privpix", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+        text=True,
+    )
+
+
+def _staged_shards(out: Path) -> int:
+    return sum(len(list((p / SHARDS).glob("*.json"))) for p in out.glob(f"{STAGING_PREFIX}*"))
+
+
+def test_a_killed_release_resumes_redoing_only_unfinished_shards(tmp_path, run):
+    """A real SIGKILL in the middle of a release; --resume finishes it, with the pixels of an uninterrupted run
+    and one ledger charge."""
+    images = np.random.default_rng(4).integers(0, 256, size=(240, 32, 32, 3), dtype=np.uint8)
+    _write_pngs(tmp_path / "in", images)
+    args = [
+        "release",
+        "--input",
+        tmp_path / "in",
+        *WHOLE_IMAGE,
+        "--seed",
+        "5",
+        "--shard-size",
+        "8",
+        "--block-size",
+        "4",
+        "--workers",
+        "1",
+    ]
+    whole = tmp_path / "whole"
+    assert run(*args, "--output", whole, "-q").exit_code == 0
+    out, ledger = tmp_path / "out", tmp_path / "ledger.json"
+    charged = [*args, "--output", out, "--ledger", ledger]
+    # PRIVPIX_SHARD_DELAY slows each shard so the kill lands mid-release; the run itself is a normal one.
+    proc = _cli(*charged, "--budget", "3", "-q", env={"PRIVPIX_SHARD_DELAY": "0.2"})
+    deadline = time.time() + 120
+    while _staged_shards(out) < 3 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = _staged_shards(out)
+    assert 3 <= done < 30 and read_manifest(out) is None  # nothing published
+    book = PrivacyLedger.load(ledger)
+    assert [e.status for e in book.entries] == ["reserved"]
+    # The finished shards' files, by inode: a resume that redid them would write new files.
+    (stage,) = out.glob(f"{STAGING_PREFIX}*")
+    kept = set()
+    for rec in (stage / SHARDS).glob("*.json"):
+        kept |= {(stage / name).stat().st_ino for name, _ in json.loads(rec.read_text())["files"]}
+    r = run(*charged, "--resume")
+    assert r.exit_code == 0, r.output
+    assert f"resuming: {done} of 30 shard(s) were finished; redoing {30 - done}" in r.output
+    book = PrivacyLedger.load(ledger)
+    assert [e.status for e in book.entries] == ["charged"] and book.spent_epsilon == 1.0
+    assert not verify_manifest(out)
+    assert _pixels(out) == _pixels(whole)
+    released = {(out / f["name"]).stat().st_ino for f in read_manifest(out)["files"]}
+    assert kept and kept <= released  # moved into the release as they were, not redone
+
+
+def test_a_failed_release_keeps_its_shards_and_resumes_after_the_fix(tmp_path, run):
+    """An error in one shard (an image that cannot be decoded) stops the release with its finished shards kept;
+    after the file is fixed, --resume redoes only the rest, and the ledger is charged once."""
+    images = np.random.default_rng(7).integers(0, 256, size=(24, 8, 8, 3), dtype=np.uint8)
+    _write_pngs(tmp_path / "in", images, classes=1)
+    bad = sorted((tmp_path / "in" / "c0").glob("*.png"))[-1]
+    good = bad.read_bytes()
+    bad.write_bytes(good[:60])  # a valid header, a truncated body: passes the scan, fails the decode
+    out, ledger = tmp_path / "out", tmp_path / "ledger.json"
+    args = ["release", "--input", tmp_path / "in", *WHOLE_IMAGE, "--seed", "2", "--shard-size", "4",
+            "--block-size", "4", "--workers", "1", "--output", out, "--ledger", ledger]  # fmt: skip
+    r = run(*args, "--budget", "2")
+    assert r.exit_code != 0 and bad.name in r.output and "--resume continues the release" in r.output
+    assert read_manifest(out) is None and _staged_shards(out) == 5
+    assert PrivacyLedger.load(ledger).entries == []  # nothing published, nothing charged
+    bad.write_bytes(good)
+    r = run(*args, "--resume")
+    assert r.exit_code == 0, r.output
+    assert "resuming: 5 of 6 shard(s) were finished; redoing 1" in r.output
+    book = PrivacyLedger.load(ledger)
+    assert [e.status for e in book.entries] == ["charged"] and book.spent_epsilon == 1.0
+
+
+def test_a_fresh_run_drops_the_killed_runs_reservation(tmp_path, run):
+    """Without --resume, the killed run's unpublished work is removed and its reservation released: one charge."""
+    images = np.random.default_rng(8).integers(0, 256, size=(120, 16, 16, 3), dtype=np.uint8)
+    _write_pngs(tmp_path / "in", images)
+    out, ledger = tmp_path / "out", tmp_path / "ledger.json"
+    args = ["release", "--input", tmp_path / "in", *WHOLE_IMAGE, "--shard-size", "8", "--block-size", "8",
+            "--workers", "1", "--output", out, "--ledger", ledger]  # fmt: skip
+    proc = _cli(*args, "--budget", "3", "-q", env={"PRIVPIX_SHARD_DELAY": "0.3"})
+    deadline = time.time() + 60
+    while _staged_shards(out) < 1 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert [e.status for e in PrivacyLedger.load(ledger).entries] == ["reserved"]
+    r = run(*args)
+    assert r.exit_code == 0, r.output
+    assert "reservation" in r.output and "released" in r.output
+    book = PrivacyLedger.load(ledger)
+    assert [e.status for e in book.entries] == ["charged"] and book.spent_epsilon == 1.0
+
+
+def test_resume_refuses_an_unseeded_fit_on_the_private_images(tmp_path, run):
+    r = run("release", "--method", "dp-merf", "--epsilon", "1", "--delta", "1e-5", "--input", tmp_path,
+            "--output", tmp_path / "out", "--resume")  # fmt: skip
+    assert r.exit_code != 0 and "unseeded fit cannot be repeated" in r.output
+
+
+def test_resume_refuses_other_settings_and_nothing_to_resume(tmp_path, run):
+    images = np.random.default_rng(5).integers(0, 256, size=(40, 8, 8, 3), dtype=np.uint8)
+    _write_pngs(tmp_path / "in", images)
+    out = tmp_path / "out"
+    args = [
+        "release",
+        "--input",
+        tmp_path / "in",
+        *PIXEL,
+        "--seed",
+        "1",
+        "--shard-size",
+        "8",
+        "--block-size",
+        "8",
+        "--output",
+        out,
+    ]
+    r = run(*args, "--resume")
+    assert r.exit_code != 0 and "holds no interrupted release" in r.output
+    proc = _cli(*args, "--workers", "1", "-q", env={"PRIVPIX_SHARD_DELAY": "0.5"})
+    deadline = time.time() + 60
+    while _staged_shards(out) < 1 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    other = list(args)
+    other[other.index("--seed") + 1] = "2"
+    r = run(*other, "--resume")
+    assert r.exit_code != 0 and "other settings (seed)" in r.output
+    r = run(*args, "--ledger", tmp_path / "l.json", "--budget", "2", "--resume")
+    assert r.exit_code != 0 and "started with no --ledger" in r.output
+    # Without --resume, the interrupted work is discarded with a note saying --resume would have kept it.
+    r = run(*args)
+    assert r.exit_code == 0 and "--resume" in r.output
+    assert json.loads((out / "manifest.json").read_text())["images"] == 40
