@@ -270,6 +270,28 @@ def test_a_fresh_run_drops_the_killed_runs_reservation(tmp_path, run):
     assert [e.status for e in book.entries] == ["charged"] and book.spent_epsilon == 1.0
 
 
+def test_a_finished_shard_whose_input_changed_is_done_again(tmp_path, run):
+    """A file replaced one for one after the kill (same name, other pixels): its finished shard is read again."""
+    images = np.random.default_rng(9).integers(0, 256, size=(40, 8, 8, 3), dtype=np.uint8)
+    _write_pngs(tmp_path / "in", images, classes=1)
+    out = tmp_path / "out"
+    args = ["release", "--input", tmp_path / "in", *PIXEL, "--seed", "1", "--shard-size", "8", "--block-size", "8",
+            "--workers", "1", "--output", out]  # fmt: skip
+    proc = _cli(*args, "-q", env={"PRIVPIX_SHARD_DELAY": "0.5"})
+    deadline = time.time() + 60
+    while _staged_shards(out) < 2 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = _staged_shards(out)
+    first = sorted((tmp_path / "in" / "c0").glob("*.png"))[0]  # read by shard 0, which finished first
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(first)
+    r = run(*args, "--resume")
+    assert r.exit_code == 0, r.output
+    assert f"resuming: {done - 1} of 5 shard(s) were finished; redoing {5 - done + 1}" in r.output
+
+
 def test_resume_refuses_an_unseeded_fit_on_the_private_images(tmp_path, run):
     r = run("release", "--method", "dp-merf", "--epsilon", "1", "--delta", "1e-5", "--input", tmp_path,
             "--output", tmp_path / "out", "--resume")  # fmt: skip

@@ -235,11 +235,17 @@ def _run_shard(task: ShardTask) -> dict[str, Any]:
         "sources": sources,
         "labels": int_labels,
         "with_sources": task.sources,
+        "inputs": _inputs(task.source, task.start, task.stop),
         "attempt": task.attempt,
         "exclude": sorted(exclude),
     }
     _write_record(stage, task.index, record)
     return record
+
+
+def _inputs(source: Any, start: int, stop: int) -> str:
+    """The fingerprint of what a shard read (``""`` for a synthesizer's shard, which reads nothing)."""
+    return "" if source is None else source.fingerprint(start, stop)
 
 
 def _fsync(path: Path) -> None:
@@ -365,7 +371,7 @@ class ShardedRelease:
             "images": self.n,
             "shape": list(self.shape),
             "block": self.block,
-            "seed": _seed_tag(self.seed, self.input_id),
+            "seed": _seed_tag(self.seed, self.mechanism.name),
             "rng": "secure" if self.secure else ("seeded" if self.seed is not None else "os-seeded"),
             "format": self.fmt,
             "png_level": int(self.compress_level),
@@ -432,6 +438,8 @@ class ShardedRelease:
             for i, (a, b) in enumerate(bounds):
                 rec = _read_record(stage, i) if resume else None
                 same = rec is not None and (rec.get("start"), rec.get("stop")) == (a, b)
+                # A finished shard whose input files changed since (a file replaced one for one) is read again.
+                same = same and rec.get("inputs") == _inputs(self.source, a, b)
                 if same and rec.get("with_sources") == (source_map is not None):
                     records[i] = _summary(rec)
                     if on_progress is not None:

@@ -518,6 +518,22 @@ class ImageSource:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.description}>"
 
+    def fingerprint(self, start: int = 0, stop: int | None = None) -> str:
+        """A digest of what the source reads for images ``start`` to ``stop - 1``: its description, classes and
+        shape, and the name, size and modification time of every file those images come from (a stat each, no
+        reading). A resumed release keeps a finished shard only if its fingerprint is unchanged, so a file replaced
+        one for one is read again, not mixed with the interrupted run's work."""
+        stop = self._n if stop is None else stop
+        h = hashlib.sha256(f"{self.description}|{self.class_names}|{self.shape}|{start}:{stop}".encode())
+        for path in self._paths(start, stop):
+            st = os.stat(path)
+            h.update(f"\0{path}\0{st.st_size}\0{st.st_mtime_ns}".encode("utf-8", "surrogateescape"))
+        return h.hexdigest()
+
+    def _paths(self, start: int, stop: int) -> list[str]:
+        """The files images ``start`` to ``stop - 1`` are read from (absolute paths), for :meth:`fingerprint`."""
+        return []
+
     def read(self, start: int, stop: int) -> ImageSet:
         """Images ``start`` to ``stop - 1`` (``0 <= start <= stop <= len(self)``) as an :class:`ImageSet`: uint8
         ``(n, h, w, c)``, ``labels`` as indexes into ``class_names`` (or ``None``), ``names`` relative to the
@@ -663,6 +679,10 @@ class _FileSource(ImageSource):
 
     def _resize_fn(self):
         return resize_whole if self._loader_resize else _resize
+
+    def _paths(self, start: int, stop: int) -> list[str]:
+        root = self._root.resolve()
+        return [str(root / r) for r in self._rel[start:stop]]
 
     def _fill(self, out: np.ndarray, start: int, stop: int) -> list[str]:
         names = []
@@ -878,6 +898,9 @@ class _ParquetSource(ImageSource):
         self.description = description
         self._n = int(groups[:, 2][-1] + groups[:, 3][-1]) if len(groups) else 0
 
+    def _paths(self, start: int, stop: int) -> list[str]:
+        return [path for path, _ in self._files]  # a few files: all of them
+
     def _fill(self, out: np.ndarray, start: int, stop: int) -> list[str]:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -1055,6 +1078,9 @@ class _TarSource(ImageSource):
         self._source = source
         self.description = description
         self._n = len(keys)
+
+    def _paths(self, start: int, stop: int) -> list[str]:
+        return [path for path, _ in self._tars]  # a few files: all of them
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

@@ -43,6 +43,10 @@ class GeneratedSource:
     def __len__(self) -> int:
         return self.n
 
+    def fingerprint(self, start: int = 0, stop: int | None = None) -> str:
+        """Generated images depend on the seed, shape and index alone."""
+        return f"{self.description}|{start}:{self.n if stop is None else stop}"
+
     def read(self, start: int, stop: int) -> ImageSet:
         start, stop = max(0, start), min(self.n, stop)
         h, w, c = self.shape
