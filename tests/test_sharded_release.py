@@ -22,7 +22,7 @@ from privpix.executor import make_executor
 from privpix.mechanisms import get_mechanism
 from privpix.publish import read_manifest, verify_manifest
 from privpix.release_folder import SHARDS, STAGING_PREFIX
-from privpix.sharded import ShardedRelease, block_size, shard_size
+from privpix.sharded import DELAY_ENV, ShardedRelease, block_size, shard_size
 
 PIXEL = ["--method", "pixel-laplace", "--epsilon", "1", "--param", "sensitivity=bound", "--param", "unit=pixel"]
 # Per-image ε = 1: a ledger can be charged for it.
@@ -174,6 +174,17 @@ def _staged_shards(out: Path) -> int:
     return sum(len(list((p / SHARDS).glob("*.json"))) for p in out.glob(f"{STAGING_PREFIX}*"))
 
 
+def _kill_mid_release(args: list, out: Path, *, shards: int, delay: float) -> None:
+    """Start a real release, slowed by ``delay`` seconds per shard, and SIGKILL it once ``shards`` are finished."""
+    proc = _cli(*args, "-q", env={DELAY_ENV: str(delay)})
+    deadline = time.time() + 120
+    while _staged_shards(out) < shards and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()  # still running: the kill lands mid-release
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
 def test_a_killed_release_resumes_redoing_only_unfinished_shards(tmp_path, run):
     """A real SIGKILL in the middle of a release; --resume finishes it, with the pixels of an uninterrupted run
     and one ledger charge."""
@@ -198,13 +209,7 @@ def test_a_killed_release_resumes_redoing_only_unfinished_shards(tmp_path, run):
     out, ledger = tmp_path / "out", tmp_path / "ledger.json"
     charged = [*args, "--output", out, "--ledger", ledger]
     # PRIVPIX_SHARD_DELAY slows each shard so the kill lands mid-release; the run itself is a normal one.
-    proc = _cli(*charged, "--budget", "3", "-q", env={"PRIVPIX_SHARD_DELAY": "0.2"})
-    deadline = time.time() + 120
-    while _staged_shards(out) < 3 and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    assert proc.poll() is None, proc.communicate()
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    _kill_mid_release([*charged, "--budget", "3"], out, shards=3, delay=0.2)
     done = _staged_shards(out)
     assert 3 <= done < 30 and read_manifest(out) is None  # nothing published
     book = PrivacyLedger.load(ledger)
@@ -255,13 +260,7 @@ def test_a_fresh_run_drops_the_killed_runs_reservation(tmp_path, run):
     out, ledger = tmp_path / "out", tmp_path / "ledger.json"
     args = ["release", "--input", tmp_path / "in", *WHOLE_IMAGE, "--shard-size", "8", "--block-size", "8",
             "--workers", "1", "--output", out, "--ledger", ledger]  # fmt: skip
-    proc = _cli(*args, "--budget", "3", "-q", env={"PRIVPIX_SHARD_DELAY": "0.3"})
-    deadline = time.time() + 60
-    while _staged_shards(out) < 1 and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    assert proc.poll() is None, proc.communicate()
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    _kill_mid_release([*args, "--budget", "3"], out, shards=1, delay=0.3)
     assert [e.status for e in PrivacyLedger.load(ledger).entries] == ["reserved"]
     r = run(*args)
     assert r.exit_code == 0, r.output
@@ -277,13 +276,7 @@ def test_a_finished_shard_whose_input_changed_is_done_again(tmp_path, run):
     out = tmp_path / "out"
     args = ["release", "--input", tmp_path / "in", *PIXEL, "--seed", "1", "--shard-size", "8", "--block-size", "8",
             "--workers", "1", "--output", out]  # fmt: skip
-    proc = _cli(*args, "-q", env={"PRIVPIX_SHARD_DELAY": "0.5"})
-    deadline = time.time() + 60
-    while _staged_shards(out) < 2 and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    assert proc.poll() is None, proc.communicate()
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    _kill_mid_release([*args], out, shards=2, delay=0.5)
     done = _staged_shards(out)
     first = sorted((tmp_path / "in" / "c0").glob("*.png"))[0]  # read by shard 0, which finished first
     Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(first)
@@ -318,13 +311,7 @@ def test_resume_refuses_other_settings_and_nothing_to_resume(tmp_path, run):
     ]
     r = run(*args, "--resume")
     assert r.exit_code != 0 and "holds no interrupted release" in r.output
-    proc = _cli(*args, "--workers", "1", "-q", env={"PRIVPIX_SHARD_DELAY": "0.5"})
-    deadline = time.time() + 60
-    while _staged_shards(out) < 1 and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    assert proc.poll() is None, proc.communicate()
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    _kill_mid_release([*args, "--workers", "1"], out, shards=1, delay=0.5)
     other = list(args)
     other[other.index("--seed") + 1] = "2"
     r = run(*other, "--resume")
