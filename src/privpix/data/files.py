@@ -118,7 +118,7 @@ def _pillow_limit(limit: int | None) -> Iterator[None]:
             Image.MAX_IMAGE_PIXELS = saved
 
 
-def _too_large(path: Path, size: tuple[int, int], max_pixels: int) -> DataError:
+def _too_large(path: str | os.PathLike, size: tuple[int, int], max_pixels: int) -> DataError:
     w, h = size
     return DataError(
         f"{path}: declares {w}x{h} = {w * h:,} pixels, over the limit of {max_pixels:,} pixels per image; "
@@ -147,12 +147,20 @@ def open_image(path: str | os.PathLike, max_pixels: int | None = DEFAULT_MAX_PIX
             raise DataError(f"{path}: cannot be read (permission denied)") from None
         except _DECODE_ERRORS as exc:
             raise DataError(f"{path}: not a readable image ({_one_line(exc)})") from None
+    with checked_size(im, path, max_pixels) as im:
+        yield im
+
+
+@contextmanager
+def checked_size(im: Image.Image, name: str | os.PathLike, max_pixels: int | None) -> Iterator[Image.Image]:
+    """An image opened header-only (from a file or from bytes), its declared size refused when empty or over
+    ``max_pixels`` (an error naming ``name``), and Pillow's own limit set to ``max_pixels`` while it decodes."""
     with im:
         w, h = im.size
         if w < 1 or h < 1:
-            raise DataError(f"{path}: declares {w}x{h} pixels; an image needs at least one")
+            raise DataError(f"{name}: declares {w}x{h} pixels; an image needs at least one")
         if max_pixels is not None and w * h > max_pixels:
-            raise _too_large(path, (w, h), max_pixels)
+            raise _too_large(name, (w, h), max_pixels)
         with _pillow_limit(max_pixels):
             yield im
 

@@ -41,8 +41,8 @@ from privpix.data.files import (
     _is_grey,
     _one_line,
     _pillow_limit,
-    _too_large,
     check_max_pixels,
+    checked_size,
     decode_opened,
     read_image,
     sha256_file,
@@ -436,14 +436,8 @@ def _open_bytes(data: bytes, name: str, max_pixels: int | None) -> Iterator[Imag
             im = Image.open(io.BytesIO(data))
         except _DECODE_ERRORS as exc:
             raise DataError(f"{name}: not a readable image ({_one_line(exc)})") from None
-    with im:
-        w, h = im.size
-        if w < 1 or h < 1:
-            raise DataError(f"{name}: declares {w}x{h} pixels; an image needs at least one")
-        if max_pixels is not None and w * h > max_pixels:
-            raise _too_large(name, (w, h), max_pixels)  # type: ignore[arg-type]
-        with _pillow_limit(max_pixels):
-            yield im
+    with checked_size(im, name, max_pixels) as im:
+        yield im
 
 
 def _probe_bytes(data: bytes, name: str, max_pixels: int | None) -> tuple[int, int, bool]:
@@ -862,14 +856,13 @@ def _cell_bytes(column: Any) -> list[bytes | None]:
     return arr.to_pylist()
 
 
-class _ParquetSource(ImageSource):
-    """Rows of Parquet files, read row group by row group."""
+class _ContainerSource(ImageSource):
+    """Images held inside a few container files (Parquet, tar): the decoding settings both keep, and the files a
+    fingerprint covers."""
 
     def __init__(
         self,
         files: list[tuple[str, str]],
-        groups: np.ndarray,
-        image: str,
         *,
         mode: str,
         size: tuple[int, int] | None,
@@ -883,10 +876,6 @@ class _ParquetSource(ImageSource):
     ) -> None:
         super().__init__()
         self._files = files  # (absolute path, name relative to the source)
-        # One row per row group: file index, row group index in the file, first row (of the source), row count,
-        # first row within its file.
-        self._groups = groups
-        self._image = image
         self._mode = mode
         self._size = size
         self._max_pixels = max_pixels
@@ -896,10 +885,21 @@ class _ParquetSource(ImageSource):
         self._first = first
         self._source = source
         self.description = description
-        self._n = int(groups[:, 2][-1] + groups[:, 3][-1]) if len(groups) else 0
 
     def _paths(self, start: int, stop: int) -> list[str]:
         return [path for path, _ in self._files]  # a few files: all of them
+
+
+class _ParquetSource(_ContainerSource):
+    """Rows of Parquet files, read row group by row group."""
+
+    def __init__(self, files: list[tuple[str, str]], groups: np.ndarray, image: str, **settings: Any) -> None:
+        super().__init__(files, **settings)
+        # One row per row group: file index, row group index in the file, first row (of the source), row count,
+        # first row within its file.
+        self._groups = groups
+        self._image = image
+        self._n = int(groups[:, 2][-1] + groups[:, 3][-1]) if len(groups) else 0
 
     def _fill(self, out: np.ndarray, start: int, stop: int) -> list[str]:
         import pyarrow as pa
@@ -1045,42 +1045,14 @@ def _encode_labels(
 # ------------------------------------------------------------------------------------------------- tars
 
 
-class _TarSource(ImageSource):
+class _TarSource(_ContainerSource):
     """Samples of WebDataset tar shards, read from the member offsets indexed at open."""
 
-    def __init__(
-        self,
-        tars: list[tuple[str, str]],
-        index: np.ndarray,
-        keys: list[str],
-        *,
-        mode: str,
-        size: tuple[int, int] | None,
-        max_pixels: int | None,
-        labels: np.ndarray | None,
-        class_names: tuple[str, ...] | None,
-        shape: tuple[int, int, int],
-        first: str,
-        source: str,
-        description: str,
-    ) -> None:
-        super().__init__()
-        self._tars = tars  # (absolute path, name relative to the source)
+    def __init__(self, tars: list[tuple[str, str]], index: np.ndarray, keys: list[str], **settings: Any) -> None:
+        super().__init__(tars, **settings)
         self._index = index  # per sample: tar index, data offset, data size
         self._keys = list(keys)
-        self._mode = mode
-        self._size = size
-        self._max_pixels = max_pixels
-        self._labels = labels
-        self.class_names = class_names
-        self.shape = shape
-        self._first = first
-        self._source = source
-        self.description = description
         self._n = len(keys)
-
-    def _paths(self, start: int, stop: int) -> list[str]:
-        return [path for path, _ in self._tars]  # a few files: all of them
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -1101,16 +1073,16 @@ class _TarSource(ImageSource):
             for i in range(start, stop):
                 ti, offset, size = (int(v) for v in self._index[i])
                 if ti not in fds:
-                    fds[ti] = os.open(self._tars[ti][0], os.O_RDONLY)
+                    fds[ti] = os.open(self._files[ti][0], os.O_RDONLY)
                 # pread: no shared file position, so threads of one worker may read the same source at once.
                 data = os.pread(fds[ti], size, offset)
-                full = f"{self._tars[ti][0]}#{self._keys[i]}"
+                full = f"{self._files[ti][0]}#{self._keys[i]}"
                 if len(data) != size:
                     raise DataError(f"{full}: the tar file is shorter than its index (changed since it was opened?)")
                 self._put(out, i - start, _decode_bytes(data, full, self._mode, self._max_pixels), full)
-                names.append(f"{self._tars[ti][1]}#{self._keys[i]}")
+                names.append(f"{self._files[ti][1]}#{self._keys[i]}")
         except OSError as exc:
-            raise DataError(f"{self._tars[ti][0]}: cannot be read ({exc.strerror or exc})") from None
+            raise DataError(f"{self._files[ti][0]}: cannot be read ({exc.strerror or exc})") from None
         finally:
             for fd in fds.values():
                 os.close(fd)
