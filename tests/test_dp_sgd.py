@@ -211,13 +211,48 @@ def test_neighbours_are_training_sets_one_example_apart(fitted, sixty):
         np.testing.assert_array_equal(large.images[:11], small.images)  # the larger set is the smaller plus one
 
 
-def test_audit_says_not_audited(fitted, sixty):
+def test_audit_runs_gradient_canaries_at_the_fitted_models_calibration(fitted, sixty):
     from privpix.evaluation.audit import audit
 
-    res = audit(fitted, sixty.subset(np.arange(12)), trials=20)
-    assert res.verdict == "not-audited" and math.isnan(res.audited_epsilon_lower) and res.trials == 0
-    assert "model output" in res.statistic and "--one-run" in res.statistic
-    assert res.claimed_epsilon == 1.0 and "added or removed" in res.unit
+    res = audit(fitted, sixty.subset(np.arange(12)), trials=400, seed=0)
+    meta = fitted.meta_
+    assert res.kind == "trials" and res.trials == 400 and res.verdict == "consistent" and res.refutable
+    # The fitted model's own (q, T, z), not a calibration for the 12 audit images.
+    assert f"z = {meta['noise_multiplier']:.4g}" in res.pair and f"{meta['steps']} steps" in res.pair
+    assert res.curve.startswith("composition (PLD)") and "sampled Gaussian" in res.curve
+    assert 0 <= res.audited_epsilon_lower <= 1.0 and res.claimed_epsilon == 1.0 and "added or removed" in res.unit
+
+
+def test_dirac_canaries_count_sampled_steps_and_carry_the_stated_noise():
+    """The white-box harness runs the real training loop: with almost no noise, a canary's gradient sum counts the
+    steps that sampled it (clipping makes each exactly one unit; mean T·q, the Poisson rate), an empty coordinate
+    sums to 0; with z = 1 an empty coordinate's sum is N(0, T) (variance checked by a χ² test at a two-sided
+    false-alarm rate of 1e-4, fixed seeds)."""
+    from scipy import stats
+
+    from privpix.mechanisms import dp_sgd_net
+
+    common = {"max_grad_norm": 0.1, "sample_rate": 0.2, "steps_per_epoch": 5, "epochs": 2, "sample_seed": 1,
+              "noise_seed": 2}  # fmt: skip
+    quiet = dp_sgd_net.dirac_canary_scores(1000, noise_multiplier=1e-5, **common)
+    counts = np.round(quiet.sum1)
+    np.testing.assert_allclose(quiet.sum1, counts, atol=1e-3)
+    np.testing.assert_allclose(quiet.sum0, 0.0, atol=1e-3)
+    assert abs(counts.mean() - 10 * 0.2) < 4 * math.sqrt(10 * 0.2 * 0.8 / 1000)
+    assert quiet.s1.mean() > quiet.s0.max()  # the likelihood ratio separates every sampled canary
+    noisy = dp_sgd_net.dirac_canary_scores(1000, noise_multiplier=1.0, **common)
+    chi2 = float(np.sum(noisy.sum0**2) / 10)
+    assert stats.chi2(1000).ppf(5e-5) < chi2 < stats.chi2(1000).isf(5e-5)
+
+
+def test_white_box_audit_refutes_a_noise_multiplier_half_the_calibrated_one(sixty, monkeypatch):
+    from privpix.evaluation.audit import audit
+
+    real = dps.noise_multiplier
+    monkeypatch.setattr(dps, "noise_multiplier", lambda e, d, q, t: real(e, d, q, t) / 2)
+    mech = get_mechanism("dp-sgd", epsilon=2.0, delta=1e-5, epochs=3, batch_size=20)
+    res = audit(mech, sixty, trials=2000, seed=0)
+    assert res.verdict == "violated" and "curve" in res.refuted_by and res.curve_epsilon_lower > 2.0
 
 
 def test_one_run_audit_of_the_released_model(sixty):
@@ -232,7 +267,7 @@ def test_one_run_audit_of_the_released_model(sixty):
     assert "beside 40 images" in res.pair
 
 
-def test_bench_shows_a_model_only_row_audited_in_one_run(digits, sixty, tmp_path):
+def test_bench_shows_a_model_only_row_audited_by_gradient_canaries(digits, sixty, tmp_path):
     from privpix.bench import BenchConfig, run_bench
 
     test = digits.subset(np.arange(42, 5000, 250))
@@ -242,10 +277,12 @@ def test_bench_shows_a_model_only_row_audited_in_one_run(digits, sixty, tmp_path
     [cell] = res["cells"]
     assert cell["output"] == "model" and "reid_best" not in cell and cell["guarantee"]["delta"] == 1e-5
     [audit] = res["audits"]
-    assert audit["kind"] == "one-run" and audit["verdict"] == "consistent" and audit["trials"] == 1
+    # Audited by its white-box experiment (gradient canaries), with trials raised until ε = 1 is refutable.
+    assert audit["kind"] == "trials" and audit["verdict"] == "consistent" and audit["refutable"]
+    assert audit["pair"].startswith("white-box: a Dirac gradient canary")
     html = (tmp_path / "bench" / "report.html").read_text()
     assert html.count("model only: no images released") >= 3  # guarantees, utility table and its legend (at least)
-    assert "one run: 10 canary slots" in html and "Samples" not in html
+    assert "white-box: a Dirac gradient canary" in html and "Samples" not in html
     config.delta = None
     with pytest.raises(ParameterError, match="delta"):
         run_bench(sixty, test, config, tmp_path / "no-delta")

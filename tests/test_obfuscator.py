@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from privpix.data import ImageSet  # noqa: E402
+from privpix.data import ImageSet, load_dataset  # noqa: E402
 from privpix.errors import DataError, ParameterError  # noqa: E402
 from privpix.mechanisms import get_mechanism  # noqa: E402
 from privpix.mechanisms.neural.obfuscator import (  # noqa: E402
@@ -244,3 +244,30 @@ def test_cli_train_and_release_adult_records(run, data_dir, tmp_path):
     r = run("release", "--dataset", "adult:test", "--method", "pixel-laplace", "--epsilon", 1,
             "--output", tmp_path / "x", "--data-dir", data_dir)  # fmt: skip
     assert r.exit_code == 2 and "releases images" in r.output
+
+
+def test_audit_of_a_records_release(run, data_dir, tmp_path):
+    """Issue 20, item 4: records are audited like images, per record (replace-one). The obfuscator claims no ε, so
+    the verdict is no-claim, but the bound says what its noise knob does: without noise (σ² = 0) the release is a
+    deterministic function of the record, a perfect distinguisher; with σ² = 50 the bound is far lower."""
+    from privpix.evaluation.audit import RECORD_UNIT, audit, record_pairs
+
+    model = tmp_path / "adult.pt"
+    r = run("train-obfuscator", "--dataset", "adult:train", "--limit", 1000, "--epochs", 1, "--output", model,
+            "--data-dir", data_dir, "-q")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    records = load_dataset("adult:test", data_dir).subset(np.arange(300))
+    pairs = record_pairs(records)
+    assert [p.name for p in pairs][1] == "typical record vs the nearest with another label"
+    assert pairs[1].a.labels[0] != pairs[1].b.labels[0]
+
+    def audited(sigma2):
+        mech = get_mechanism("ae-obfuscator", model=str(model), sigma2=sigma2, K=50.0, keep_label=False)
+        return audit(mech, records, trials=400, seed=0)
+
+    exact, noisy = audited(0.0), audited(50.0)
+    assert exact.verdict == noisy.verdict == "no-claim" and exact.unit == RECORD_UNIT
+    assert exact.perfect_distinguisher and exact.audited_epsilon_lower == exact.max_auditable_epsilon
+    assert noisy.audited_epsilon_lower < 0.5 * exact.audited_epsilon_lower
+    with pytest.raises(ParameterError, match="releases images, not records"):
+        audit(get_mechanism("gaussian-blur"), records, trials=100)

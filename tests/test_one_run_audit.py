@@ -90,6 +90,21 @@ def test_one_run_is_for_dataset_level_fits_only(digits):
         audit_one_run(get_mechanism("pixel-laplace", epsilon=1.0), digits.subset(np.arange(20)), canaries=5)
 
 
+def test_one_run_audit_of_a_batch_release(digits):
+    """pca-inverse with a DP basis releases a batch at once and fits nothing: the pixel design (each slot holds its
+    image or the image inverted) and one release of the whole set. Honest: consistent; with the noise of ε = 1000
+    while claiming 1, every guess is right and the claim is refuted."""
+    imgs = digits.subset(np.arange(400)).resized(8, 8)
+    honest = get_mechanism("pca-inverse", epsilon=1.0, delta=1e-5, basis="dp", batch=50, d=4)
+    res = audit_one_run(honest, imgs, canaries=200, seed=0)
+    assert res.kind == "one-run" and res.verdict == "consistent" and "image or its inverse" in res.pair
+    assert res.audited_epsilon_lower < res.claimed_epsilon == 1.5
+    leaky = get_mechanism("pca-inverse", epsilon=1000.0, delta=1e-5, basis="dp", batch=50, d=4)
+    leaky.audit_claim = lambda shape: (1.0, 1e-5)
+    res = audit_one_run(leaky, imgs, canaries=200, seed=0)
+    assert res.verdict == "violated" and res.audited_epsilon_lower > 2
+
+
 def test_cli_one_run(run, tmp_path):
     out = tmp_path / "a.json"
     res = run("audit", "--method", "dp-merf[n_features=300]", "--epsilon", 1, "--delta", 1e-5, "--images", 120,

@@ -61,12 +61,16 @@ class BenchConfig:
     limit: int | None = None
     size: tuple[int, int] | None = None
     delta: float | None = None  # for the (ε, δ) mechanisms of the grid; the others take none
+    # The most audit trials per side the bench may raise to (to make claims up to ε = 10 refutable); None: the
+    # audit's own cap. A smaller cap bounds the run's time; a claim that needs more is reported not refutable.
+    audit_max_trials: int | None = None
 
     def identity(self) -> dict[str, Any]:
         """The part a resumed run must share with the stored one (cells are only comparable under it)."""
         # δ only when given, so a run without it still matches the config.json of a bench that predates it.
         return {
             **({"delta": self.delta} if self.delta is not None else {}),
+            **({"audit_max_trials": self.audit_max_trials} if self.audit_max_trials is not None else {}),
             "dataset": self.dataset,
             "seed": self.seed,
             "limit": self.limit,
@@ -175,6 +179,7 @@ def run_bench(
         seed=config.seed,
         attacks=AttackSettings(attribute, config.cnn_epochs),
         audit_trials=config.audit_trials,
+        audit_max_trials=config.audit_max_trials,
         skip_cells=done,
         skip_audits=audited,
         on_cell=lambda c: _append(cells_path, dict(c)),

@@ -54,8 +54,9 @@ from privpix.cli.options import (
     "canaries",
     type=int,
     default=None,
-    help="One-run audit (Steinke et al. 2023) with this many canary slots: one fit instead of a refit per trial, "
-    "for mechanisms fitted on the private set (synthesizers, DP-SGD). Use with --images larger than twice it.",
+    help="One-run audit (Steinke et al. 2023) with this many canary slots: one fit (or one release) instead of "
+    "one per trial, for dataset-level mechanisms: fitted on the private set (synthesizers, DP-SGD) or releasing a "
+    "batch at once (pca-inverse). Use with --images larger than twice it.",
 )
 @click.option(
     "--budget-seconds",
@@ -108,17 +109,23 @@ def audit(
         _check_output_path(json_path, "--json")
     spec = dataset if ":" in dataset else f"{dataset}:test"
     data = load_dataset(spec, data_dir)
-    if not isinstance(data, ImageSet):
-        raise ParameterError(f"--dataset {dataset}: holds records, not images")
     if n_images < 2:
         raise ParameterError(f"--images must be >= 2, got {n_images}")
+    if not isinstance(data, ImageSet) and mech.capabilities().fits_on != "model-file":
+        if mech.capabilities().output != "records":  # before any fit on them
+            raise ParameterError(f"--dataset {dataset}: holds records, and {mech.name} releases images")
     data = data.subset(np.arange(min(n_images, len(data))))
+    if hw is not None and not isinstance(data, ImageSet):
+        raise ParameterError("--size: records have no image size")
     if hw is not None:
         check_resize_fits(len(data), hw, data.shape[2])
         data = data.resized(*hw)
     # A mechanism that fits on the private set fits on these images (the audit's neighbour pairs come from them).
     if canaries is None:  # the one-run audit makes its own single fit on its canary design
         fit_as_declared(mech, data, data_dir, seed=seed)
+    # Known once a model file is read: whether the mechanism releases records.
+    if not isinstance(data, ImageSet) and mech.capabilities().output != "records":
+        raise ParameterError(f"--dataset {dataset}: holds records, and {mech.name} releases images")
     t0 = time.perf_counter()
     if canaries is not None:
         from privpix.evaluation.one_run import audit_one_run
@@ -169,7 +176,7 @@ def audit(
         ("neighbouring unit audited", res.unit),
         (f"audited ε ({100 * res.confidence:g} % lower bound)", f"{res.audited_epsilon_lower:.3f}"),
         *bounds,
-        ("largest bound this audit can show", f"{res.max_auditable_epsilon:.3f}"),
+        ("largest bound this audit can show", _ceiling_text(res.max_auditable_epsilon)),
         *tests,
         (
             "verdict",
@@ -200,6 +207,14 @@ def audit(
         _plain(f"wrote {json_path}")
 
 
+def _ceiling_text(ceiling: float) -> str:
+    from privpix.evaluation.curves import EPSILON_CAP
+
+    if ceiling >= EPSILON_CAP:
+        return f"≥ {EPSILON_CAP:g} (curves are followed no further)"
+    return f"{ceiling:.3f}"
+
+
 @main.command()
 @click.option("--dataset", required=True, help="Dataset NAME with train/test splits (e.g. orl, mnist).")
 @click.option("--methods", required=True, help="Comma-separated mechanisms, each optionally name[key=value,...].")
@@ -210,6 +225,13 @@ def audit(
 @click.option("--param", "params", multiple=True, help="key=value for every method that has the parameter.")
 @click.option("--attribute", default="", help="Attribute the inference attack targets (default: label).")
 @click.option("--audit-trials", type=int, default=1000, show_default=True, help="Audit releases per side.")
+@click.option(
+    "--audit-max-trials",
+    type=int,
+    default=None,
+    help="Most audit trials per side the bench may raise to so that claims up to ε = 10 are refutable "
+    "(default: the audit's cap, 128,000); a claim that needs more is reported not refutable.",
+)
 @click.option("--cnn-epochs", type=int, default=3, show_default=True, help="CNN inversion attack epochs (0: off).")
 @click.option("--limit", type=int, default=None, help="At most this many train and test images (seeded).")
 @click.option("--size", default=None, help="Resize to HEIGHTxWIDTH first.")
@@ -218,8 +240,8 @@ def audit(
 @executor_options
 @click.option("--quiet", "-q", is_flag=True)
 def bench(
-    dataset, methods, epsilons, delta, repeats, output, params, attribute, audit_trials, cnn_epochs, limit, size, seed,
-    data_dir, workers, engine, scheduler, quiet,
+    dataset, methods, epsilons, delta, repeats, output, params, attribute, audit_trials, audit_max_trials, cnn_epochs,
+    limit, size, seed, data_dir, workers, engine, scheduler, quiet,
 ) -> None:  # fmt: skip
     """Utility, quality, attacks and the ε audit for every (method, ε): tidy results and report.html.
 
@@ -242,6 +264,7 @@ def bench(
     for opt, value, least in (
         ("--repeats", repeats, 1),
         ("--audit-trials", audit_trials, 20),
+        ("--audit-max-trials", audit_trials if audit_max_trials is None else audit_max_trials, audit_trials),
         ("--cnn-epochs", cnn_epochs, 0),
     ):
         if value < least:
@@ -256,6 +279,7 @@ def bench(
         params={m: _method_params(m, common) for m in method_list},
         attribute=attribute,
         audit_trials=audit_trials,
+        audit_max_trials=audit_max_trials,
         cnn_epochs=cnn_epochs,
         limit=limit,
         size=hw,
@@ -326,6 +350,9 @@ DEMO_METHODS = (
 )
 # δ of the demo's (ε, δ) mechanisms: below 1/n for any private set of fewer than 100 000 images.
 DEMO_DELTA = 1e-5
+# The demo's audits raise their trials to at most this (8,000 per side makes randomized response refutable at ε = 8);
+# the paper's PCA inverse at ε = 0.5 claims d·ε = 10 and would need 128,000 batch releases per side (> 10 minutes).
+DEMO_AUDIT_MAX_TRIALS = 8000
 
 
 @main.command()
@@ -339,9 +366,16 @@ DEMO_DELTA = 1e-5
 @click.option("--epsilon", "epsilons", default="0.5,2,8", show_default=True)
 @click.option("--limit", type=int, default=1000, show_default=True, help="Train and test images used.")
 @click.option("--audit-trials", type=int, default=1000, show_default=True, help="Audit releases per side.")
+@click.option(
+    "--audit-max-trials",
+    type=int,
+    default=DEMO_AUDIT_MAX_TRIALS,
+    show_default=True,
+    help="Most audit trials per side the demo raises to (a claim that needs more is shown not refutable).",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--quiet", "-q", is_flag=True)
-def demo(output, dataset, epsilons, limit, audit_trials, seed, quiet) -> None:
+def demo(output, dataset, epsilons, limit, audit_trials, audit_max_trials, seed, quiet) -> None:
     """Offline demo: `privpix bench` over a few mechanisms and ε on built-in data (utility, attacks, ε audit)
     → report.html, results.csv, results.json. Replaces an earlier demo in --output."""
     from privpix.bench import BenchConfig, run_bench
@@ -372,6 +406,7 @@ def demo(output, dataset, epsilons, limit, audit_trials, seed, quiet) -> None:
         limit=limit,
         cnn_epochs=0,
         audit_trials=audit_trials,
+        audit_max_trials=audit_max_trials,
         delta=DEMO_DELTA,
     )
     if not quiet:

@@ -186,11 +186,23 @@ class ImageSet:
 
 @dataclass
 class RecordSet:
-    """Tabular records (UCI Adult): a DataFrame with the label and private attribute as named columns."""
+    """Tabular records (UCI Adult): a DataFrame with the label and private attribute as named columns.
+
+    ``classes``: the label column's values in order, the last one the positive class (label 1); by default the
+    sorted values present. A subset keeps its parent's, so a subset holding one class only is not relabelled."""
 
     frame: pd.DataFrame
     label_column: str
     source: str = ""
+    classes: tuple | None = None
+
+    def __post_init__(self) -> None:
+        if self.classes is None and self.label_column in self.frame:
+            values = list(self.frame[self.label_column].dropna().unique())
+            try:
+                self.classes = tuple(sorted(values))
+            except TypeError:  # mixed types: ordered by their text
+                self.classes = tuple(sorted(values, key=str))
 
     def __len__(self) -> int:
         return len(self.frame)
@@ -198,15 +210,16 @@ class RecordSet:
     @property
     def labels(self) -> np.ndarray:
         col = self.frame[self.label_column]
-        return (col == sorted(col.unique())[-1]).to_numpy(dtype=np.int64)
+        return (col == self.classes[-1]).to_numpy(dtype=np.int64)
 
     def subset(self, idx: np.ndarray) -> RecordSet:
         """The records at positions ``idx`` (renumbered from 0)."""
-        return RecordSet(self.frame.iloc[np.asarray(idx)].reset_index(drop=True), self.label_column, self.source)
+        frame = self.frame.iloc[np.asarray(idx)].reset_index(drop=True)
+        return RecordSet(frame, self.label_column, self.source, self.classes)
 
     def complete(self) -> RecordSet:
         """The records without missing values."""
-        return RecordSet(self.frame.dropna().reset_index(drop=True), self.label_column, self.source)
+        return RecordSet(self.frame.dropna().reset_index(drop=True), self.label_column, self.source, self.classes)
 
     def one_hot(self, drop: Sequence[str] = ()) -> tuple[np.ndarray, list[str]]:
         """Features one-hot encoded (categoricals) with numerics as float; ``drop`` removes columns first.

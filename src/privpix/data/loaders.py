@@ -286,7 +286,7 @@ def load_adult(root: Path, split: str | None = None) -> RecordSet:
         df["income"] = df["income"].str.rstrip(".")
         frames.append(df)
     frame = pd.concat(frames, ignore_index=True)
-    return RecordSet(frame=frame, label_column="income", source="adult")
+    return RecordSet(frame=frame, label_column="income", source="adult", classes=("<=50K", ">50K"))
 
 
 # ---------------------------------------------------------------------------------------------- built-in

@@ -21,7 +21,8 @@ the smallest balanced error on the selection trials, gives an upper bound on its
 ε whose curve allows that rate is a lower bound under the curve's stated assumption. It reaches ε near 10 with a
 few thousand trials where the raw bound stops near ln(n / 4). The two share the 95 %: each is computed at 97.5 %,
 so the verdict ("violated" when either bound exceeds the claim, ``refuted_by`` saying which) keeps its level.
-The raw test is chosen on the first half of the trials, the curve test on the first fifth.
+The raw test is chosen on the first half of the trials, the curve test on the first fifth (each on at most
+8,000).
 
 Neighbour pairs are worst cases where the unit allows: an all-black image against one with a white column,
 pixel block or whole image (data-derived noise scales vanish on a black image), and the dataset's most
@@ -43,9 +44,9 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from privpix.data.imageset import ImageSet
+from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
-from privpix.evaluation.curves import Curve, curve_for, pooled_error_upper
+from privpix.evaluation.curves import AnyCurve, composed_curve, curve_for, pooled_error_upper
 from privpix.mechanisms.base import Mechanism
 from privpix.neighbours import NeighbourPair
 from privpix.noise import make_rng
@@ -54,8 +55,13 @@ CONFIDENCE = 0.95
 # Share of the trials that choose each test: half for the raw test; a fifth for the curve test, whose bound lives
 # on the held-out count of errors (measured in benchmarks/audit_power.py).
 SELECT_SHARE, CURVE_SELECT_SHARE = 0.5, 0.2
+# ... and at most this many: beyond it a test is chosen no better, while every held-out trial raises the bound's
+# ceiling (a raw bound of 10 needs about 81,000 held-out trials per side).
+SELECT_CAP = 8000
 # Adaptive audits double the trials per round up to this many per side (memory: the outputs of one side).
 MAX_ADAPTIVE_TRIALS = 128_000
+# Per-image releases are drawn this many at a time (an audit of fewer trials is one call, as before).
+RELEASE_CHUNK = 16_384
 TARGETS = ("auto", "statistic", "output")
 # Synthetic images drawn per trial when a refitted synthesizer's output is audited.
 SYNTHETIC_PER_TRIAL = 16
@@ -63,8 +69,8 @@ VERDICTS = ("consistent", "violated", "no-claim", "not-audited")
 # Why a mechanism whose Capabilities.output is "model" gets no bound: its release is a model fitted once on the
 # training set, and this audit compares releases of neighbouring images (no retraining per trial).
 NOT_AUDITED_MODEL = (
-    "not audited here: model output (this audit compares released images or reports, not models); use the "
-    "one-run audit (`privpix audit --one-run N`, privpix.evaluation.one_run)"
+    "not audited here: model output with no white-box experiment (this audit compares released images or reports, "
+    "not models); use the one-run audit (`privpix audit --one-run N`, privpix.evaluation.one_run)"
 )
 
 
@@ -174,8 +180,12 @@ def _outputs(mech: Mechanism, pair_side: ImageSet, index: int, trials: int, rng,
     through ``Release.values()``; per-image units, all trials in one vectorised call) or, for a dataset pair,
     the release of the differing image and of one unchanged image of each trial."""
     if not dataset_level:
-        reps = pair_side.subset(np.zeros(trials, dtype=int))
-        return mech.release(reps, rng).values()
+        # In chunks, so a mechanism's working copies (float64, transforms) stay those of one chunk.
+        parts = []
+        for start in range(0, trials, RELEASE_CHUNK):
+            reps = pair_side.subset(np.zeros(min(RELEASE_CHUNK, trials - start), dtype=int))
+            parts.append(mech.release(reps, rng).values())
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
     rows = []
     for _ in range(trials):
         rel = mech.release(pair_side, rng).values()
@@ -193,12 +203,49 @@ def _statistics(x0: np.ndarray, x1: np.ndarray) -> dict[str, Callable[[np.ndarra
     proj = (lambda z: z.astype(np.float64) @ diff) if np.any(diff) else (lambda z: z.astype(np.float64).sum(1))
     coord = lambda z: z[:, j].astype(np.float64)  # noqa: E731
     med_p, med_c = float(np.median(proj(x0))), float(np.median(coord(x0)))
-    return {
+    out = {
         "projection on mean difference": proj,
         f"released value {j}": coord,
         "|projection − median under x₀|": lambda z: np.abs(proj(z) - med_p),
         f"|released value {j} − median under x₀|": lambda z: np.abs(coord(z) - med_c),
     }
+    out.update(_categorical_statistic(x0, x1))
+    return out
+
+
+# Outputs with at most this many distinct values (randomized-response reports, quantised levels) also get a
+# likelihood-ratio statistic per value; a mean shift is a poor summary of a categorical coordinate.
+MAX_CATEGORIES = 64
+MIN_SUPPORT = 10
+
+
+def _categorical_statistic(x0: np.ndarray, x1: np.ndarray) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
+    """For categorical outputs: the coordinate whose value distributions differ most (total variation on these
+    training outputs) and, as the statistic, the log ratio of its value's frequencies under x₁ and x₀ (add-½
+    smoothing; 0 for values seen fewer than ``MIN_SUPPORT`` times): the most powerful test of one coordinate.
+    Empty when the outputs take more than ``MAX_CATEGORIES`` values."""
+    if len(np.unique(x0[:50])) > MAX_CATEGORIES:  # cheap refusal of continuous outputs
+        return {}
+    values = np.unique(np.concatenate([x0.ravel(), x1.ravel()]))
+    if len(values) > MAX_CATEGORIES:
+        return {}
+    v, k = len(values), x0.shape[1]
+
+    def counts(x: np.ndarray) -> np.ndarray:  # (v, k): how often each value occurs in each coordinate
+        codes = np.searchsorted(values, x) * k + np.arange(k)
+        return np.bincount(codes.ravel(), minlength=v * k).reshape(v, k).astype(np.float64)
+
+    c0, c1 = counts(x0), counts(x1)
+    p0, p1 = (c0 + 0.5) / (len(x0) + 0.5 * v), (c1 + 0.5) / (len(x1) + 0.5 * v)
+    j = int(np.argmax(0.5 * np.abs(c1 / len(x1) - c0 / len(x0)).sum(axis=0)))
+    # A value seen a few times only (on either side) gets no weight: a ratio from one or two draws would let the
+    # test take in rare values, which then cost false positives on the held-out trials.
+    table = np.where(c0[:, j] + c1[:, j] >= MIN_SUPPORT, np.log(p1[:, j]) - np.log(p0[:, j]), 0.0)
+
+    def llr(z: np.ndarray) -> np.ndarray:
+        return table[np.clip(np.searchsorted(values, z[:, j]), 0, v - 1)]
+
+    return {f"likelihood ratio of released value {j} (categorical)": llr}
 
 
 def _best_threshold(s0: np.ndarray, s1: np.ndarray, delta: float, alpha: float = 0.025) -> tuple[float, float, int]:
@@ -268,12 +315,15 @@ def audit(
     """
     if trials < 20:
         raise ParameterError(f"trials must be >= 20, got {trials}")
-    if not isinstance(images, ImageSet):
-        raise ParameterError("audit: images must be an ImageSet")
+    if isinstance(images, RecordSet):
+        if mech.capabilities().fits_on == "model-file" and not mech.is_fitted:
+            mech.fit(None)  # a named model file says what the mechanism releases (images or records)
+        if mech.capabilities().output != "records":
+            raise ParameterError(f"audit: {mech.name} releases {mech.capabilities().output}, not records; give images")
+    elif not isinstance(images, ImageSet):
+        raise ParameterError("audit: images must be an ImageSet (or a RecordSet for a mechanism releasing records)")
     if not 0.5 <= confidence < 1:
         raise ParameterError(f"confidence must be in [0.5, 1), got {confidence}")
-    if mech.capabilities().output == "model":
-        return not_audited(mech, images, NOT_AUDITED_MODEL)
     if target not in TARGETS:
         raise ParameterError(f"target must be one of {TARGETS}, got {target!r}")
     if budget_seconds is None:
@@ -297,6 +347,10 @@ def audit(
 def _audit_once(mech: Mechanism, images: ImageSet, trials: int, seed: int, pairs: list[NeighbourPair] | None,
                 progress: Callable[[str], None] | None, target: str, confidence: float) -> AuditResult:  # fmt: skip
     t_start = time.perf_counter()
+    if mech.capabilities().output == "model":
+        return _audit_white_box(mech, images, trials, seed, progress, confidence)
+    if isinstance(images, RecordSet):
+        return _audit_records(mech, images, trials, seed, progress, confidence)
     rng = make_rng(seed)
     relation = mech.neighbours()
     pairs = pairs if pairs is not None else relation.pairs(images)
@@ -306,22 +360,49 @@ def _audit_once(mech: Mechanism, images: ImageSet, trials: int, seed: int, pairs
     for pair in pairs:
         x0 = _outputs(mech, pair.a, pair.index, trials, rng, relation.dataset_level)
         x1 = _outputs(mech, pair.b, pair.index, trials, rng, relation.dataset_level)
-        for select, curve in _selections(mech, images, trials):
-            for sname, fn in _statistics(x0[:select], x1[:select]).items():
-                candidates.append(_Candidate(pair.name, sname, fn(x0), fn(x1), select, curve))
-        if progress is not None:
-            progress(f"audit {mech.name}: pair '{pair.name}' done")
+        candidates += _pair_candidates(mech, images, pair, x0, x1, trials, progress)
     return _conclude(mech, images, candidates, trials, t_start, pairs, confidence)
+
+
+def _pair_candidates(mech: Mechanism, data: ImageSet | RecordSet, pair: NeighbourPair, x0: np.ndarray, x1: np.ndarray,
+                     trials: int, progress: Callable[[str], None] | None) -> list[_Candidate]:  # fmt: skip
+    """Every statistic of one pair's outputs (``x0``, ``x1``: trials × values), fitted on each test's selection
+    trials, as candidates for the raw and the curve test."""
+    out = []
+    for select, curve in _selections(mech, data, trials):
+        for sname, fn in _statistics(x0[:select], x1[:select]).items():
+            out.append(_Candidate(pair.name, sname, fn(x0), fn(x1), select, curve))
+    if progress is not None:
+        progress(f"audit {mech.name}: pair '{pair.name}' done")
+    return out
+
+
+def _audit_white_box(mech: Mechanism, images: ImageSet, trials: int, seed: int,
+                     progress: Callable[[str], None] | None, confidence: float) -> AuditResult:  # fmt: skip
+    """A released model cannot be retrained thousands of times: the mechanism's own white-box experiment
+    (:meth:`~privpix.mechanisms.Mechanism.white_box_trials`) gives the trials, read like any other pair's."""
+    t_start = time.perf_counter()
+    wb = mech.white_box_trials(images, trials, seed)
+    if wb is None:
+        return not_audited(mech, images, NOT_AUDITED_MODEL)
+    if progress is not None:
+        progress(f"audit {mech.name}: {trials} white-box trials per side done")
+    s0, s1 = np.asarray(wb.s0, dtype=np.float64), np.asarray(wb.s1, dtype=np.float64)
+    candidates = [_Candidate(wb.pair, wb.statistic, s0, s1, select, curve)
+                  for select, curve in _selections(mech, images, trials)]  # fmt: skip
+    res = _conclude(mech, images, candidates, trials, t_start, [], confidence)
+    res.pairs_tried = [wb.pair]
+    return res
 
 
 def max_auditable(mech: Mechanism, images: ImageSet, trials: int, confidence: float = CONFIDENCE) -> float:
     """The largest bound :func:`audit` with ``trials`` per side could show for ``mech`` (a test without a single
     held-out error), before running it: the larger of the raw and the curve ceilings."""
     held = (trials - _split(trials, SELECT_SHARE), trials - _split(trials, CURVE_SELECT_SHARE))
-    return _ceiling(*held, mech.audit_claim(images.shape)[1], _curve(mech, images), confidence)
+    return _ceiling(*held, mech.audit_claim(_shape(images))[1], mechanism_curve(mech, images), confidence)
 
 
-def _ceiling(held_raw: int, held_curve: int, claim_delta: float, curve: Curve | None, confidence: float) -> float:
+def _ceiling(held_raw: int, held_curve: int, claim_delta: float, curve: AnyCurve | None, confidence: float) -> float:
     """The largest bound a test without a held-out error can show: the raw test measured on ``held_raw`` trials
     per side, the curve test (when there is a curve) on ``held_curve``, at the levels :func:`bounds` uses."""
     gamma = 1.0 - confidence
@@ -332,33 +413,40 @@ def _ceiling(held_raw: int, held_curve: int, claim_delta: float, curve: Curve | 
     return top
 
 
-def trials_to_refute(mech: Mechanism, images: ImageSet, start: int, cap: int = MAX_ADAPTIVE_TRIALS // 2) -> int:
+def trials_to_refute(mech: Mechanism, images: ImageSet, start: int, cap: int = MAX_ADAPTIVE_TRIALS) -> int:
     """The fewest of ``start``·2^j trials per side (at most ``cap``) whose audit could refute the claim, i.e. show
     a bound above it; ``start`` when there is no claim, ``cap`` when even that cannot."""
-    claim = mech.audit_claim(images.shape)[0]
+    claim = mech.audit_claim(_shape(images))[0]
     n = start
     while claim is not None and n < cap and max_auditable(mech, images, n) <= claim:
         n *= 2
     return min(n, cap) if claim is not None else start
 
 
-def _curve(mech: Mechanism, images: ImageSet) -> Curve | None:
+def mechanism_curve(mech: Mechanism, images: ImageSet | RecordSet) -> AnyCurve | None:
+    """The trade-off curve an audit of ``mech`` on ``images`` reads its second bound through: the declared
+    composition (:meth:`~privpix.mechanisms.Mechanism.noise_composition`), else the declared noise family's curve
+    at the claim's δ; ``None`` without either, or for a mechanism whose guarantee is not sound."""
     # A curve's assumption (Laplace noise with L1 sensitivity, Gaussian noise of Δ/σ) holds only for a sound
     # mechanism: a paper-faithful one with a data-derived scale is audited by the raw bound alone.
-    if not mech.guarantee(images.shape).sound:
+    if not mech.guarantee(_shape(images)).sound:
         return None
-    return curve_for(mech.capabilities().noise_family, mech.audit_claim(images.shape)[1])
+    delta = mech.audit_claim(_shape(images))[1]
+    parts = mech.noise_composition(images)
+    if parts:
+        return composed_curve(parts, delta)
+    return curve_for(mech.capabilities().noise_family, delta)
 
 
 def _split(trials: int, share: float) -> int:
-    return min(trials - 10, max(10, int(trials * share)))
+    return min(trials - 10, max(10, min(SELECT_CAP, int(trials * share))))
 
 
 def _selections(mech: Mechanism, images: ImageSet, trials: int) -> list[tuple[int, bool]]:
     """(selection trials, for the curve test?) of each test the audit runs: the raw test chooses on half the
     trials; the curve test, when the mechanism has a curve, on a fifth (its bound lives on the held-out count)."""
     out = [(_split(trials, SELECT_SHARE), False)]
-    if _curve(mech, images) is not None:
+    if mechanism_curve(mech, images) is not None:
         out.append((_split(trials, CURVE_SELECT_SHARE), True))
     return out
 
@@ -410,7 +498,7 @@ class Bounds:
         return self.raw_epsilon_lower if math.isnan(c) else max(self.raw_epsilon_lower, c)
 
 
-def bounds(candidates: list[_Candidate], claim_delta: float, curve: Curve | None,
+def bounds(candidates: list[_Candidate], claim_delta: float, curve: AnyCurve | None,
            confidence: float = CONFIDENCE) -> Bounds:  # fmt: skip
     """Choose each test on its candidates' selection trials and measure it on the rest: the raw Clopper–Pearson
     bound (candidates with ``curve`` false) and, with a ``curve``, the balanced-error bound through it (those with
@@ -445,14 +533,16 @@ def bounds(candidates: list[_Candidate], claim_delta: float, curve: Curve | None
 
 
 def bounds_from_samples(s0: np.ndarray, s1: np.ndarray, claim_delta: float = 0.0, noise_family: str | None = None,
-                        confidence: float = CONFIDENCE) -> Bounds:  # fmt: skip
+                        confidence: float = CONFIDENCE, curve: AnyCurve | None = None) -> Bounds:  # fmt: skip
     """The audit's bounds for one scalar statistic observed in n trials on each side (``s0`` under x₀, ``s1``
-    under x₁), read through the curve of ``noise_family`` at ``claim_delta`` when it has one, with the audit's
-    split of selection and held-out trials. What the calibration tests and ``benchmarks/audit_power.py`` run."""
+    under x₁), read through ``curve``, else the curve of ``noise_family`` at ``claim_delta`` when it has one, with
+    the audit's split of selection and held-out trials. What the calibration tests, white-box audits and
+    ``benchmarks/audit_power.py`` run."""
     s0, s1 = np.asarray(s0, dtype=np.float64), np.asarray(s1, dtype=np.float64)
     if s0.shape != s1.shape or s0.ndim != 1 or len(s0) < 20:
         raise ParameterError("s0 and s1 must be 1-D arrays of the same length >= 20")
-    curve = curve_for(noise_family, claim_delta)
+    if curve is None:
+        curve = curve_for(noise_family, claim_delta)
     cands = [_Candidate("samples", "the value", s0, s1, _split(len(s0), SELECT_SHARE))]
     if curve is not None:
         cands.append(_Candidate("samples", "the value", s0, s1, _split(len(s0), CURVE_SELECT_SHARE), True))
@@ -464,8 +554,8 @@ def _conclude(mech: Mechanism, images: ImageSet, candidates: list[_Candidate], t
     """The record of :func:`bounds` on ``candidates``: the verdict against the claim and what it rests on."""
     if not candidates:
         return not_audited(mech, images, "not audited: no pair changes the released statistic")
-    claim_eps, claim_delta = mech.audit_claim(images.shape)
-    curve = _curve(mech, images)
+    claim_eps, claim_delta = mech.audit_claim(_shape(images))
+    curve = mechanism_curve(mech, images)
     b = bounds(candidates, claim_delta, curve, confidence)
     refuted = [] if claim_eps is None else [
         name for name, v in (("raw", b.raw_epsilon_lower), ("curve", b.curve_epsilon_lower))
@@ -501,15 +591,84 @@ def _conclude(mech: Mechanism, images: ImageSet, candidates: list[_Candidate], t
 
 def claim_fields(mech: Mechanism, images: ImageSet) -> dict[str, Any]:
     """The fields of an :class:`AuditResult` that say what was claimed, for whom, and whether it is sound."""
-    claim_eps, claim_delta = mech.audit_claim(images.shape)
+    claim_eps, claim_delta = mech.audit_claim(_shape(images))
     return {
         "method": mech.name,
         "parameters": mech.parameters(),
         "claimed_epsilon": claim_eps,
         "claimed_delta": claim_delta,
-        "sound": mech.guarantee(images.shape).sound,
-        "unit": mech.neighbours().wording(),
+        "sound": mech.guarantee(_shape(images)).sound,
+        "unit": RECORD_UNIT if isinstance(images, RecordSet) else mech.neighbours().wording(),
     }
+
+
+# Records have no image shape: a mechanism's guarantee for records is the one at this shape (as release_records).
+RECORD_SHAPE = (0, 0, 0)
+RECORD_UNIT = "one record (replaced by any other)"
+
+
+def _shape(data: ImageSet | RecordSet) -> tuple[int, int, int]:
+    return RECORD_SHAPE if isinstance(data, RecordSet) else data.shape
+
+
+def record_pairs(records: RecordSet) -> list[NeighbourPair]:
+    """Neighbour pairs of single records (replace-one): the most typical record against the least typical one,
+    and against the nearest record with another label (whatever the release lets through of the label). Typical
+    by the distance of the one-hot / numeric encoding to its mean, numeric columns scaled to [0, 1]."""
+    if len(records) < 2:
+        raise ParameterError("audit: records need at least 2 rows to build neighbour pairs")
+    x, _ = records.one_hot()
+    span = x.max(axis=0) - x.min(axis=0)
+    x = (x - x.min(axis=0)) / np.where(span > 0, span, 1.0)
+    dist = np.linalg.norm(x - x.mean(axis=0), axis=1)
+    lo, hi = int(np.argmin(dist)), int(np.argmax(dist))
+    pairs = [NeighbourPair("most vs least typical record", records.subset(np.array([lo])),
+                           records.subset(np.array([hi])))]  # fmt: skip
+    other = np.flatnonzero(records.labels != records.labels[lo])
+    if len(other):
+        near = int(other[np.argmin(np.linalg.norm(x[other] - x[lo], axis=1))])
+        pairs.append(NeighbourPair("typical record vs the nearest with another label",
+                                   records.subset(np.array([lo])), records.subset(np.array([near]))))  # fmt: skip
+    return pairs
+
+
+def _record_values(frames: list, columns: list[str]) -> list[np.ndarray]:
+    """The released frames as float arrays with the same columns: numbers as they are, other columns (a label
+    passed through) as a fixed hash of the value's text. Not codes numbered as values appear: an order of
+    appearance would tell held-out values from those the tests were chosen on."""
+    import zlib
+
+    import pandas as pd
+
+    out = []
+    for f in frames:
+        cols = []
+        for col in columns:
+            v = f[col]
+            if pd.api.types.is_numeric_dtype(v):
+                cols.append(v.to_numpy(np.float64))
+            else:
+                cols.append(np.array([zlib.crc32(str(x).encode()) % 1_000_003 for x in v], dtype=np.float64))
+        out.append(np.stack(cols, axis=1).astype(np.float32))
+    return out
+
+
+def _audit_records(mech: Mechanism, records: RecordSet, trials: int, seed: int,
+                   progress: Callable[[str], None] | None, confidence: float) -> AuditResult:  # fmt: skip
+    """The audit of a mechanism releasing records: per-record pairs (:func:`record_pairs`), each record released
+    ``trials`` times on each side, compared like images' pixels (every released column, a passed-through label
+    included)."""
+    t_start = time.perf_counter()
+    rng = make_rng(seed)
+    pairs = record_pairs(records)
+    candidates: list[_Candidate] = []
+    for pair in pairs:
+        frames = [
+            mech.release_records(side.subset(np.zeros(trials, dtype=int)), rng).frame for side in (pair.a, pair.b)
+        ]
+        x0, x1 = _record_values(frames, list(frames[0].columns))
+        candidates += _pair_candidates(mech, records, pair, x0, x1, trials, progress)
+    return _conclude(mech, records, candidates, trials, t_start, pairs, confidence)
 
 
 def not_audited(mech: Mechanism, images: ImageSet, why: str) -> AuditResult:

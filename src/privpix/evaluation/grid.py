@@ -172,23 +172,30 @@ NOT_AUDITED_REFIT = (
 )
 
 
-def bench_audit(mech: Mechanism, images: ImageSet, trials: int, seed: int) -> AuditResult:
+def bench_audit(
+    mech: Mechanism, images: ImageSet, trials: int, seed: int, max_trials: int | None = None
+) -> AuditResult:
     """The grid's ε audit of one point. A mechanism fitted on the private set under a dataset-level relation is
     audited on the one DP statistic its fit releases (a refit of that per trial is cheap); a released model (DP-SGD)
-    by the one-run audit, one fit with half the audit images as canaries (little power at this size, but a real
-    verdict); with neither, the record says it is not audited rather than spending 4 × ``trials`` whole fits.
-    Claims up to ε = 10 get as many trials as it takes to be refutable (see ``_enough``)."""
+    by its white-box experiment (``Mechanism.white_box_trials``: gradient canaries, thousands of trials in one run)
+    or, without one, by the one-run audit, one fit with half the audit images as canaries (little power at this
+    size, but a real verdict); with neither, the record says it is not audited rather than spending 4 × ``trials``
+    whole fits. Claims up to ε = 10 get as many trials as it takes to be refutable (see ``bench_trials``), at most
+    ``max_trials`` per side when given (a claim that needs more is audited at that, and reported not refutable)."""
     from privpix.evaluation.audit import audit, not_audited
 
     if mech.capabilities().fits_on == "private" and mech.neighbours().dataset_level:
         if mech.released_statistic(images, None, seed=seed) is None:
             if mech.capabilities().output == "model":
+                res = audit(mech, images, trials=bench_trials(mech, images, trials, max_trials), seed=seed)
+                if res.verdict != "not-audited":  # the mechanism's own white-box experiment
+                    return res
                 from privpix.evaluation.one_run import audit_one_run
 
                 return audit_one_run(mech, images, canaries=len(images) // 2, seed=seed)
             return not_audited(mech, images, NOT_AUDITED_REFIT)
-        return audit(mech, images, trials=_enough(mech, images, trials), seed=seed, target="statistic")
-    return audit(mech, images, trials=_enough(mech, images, trials), seed=seed)
+        return audit(mech, images, trials=bench_trials(mech, images, trials, max_trials), seed=seed, target="statistic")
+    return audit(mech, images, trials=bench_trials(mech, images, trials, max_trials), seed=seed)
 
 
 # The bench raises its audit trials until every claim up to this ε could be refuted (a claim beyond the audit's
@@ -196,14 +203,17 @@ def bench_audit(mech: Mechanism, images: ImageSet, trials: int, seed: int) -> Au
 REFUTE_UP_TO = 10.0
 
 
-def _enough(mech: Mechanism, images: ImageSet, trials: int) -> int:
-    """``trials``, or more (doubling, at most ``trials_to_refute``'s cap) when a claim ≤ ``REFUTE_UP_TO`` is beyond
-    what ``trials`` could refute: randomized response needs about 50,000 per side at ε = 10."""
+def bench_trials(mech: Mechanism, images: ImageSet, trials: int, max_trials: int | None = None) -> int:
+    """The audit trials per side the bench runs for ``mech``: ``trials``, or more (doubling, at most
+    ``trials_to_refute``'s cap or ``max_trials``) when a claim ≤ ``REFUTE_UP_TO`` is beyond what ``trials`` could
+    refute: randomized response needs about 50,000 per side at ε = 10."""
     from privpix.evaluation.audit import trials_to_refute
 
     claim = mech.audit_claim(images.shape)[0]
     if claim is None or claim > REFUTE_UP_TO:
         return trials
+    if max_trials is not None:
+        return trials_to_refute(mech, images, trials, cap=max(trials, max_trials))
     return trials_to_refute(mech, images, trials)
 
 
@@ -231,6 +241,7 @@ class _PointTask:
     seed: int
     attacks: AttackSettings | None
     audit_trials: int | None
+    audit_max_trials: int | None
     skip_cells: frozenset
     audit: bool
     src_entropy: float
@@ -261,7 +272,7 @@ def _run_point(task: _PointTask) -> tuple[Mechanism, list[CellRecord], AuditReco
         lines.append(f"{point.method} ε={point.epsilon} rep {rep}: acc {cell['accuracy']:.3f}{extra}")
     audit: AuditRecord | None = None
     if task.audit_trials is not None and task.audit:
-        res = bench_audit(mech, audit_images(mech, test), task.audit_trials, task.seed)
+        res = bench_audit(mech, audit_images(mech, test), task.audit_trials, task.seed, task.audit_max_trials)
         audit = {"claimed_epsilon_requested": point.epsilon, **res.to_dict(), "method": point.method}  # type: ignore[typeddict-item]
         lines.append(f"{point.method} ε={point.epsilon} audit: ≥ {res.audited_epsilon_lower:.2f} ({res.verdict})")
     return mech, cells, audit, lines
@@ -278,6 +289,7 @@ def run_grid(
     seed: int = 0,
     attacks: AttackSettings | None = None,
     audit_trials: int | None = None,
+    audit_max_trials: int | None = None,
     skip_cells: set[tuple[str, str, int]] = frozenset(),  # type: ignore[assignment]
     skip_audits: set[tuple[str, str]] = frozenset(),  # type: ignore[assignment]
     on_cell: Callable[[CellRecord], None] | None = None,
@@ -285,7 +297,8 @@ def run_grid(
     progress: Callable[[str], None] | None = None,
     executor: Executor | None = None,
 ) -> list[CellRecord]:
-    """Run every cell (and, with ``audit_trials``, every audit) of ``points`` not in the skip sets; each record
+    """Run every cell (and, with ``audit_trials``, every audit, raised to at most ``audit_max_trials`` per side when
+    given) of ``points`` not in the skip sets; each record
     goes to ``on_cell``/``on_audit`` as soon as it is done (a bench appends it to its JSONL file). Returns the
     cells run, in grid order. Each cell is seeded by :func:`~privpix.evaluation.runner.cell_seed` alone, so a
     cell's result does not depend on which other cells run, nor on the ``executor`` (:mod:`privpix.executor`)
@@ -302,6 +315,7 @@ def run_grid(
             seed,
             attacks,
             audit_trials,
+            audit_max_trials,
             frozenset(skip_cells),
             point.key not in skip_audits,
             src_entropy,

@@ -19,6 +19,10 @@ Scores, from what the mechanism declares:
   effects are computed from the canary design, not from the draw of slots, so the guesses are post-processing.
 * ``Mechanism.membership_score`` (a released model, e.g. DP-SGD): how well the model fits each canary's
   (image, wrong label), e.g. minus its cross-entropy.
+* A mechanism that fits nothing but releases a batch at once (``pca-inverse`` with a private or DP basis: its
+  output for one image depends on the whole batch, and every release recomputes a basis): the canary is the
+  slot's image, its replacement the image inverted (1 − x); the score is the projection of the slot's released
+  image on the difference, centred between the two. One release of the whole set replaces thousands.
 
 One run gives far less power than thousands of refits: at ε = 1 the bound is typically a small fraction of ε.
 Its use is catching a broken implementation (noise far too small, canaries memorised) at the cost of one fit.
@@ -93,18 +97,24 @@ def bound_from_scores(scores: np.ndarray, inside: np.ndarray, delta: float,
     return best
 
 
-def design(images: ImageSet, canaries: int, removes: bool, n_classes: int,
-           rng: np.random.Generator) -> tuple[ImageSet, ImageSet, ImageSet | None, int]:  # fmt: skip
+def design(images: ImageSet, canaries: int, removes: bool, n_classes: int, rng: np.random.Generator,
+           pixels: bool = False) -> tuple[ImageSet, ImageSet, ImageSet | None, int]:  # fmt: skip
     """(base, canaries, replacements or None, base size): the canaries are ``canaries`` labelled images with a
     wrong label drawn uniformly among the others; their replacements (replace-one) are the same images with their
-    true labels; the base is every other image."""
-    if images.labels is None:
-        raise ParameterError("one-run audit: needs labelled images (the canaries carry wrong labels)")
+    true labels; the base is every other image. With ``pixels`` (a mechanism that releases the images themselves):
+    the canaries are the images as they are and their replacements the same images inverted, labels kept."""
     n = len(images)
     if not 2 <= canaries <= n - 2:
         raise ParameterError(f"one-run audit: canaries must be in 2..{n - 2} for {n} images, got {canaries}")
     pick = rng.permutation(n)
     slots, base = np.sort(pick[:canaries]), np.sort(pick[canaries:])
+    if pixels:
+        x = images.as_float()[slots]
+        labels = None if images.labels is None else np.asarray(images.labels)[slots]
+        return (images.subset(base), ImageSet(x, labels=labels, source="canaries"),
+                ImageSet(1.0 - x, labels=labels, source="canaries inverted"), len(base))  # fmt: skip
+    if images.labels is None:
+        raise ParameterError("one-run audit: needs labelled images (the canaries carry wrong labels)")
     true = np.asarray(images.labels)[slots].astype(np.int64)
     wrong = (true + rng.integers(1, n_classes, canaries)) % n_classes
     canary_set = ImageSet(images.as_float()[slots], labels=wrong, source="canaries")
@@ -114,15 +124,16 @@ def design(images: ImageSet, canaries: int, removes: bool, n_classes: int,
 
 def _private_set(base: ImageSet, canary_set: ImageSet, replacements: ImageSet | None, inside: np.ndarray) -> ImageSet:
     """The base, then slot i: the canary where ``inside``, else its replacement (or nothing, under add/remove)."""
-    x, y = [base.as_float()], [np.asarray(base.labels)]
+    x, y = [base.as_float()], [None if base.labels is None else np.asarray(base.labels)]
     if replacements is None:
         x.append(canary_set.images[inside])
         y.append(canary_set.labels[inside])
     else:
         x.append(np.where(inside[:, None, None, None], canary_set.images, replacements.images))
-        y.append(np.where(inside, canary_set.labels, replacements.labels))
-    return ImageSet(np.concatenate(x).astype(np.float32), labels=np.concatenate(y).astype(np.int64),
-                    source="one-run audit set", class_names=base.class_names)  # fmt: skip
+        y.append(None if canary_set.labels is None else np.where(inside, canary_set.labels, replacements.labels))
+    labels = None if any(v is None for v in y) else np.concatenate(y).astype(np.int64)
+    return ImageSet(np.concatenate(x).astype(np.float32), labels=labels, source="one-run audit set",
+                    class_names=base.class_names)  # fmt: skip
 
 
 def statistic_scores(mech: Mechanism, base: ImageSet, canary_set: ImageSet, replacements: ImageSet | None,
@@ -152,29 +163,45 @@ def statistic_scores(mech: Mechanism, base: ImageSet, canary_set: ImageSet, repl
 
 def audit_one_run(mech: Mechanism, images: ImageSet, canaries: int | None = None, seed: int = 0,
                   confidence: float = CONFIDENCE, progress: Callable[[str], None] | None = None):  # fmt: skip
-    """One-run audit of a mechanism fitted on the private set under a dataset-level relation (see the module
-    docstring). ``images`` (labelled) supply the base and the canaries (default: half of them, at most 1,000).
+    """One-run audit of a mechanism under a dataset-level relation, fitted on the private set or releasing a batch
+    at once (see the module docstring). ``images`` (labelled, for a fitted mechanism) supply the base and the
+    canaries (default: half of them, at most 1,000).
     Returns an :class:`~privpix.evaluation.audit.AuditResult` (``trials`` = 1 fit, ``pair`` naming the design)."""
     from privpix.evaluation.audit import AuditResult, claim_fields, not_audited
 
     t0 = time.perf_counter()
     caps, relation = mech.capabilities(), mech.neighbours()
-    if not (caps.fits_on == "private" and relation.dataset_level):
-        raise ParameterError(f"{mech.name}: the one-run audit is for mechanisms fitted on the private set under a "
-                             "dataset-level relation; use the per-release audit")  # fmt: skip
+    batch_release = caps.fits_on == "nothing" and caps.output == "images"
+    if not (relation.dataset_level and (caps.fits_on == "private" or batch_release)):
+        raise ParameterError(f"{mech.name}: the one-run audit is for mechanisms under a dataset-level relation, "
+                             "fitted on the private set or releasing a batch at once; use the per-release "
+                             "audit")  # fmt: skip
+    if batch_release and relation.removes:  # pragma: no cover - no such mechanism; the design replaces
+        raise ParameterError(f"{mech.name}: the pixel design replaces slots; an add/remove batch release is not "
+                             "supported")  # fmt: skip
     if not 0.5 <= confidence < 1:
         raise ParameterError(f"confidence must be in [0.5, 1), got {confidence}")
     m = canaries if canaries is not None else min(1000, len(images) // 2)
     rng = np.random.default_rng(seed)
-    n_classes = int(mech.get_params().get("n_classes") or (int(np.max(images.labels)) + 1))
-    if n_classes < 2:
-        raise ParameterError("one-run audit: the canaries' wrong labels need at least 2 classes")
-    base, canary_set, replacements, n_base = design(images, m, relation.removes, n_classes, rng)
+    if batch_release:
+        n_classes = 0
+    else:
+        if images.labels is None:
+            raise ParameterError("one-run audit: needs labelled images (the canaries carry wrong labels)")
+        n_classes = int(mech.get_params().get("n_classes") or (int(np.max(images.labels)) + 1))
+        if n_classes < 2:
+            raise ParameterError("one-run audit: the canaries' wrong labels need at least 2 classes")
+    base, canary_set, replacements, n_base = design(images, m, relation.removes, n_classes, rng, batch_release)
     inside = rng.random(m) < 0.5
     fixed = int(rng.integers(0, 2**31))
     noise = np.random.default_rng(int(rng.integers(0, 2**63)))
     claim_eps, claim_delta = mech.audit_claim(images.shape)
-    if mech.released_statistic(base, None, seed=fixed) is not None:
+    if batch_release:
+        shown = mech.release(_private_set(base, canary_set, replacements, inside), noise).values()[n_base:]
+        c, a = canary_set.flat().astype(np.float64), replacements.flat().astype(np.float64)
+        scores = ((shown - 0.5 * (c + a)) * (c - a)).sum(axis=1)
+        how = "projection of each slot's released image on (image − inverted image), centred between them"
+    elif mech.released_statistic(base, None, seed=fixed) is not None:
         scores = statistic_scores(mech, base, canary_set, replacements, inside, noise, fixed, progress)
         how = "least-squares coefficients of the released statistic on the canaries' noise-free effects"
     elif type(mech).membership_score is Mechanism.membership_score:
@@ -194,7 +221,8 @@ def audit_one_run(mech: Mechanism, images: ImageSet, canaries: int | None = None
         max_auditable_epsilon=b["ceiling"],
         trials=1,
         verdict="no-claim" if claim_eps is None else ("violated" if bound > claim_eps else "consistent"),
-        pair=f"one run: {m} canary slots (wrong labels) beside {n_base} images ({n_private} private images)",
+        pair=f"one run: {m} canary slots ({'image or its inverse' if batch_release else 'wrong labels'}) beside "
+        f"{n_base} images ({n_private} private images)",
         statistic=f"{how}; {b['correct']} of {b['guesses']} guesses right (k = {b['k']} per side)",
         false_positive_rate=float("nan"),
         false_negative_rate=float("nan"),

@@ -6,7 +6,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -147,7 +147,8 @@ class Capabilities:
             classifier); it is published as the model file :meth:`Mechanism.save_model` writes (``privpix fit``),
             applied with :meth:`Mechanism.predict`, and :meth:`Mechanism.release` refuses it.
         noise_family: the distribution of its privacy noise, for audits that read a trade-off curve:
-            ``"laplace"``, ``"gaussian"``, ``"randomized-response"``, or ``None``.
+            ``"laplace"``, ``"gaussian"``, ``"randomized-response"``, or ``None`` (a mechanism composed of several
+            noisy releases declares them instead, :meth:`Mechanism.noise_composition`).
         randomized: whether a release draws randomness (another seed, another output); a plain filter does not.
     """
 
@@ -165,6 +166,17 @@ class Capabilities:
             raise ValueError(f"fits_on must be one of {FITS_ON}, got {self.fits_on!r}")
         if self.output not in OUTPUTS:
             raise ValueError(f"output must be one of {OUTPUTS}, got {self.output!r}")
+
+
+class WhiteBoxTrials(NamedTuple):
+    """A mechanism's own white-box distinguishing experiment (:meth:`Mechanism.white_box_trials`): one scalar
+    score per trial without the differing record (``s0``) and with it (``s1``), as many of each, independent;
+    ``pair`` and ``statistic`` say what was compared, for the audit's record."""
+
+    s0: np.ndarray
+    s1: np.ndarray
+    pair: str
+    statistic: str
 
 
 @dataclass
@@ -330,6 +342,20 @@ class Mechanism:
         published. ``seed`` fixes the data-independent randomness (e.g. random features), so two calls differ
         only in the data and the noise. ``None`` (the default) when the mechanism has no such release; an audit
         then refits the whole mechanism and compares its outputs."""
+        return None
+
+    def noise_composition(self, images: ImageSet) -> tuple[tuple[Any, ...], ...] | None:
+        """For audits of a sound mechanism made of several noisy releases that no single ``noise_family`` curve
+        describes: the releases, each at its real noise, as parts of a composed trade-off curve
+        (:class:`privpix.evaluation.curves.ComposedCurve`): ``("laplace", ε)``, ``("gaussian", μ)`` or
+        ``("sampled-gaussian", z, q, T)``, for the private set ``images`` (its size may set a sampling rate).
+        ``None`` (the default): the audit reads the ``noise_family`` curve, if any."""
+        return None
+
+    def white_box_trials(self, images: ImageSet, trials: int, seed: int) -> WhiteBoxTrials | None:
+        """For a mechanism whose release cannot be rerun thousands of times (a trained model): ``trials``
+        independent runs per side of its own white-box experiment, under the threat model its guarantee covers,
+        calibrated as for the private set ``images``; the audit bounds ε from them. ``None`` (the default): none."""
         return None
 
     def membership_score(self, images: ImageSet) -> np.ndarray | None:

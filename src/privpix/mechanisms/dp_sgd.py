@@ -50,7 +50,7 @@ import numpy as np
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Param, register
+from privpix.mechanisms.base import Capabilities, ConformanceCase, Param, WhiteBoxTrials, register
 from privpix.mechanisms.trained import CalibratedModel
 from privpix.neighbours import NeighbourPair, Neighbours
 from privpix.noise import make_rng, torch_seed
@@ -223,6 +223,59 @@ class DPSGD(CalibratedModel):
 
     # -------------------------------------------------------------------------------------- fitting
 
+    def _calibration(self, n: int) -> tuple[float, int, int, float]:
+        """(q, steps per epoch, steps T, noise multiplier z) of a fit on ``n`` examples."""
+        q, per_epoch = sampling(n, self.batch_size)
+        steps = self.epochs * per_epoch
+        return q, per_epoch, steps, noise_multiplier(self.epsilon, self.delta, q, steps)
+
+    def _audited_run(self, images: ImageSet) -> tuple[float, int, int, float]:
+        """(q, steps per epoch, T, z) the audit tests: the fitted model's own (a named model file is read first),
+        else a fit's on ``images``. A fitted model's T is run as one epoch of T steps (the learning rate is 0 in
+        the audit, so only the count matters)."""
+        if self.model and not self.is_fitted:
+            self.fit(None)
+        meta = self._fitted_meta()
+        if meta is not None:
+            q, steps = float(meta["sample_rate"]), int(meta["steps"])
+            return q, steps, steps, float(meta["noise_multiplier"])
+        return self._calibration(len(images))
+
+    def noise_composition(self, images: ImageSet) -> tuple[tuple[Any, ...], ...]:
+        """T steps of the Gaussian mechanism on a Poisson sample of rate q, noise multiplier z (add/remove): the
+        fitted model's, or those a fit on ``images`` would take."""
+        q, _, steps, z = self._audited_run(images)
+        return (("sampled-gaussian", z, q, steps),)
+
+    def white_box_trials(self, images: ImageSet, trials: int, seed: int) -> WhiteBoxTrials:
+        """Dirac gradient canaries through the real training loop (:func:`dp_sgd_net.dirac_canary_scores`): the
+        adversary sees every noisy gradient (the guarantee covers every iterate) and crafts the rest of the
+        training set, the strongest threat model DP-SGD's accounting covers. It tests the sampler, the clipping,
+        the noise, the step count and the calibration of z for the fitted model's (q, T) or, unfitted, for a fit
+        on ``images``; not the CNN, whose forward pass does not touch the privacy argument."""
+        from privpix.mechanisms import dp_sgd_net
+
+        q, per_epoch, steps, z = self._audited_run(images)
+        rng = make_rng(seed)
+        scores = dp_sgd_net.dirac_canary_scores(
+            trials,
+            noise_multiplier=z,
+            max_grad_norm=self.max_grad_norm,
+            sample_rate=q,
+            steps_per_epoch=per_epoch,
+            epochs=steps // per_epoch,
+            sample_seed=torch_seed(rng),
+            noise_seed=torch_seed(rng),
+        )
+        return WhiteBoxTrials(
+            scores.s0,
+            scores.s1,
+            f"white-box: a Dirac gradient canary added or removed ({trials} canaries in "
+            f"{-(-trials // dp_sgd_net.CANARY_CHUNK)} run(s), crafted linear "
+            f"model, q = {q:.4g}, {steps} steps, z = {z:.4g})",
+            "log-likelihood ratio of the canary coordinate's noisy gradients over all steps",
+        )
+
     def fit(
         self,
         data: ImageSet | None = None,
@@ -251,9 +304,7 @@ class DPSGD(CalibratedModel):
 
         if min(dp_sgd_net.conv_sides(h, w)) < 1:
             raise ParameterError(f"{self.name}: images of {h}x{w} are too small for the CNN (at least 14x14)")
-        q, per_epoch = sampling(n, self.batch_size)
-        steps = self.epochs * per_epoch
-        z = noise_multiplier(self.epsilon, self.delta, q, steps)
+        q, per_epoch, steps, z = self._calibration(n)
         seeded = seed is not None
         rng = make_rng(int(seed)) if seeded else None
         init_seed, sample_seed, noise_seed = torch_seed(rng), torch_seed(rng), torch_seed(rng)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -96,6 +96,7 @@ def train_dp_sgd(
     noise_seed: int,
     accountant: Any,
     on_epoch: Callable[[int, TanhCNN], None] | None = None,
+    on_step: Callable[[], None] | None = None,
 ) -> dict[str, list[float]]:
     """DP-SGD (Abadi et al. 2016) on ``net`` in place: ``epochs`` x ``steps_per_epoch`` steps, each on a batch drawn
     by Poisson sampling (every example independently with probability q = batch_size / n; Opacus's
@@ -107,7 +108,9 @@ def train_dp_sgd(
     assumes.
 
     ``accountant`` (an Opacus accountant) records every noisy step. ``on_epoch(epoch, net)`` runs after each epoch
-    (1-based) on the network in eval mode. Returns the history: mean clipped-batch loss and seconds per epoch."""
+    (1-based) on the network in eval mode. ``on_step()`` runs after each noisy step, while every parameter's
+    ``.grad`` still holds the noisy mean gradient the step used (what a white-box observer of the iterates
+    recovers). Returns the history: mean clipped-batch loss and seconds per epoch."""
     grad_sample_module, dp_optimizer, sampler_class = _opacus()
     n = len(x)
     q = batch_size / n
@@ -142,6 +145,8 @@ def train_dp_sgd(
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
                     opt.step()
+                    if on_step is not None:
+                        on_step()
                     total, seen = total + loss.item(), seen + len(idx)
             model.eval()
             for group in opt.param_groups:
@@ -159,6 +164,121 @@ def train_dp_sgd(
                     delattr(p, attr)
     net.eval()
     return history
+
+
+# Canaries per training run of the white-box audit (its inputs are canaries × 2·canaries floats: 128 MB here).
+CANARY_CHUNK = 4096
+
+
+class DiracScores(NamedTuple):
+    """Per-coordinate white-box scores of :func:`dirac_canary_scores`: log-likelihood ratios without (``s0``) and
+    with (``s1``) the canary, and the plain gradient sums of the same coordinates."""
+
+    s0: np.ndarray
+    s1: np.ndarray
+    sum0: np.ndarray
+    sum1: np.ndarray
+
+
+class DiracCanaries(nn.Module):
+    """The white-box audit's crafted model: logits (w · x, 0) with w ∈ R^p starting at 0. Trained with learning
+    rate 0, a row A·e_k labelled 1 has the per-example gradient (A/2)·e_k at every step, which clipping to C turns
+    into exactly C·e_k when A/2 ≥ C: a Dirac gradient canary on coordinate k (Nasr et al. 2023, "Tight auditing of
+    differentially private machine learning"), and no other example touches that coordinate."""
+
+    def __init__(self, p: int) -> None:
+        super().__init__()
+        self.w = nn.Linear(p, 1, bias=False)
+        nn.init.zeros_(self.w.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.w(x)
+        return torch.cat([a, torch.zeros_like(a)], dim=1)
+
+
+def dirac_canary_scores(
+    trials: int,
+    *,
+    noise_multiplier: float,
+    max_grad_norm: float,
+    sample_rate: float,
+    steps_per_epoch: int,
+    epochs: int,
+    sample_seed: int,
+    noise_seed: int,
+) -> DiracScores:
+    """``trials`` scores per side (:class:`DiracScores`) of one run of :func:`train_dp_sgd` (the Poisson sampler,
+    clipping, noise and step count of a fit) on :class:`DiracCanaries` with 2·``trials`` coordinates and a training
+    set of ``trials`` canary examples, the k-th a Dirac canary on coordinate k.
+
+    A coordinate's noisy gradients g_t, in units of C / expected batch, are 1 in the steps that sampled its canary
+    plus N(0, z²) each. Its score is their log-likelihood ratio, canary in against out,
+    Σ_t log(1 − q + q·exp((g_t − 1/2) / z²)): the most powerful test of the pair (Neyman–Pearson). ``sum0`` and
+    ``sum1`` are the plain sums Σ_t g_t (the count of sampled steps plus N(0, T·z²)), for checks.
+
+    Coordinates 0..trials−1 hold a canary (s1, the training set with it); trials..2·trials−1 hold none (s0, the
+    training set without it: add/remove). Each coordinate's noise and each canary's sampling are independent of the
+    others', so the 2·``trials`` scores are independent trials of the pair."""
+    if trials < 1:
+        raise ParameterError(f"trials must be >= 1, got {trials}")
+    if trials > CANARY_CHUNK:
+        # Runs of at most CANARY_CHUNK canaries (the inputs are trials × 2·trials), each with its own seeds: the
+        # runs are independent, and only (q, z, T) make a trial, so the scores are as from one run.
+        runs = []
+        for i, start in enumerate(range(0, trials, CANARY_CHUNK)):
+            seeds = np.random.SeedSequence([sample_seed, noise_seed, i]).generate_state(2)
+            runs.append(dirac_canary_scores(
+                min(CANARY_CHUNK, trials - start), noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm,
+                sample_rate=sample_rate, steps_per_epoch=steps_per_epoch, epochs=epochs,
+                sample_seed=int(seeds[0]), noise_seed=int(seeds[1]),
+            ))  # fmt: skip
+        return DiracScores(*(np.concatenate(parts) for parts in zip(*runs, strict=True)))
+    from opacus.accountants import RDPAccountant
+
+    p = 2 * trials
+    # Gradient norm A/2 ≥ 2C and ≥ 1, so Opacus's clip factor C / (‖g‖ + 1e-6) leaves the canary C to 1e-6.
+    amplitude = 2.0 * max(2.0 * max_grad_norm, 1.0)
+    x = torch.zeros(trials, p)
+    x[torch.arange(trials), torch.arange(trials)] = amplitude
+    y = torch.ones(trials, dtype=torch.long)
+    net = DiracCanaries(p)
+    expected = sample_rate * trials
+    # Each step's noisy gradient in units of C / expected batch: 1 where the canary was sampled, plus N(0, z²).
+    unit = expected / max_grad_norm
+    log_keep, log_q, z2 = (
+        np.log1p(-sample_rate) if sample_rate < 1 else -np.inf,
+        np.log(sample_rate),
+        noise_multiplier**2,
+    )
+    llr, sums = np.zeros(p), np.zeros(p)
+
+    def observe() -> None:
+        g = net.w.weight.grad[0].to(torch.float64).numpy() * unit
+        sums[:] += g
+        # The step's log-likelihood ratio, canary in against out: log(1 − q + q·exp((g − 1/2) / z²)).
+        llr[:] += np.logaddexp(log_keep, log_q + (g - 0.5) / z2)
+
+    accountant = RDPAccountant()
+    train_dp_sgd(
+        net,
+        x,
+        y,
+        noise_multiplier=noise_multiplier,
+        max_grad_norm=max_grad_norm,
+        batch_size=expected,
+        steps_per_epoch=steps_per_epoch,
+        epochs=epochs,
+        lr=0.0,
+        momentum=0.0,
+        sample_seed=sample_seed,
+        noise_seed=noise_seed,
+        accountant=accountant,
+        on_step=observe,
+    )
+    taken = sum(k for _, _, k in accountant.history)
+    if taken != steps_per_epoch * epochs:  # pragma: no cover - guards the step hook
+        raise AssertionError(f"white-box audit: {taken} noisy steps of {steps_per_epoch * epochs}")
+    return DiracScores(llr[trials:].copy(), llr[:trials].copy(), sums[trials:].copy(), sums[:trials].copy())
 
 
 def logits(net: TanhCNN, images: np.ndarray) -> np.ndarray:

@@ -225,6 +225,17 @@ class PCAInverse(Mechanism):
             return self.d * self.epsilon, 0.0
         return super().audit_claim(shape)
 
+    def noise_composition(self, images: ImageSet) -> tuple[tuple[Any, ...], ...] | None:
+        """basis=dp: the Gaussian basis (μ = Δ/σ = basis_epsilon / √(2 ln(1.25/δ)), the Frobenius sensitivity 2r²
+        over σ; the symmetric noise draws each entry once) composed with the Laplace coefficients of the image
+        (ε: L1 sensitivity over the scale). The other bases have one noise family or no guarantee."""
+        if self.basis != "dp":
+            return None
+        return (
+            ("laplace", self.epsilon),
+            ("gaussian", self.basis_epsilon / math.sqrt(2 * math.log(1.25 / self.delta))),
+        )
+
     # ------------------------------------------------------------------------------------- privatize
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
