@@ -14,13 +14,23 @@ seeds whose bound is at or below the true ε; the bounds hold at 95 %, so covera
 seconds per audit. A second table runs mechanisms that spend 2ε while claiming ε and counts how often the claim is
 refuted (at 2,000 trials per side).
 
-Writes ``results/audit_power.{json,md}``. Run: ``.venv/bin/python benchmarks/audit_power.py`` (about a minute).
+A third table calibrates the composed curves (:func:`privpix.evaluation.curves.composed_curve`) on the composition
+pca-inverse basis=dp declares: Laplace(ε_L) ⊗ Gaussian μ, μ = 0.5 / √(2 ln(1.25/δ)) (basis_epsilon 0.5), for
+ε_L ∈ {0.5, 2, 4, 8, 9.5}. The samples are the exact log-likelihood-ratio statistic of the composition
+(:func:`~privpix.evaluation.curves.composed_samples`); the true ε at δ comes from dp-accounting's PLD, pessimistic
+(upper) and optimistic (lower) estimates, and coverage is counted against the pessimistic one. The same rows count
+how often a mechanism spending twice (every part at scale 2), read through the scale-1 curve, is refuted: a bound
+above the scale-1 true ε (pessimistic). Its ms / audit is the mean over the row's bounds: the curve caches the PLDs
+its bisections compute, so the first bound of a row pays about a second and later ones little.
+
+Writes ``results/audit_power.{json,md}``. Run: ``.venv/bin/python benchmarks/audit_power.py`` (a few minutes).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import time
 from pathlib import Path
@@ -28,11 +38,13 @@ from pathlib import Path
 import numpy as np
 
 from privpix.evaluation.audit import bounds_from_samples
-from privpix.evaluation.curves import reference_samples
+from privpix.evaluation.curves import composed_curve, composed_samples, reference_samples
 
 RESULTS = Path(__file__).parent / "results"
 DELTA = 1e-5
 FAMILIES = {"Laplace": ("laplace", 0.0), "Gaussian": ("gaussian", DELTA), "GRR": ("randomized-response", 0.0)}
+# pca-inverse basis=dp: the Gaussian basis at basis_epsilon 0.5 (μ = Δ/σ of the classic calibration at δ).
+BASIS_MU = 0.5 / math.sqrt(2 * math.log(1.25 / DELTA))
 
 
 def samples(mech: str, eps: float, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -40,7 +52,58 @@ def samples(mech: str, eps: float, n: int, rng: np.random.Generator) -> tuple[np
     return reference_samples(FAMILIES[mech][0], eps, n, rng, DELTA)
 
 
-def run(seeds: int, epsilons: list[float], trials: list[int]) -> dict:
+def summary(raw: list[float], curve: list[float], true: float) -> dict:
+    """Mean, 5th percentile and coverage (share at or below the ``true`` ε) of the raw and the curve bounds."""
+    out = {}
+    for name, values in (("raw", np.array(raw)), ("curve", np.array(curve))):
+        out.update({f"{name}_mean": float(values.mean()), f"{name}_p05": float(np.quantile(values, 0.05)),
+                    f"{name}_coverage": float(np.mean(values <= true))})  # fmt: skip
+    return out
+
+
+def composition(seeds: int, laplace_epsilons: list[float], trials: list[int]) -> list[dict]:
+    """Rows of the Laplace ⊗ Gaussian composition (module docstring)."""
+    rows = []
+    for eps_l in laplace_epsilons:
+        parts = (("laplace", eps_l), ("gaussian", BASIS_MU))
+        curve = composed_curve(parts, DELTA)
+        true_hi = float(curve._pld(1.0, True).get_epsilon_for_delta(DELTA))
+        true_lo = curve._epsilon_at(1.0)
+        for n in trials:
+            raw, cur, secs, refuted = [], [], [], 0
+            for seed in range(seeds):
+                s0, s1 = composed_samples(parts, n, np.random.default_rng([seed, n, int(eps_l * 10), 3]))
+                t0 = time.perf_counter()
+                b = bounds_from_samples(s0, s1, DELTA, curve=curve)
+                secs.append(time.perf_counter() - t0)
+                raw.append(b.raw_epsilon_lower)
+                cur.append(b.curve_epsilon_lower)
+                s0, s1 = composed_samples(parts, n, np.random.default_rng([seed, n, int(eps_l * 10), 4]), scale=2.0)
+                t0 = time.perf_counter()
+                b = bounds_from_samples(s0, s1, DELTA, curve=curve)
+                secs.append(time.perf_counter() - t0)
+                refuted += b.epsilon_lower > true_hi
+            rows.append(
+                {
+                    "mechanism": "Laplace ⊗ Gaussian",
+                    "laplace_epsilon": eps_l,
+                    "gaussian_mu": BASIS_MU,
+                    "true_epsilon_pessimistic": true_hi,
+                    "true_epsilon_optimistic": true_lo,
+                    "trials_per_side": n,
+                    "seeds": seeds,
+                    **summary(raw, cur, true_hi),
+                    "curve_max": float(max(cur)),
+                    "raw_max": float(max(raw)),
+                    "twice_refuted_share": refuted / seeds,
+                    "seconds_per_audit": float(np.mean(secs)),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def run(seeds: int, epsilons: list[float], trials: list[int], laplace_epsilons: list[float]) -> dict:
     power, cheat = [], []
     for mech, (family, delta) in FAMILIES.items():
         for eps in epsilons:
@@ -53,19 +116,13 @@ def run(seeds: int, epsilons: list[float], trials: list[int]) -> dict:
                     secs.append(time.perf_counter() - t0)
                     raw.append(b.raw_epsilon_lower)
                     curve.append(b.curve_epsilon_lower)
-                raw_a, curve_a = np.array(raw), np.array(curve)
                 power.append(
                     {
                         "mechanism": mech,
                         "true_epsilon": eps,
                         "trials_per_side": n,
                         "seeds": seeds,
-                        "raw_mean": float(raw_a.mean()),
-                        "raw_p05": float(np.quantile(raw_a, 0.05)),
-                        "raw_coverage": float(np.mean(raw_a <= eps)),
-                        "curve_mean": float(curve_a.mean()),
-                        "curve_p05": float(np.quantile(curve_a, 0.05)),
-                        "curve_coverage": float(np.mean(curve_a <= eps)),
+                        **summary(raw, curve, eps),
                         "seconds_per_audit": float(np.mean(secs)),
                     }
                 )
@@ -78,7 +135,9 @@ def run(seeds: int, epsilons: list[float], trials: list[int]) -> dict:
                 refuted += b.epsilon_lower > eps
             cheat.append({"mechanism": mech, "claimed_epsilon": eps, "true_epsilon": 2 * eps, "trials_per_side": 2000,
                           "refuted_share": refuted / seeds})  # fmt: skip
-    return {"power": power, "cheat": cheat, "seeds": seeds, "delta": DELTA, "machine": platform.machine()}
+    composed = composition(seeds, laplace_epsilons, trials)
+    return {"power": power, "cheat": cheat, "composition": composed, "seeds": seeds, "delta": DELTA,
+            "machine": platform.machine()}  # fmt: skip
 
 
 def table(res: dict) -> str:
@@ -112,6 +171,26 @@ def table(res: dict) -> str:
         f"| {r['mechanism']} | {r['claimed_epsilon']:g} | {r['true_epsilon']:g} | {r['refuted_share']:.2f} |"
         for r in res["cheat"]
     ]
+    lines += [
+        "",
+        f"Composed curve (PLD) on pca-inverse basis=dp's composition: Laplace ε_L ⊗ Gaussian μ = "
+        f"{BASIS_MU:.4f} (basis_epsilon 0.5) at δ = {res['delta']:g}, the samples the exact log-likelihood-ratio "
+        "statistic. True ε: the composition's ε at δ from dp-accounting's PLD, pessimistic (optimistic); coverage "
+        "against the pessimistic one. Spending 2×: every part at twice its ε (μ), read through the scale-1 curve; "
+        "refuted when the larger bound exceeds the scale-1 true ε (pessimistic). ms / audit: mean over the row's "
+        "bounds, both kinds (the curve's PLDs are cached across bounds, so the first costs about a second).",
+        "",
+        "| ε_L | true ε | trials / side | raw: mean (p05) | raw coverage | curve: mean (p05) | curve coverage "
+        "| spending 2×: refuted | ms / audit |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['laplace_epsilon']:g} | {r['true_epsilon_pessimistic']:.4f} ({r['true_epsilon_optimistic']:.4f}) "
+        f"| {r['trials_per_side']} | {r['raw_mean']:.2f} ({r['raw_p05']:.2f}) | {r['raw_coverage']:.3f} "
+        f"| {r['curve_mean']:.2f} ({r['curve_p05']:.2f}) | {r['curve_coverage']:.3f} | {r['twice_refuted_share']:.2f} "
+        f"| {1000 * r['seconds_per_audit']:.1f} |"
+        for r in res.get("composition", [])
+    ]
     lines += ["", f"Machine: {res['machine']}, one core."]
     return "\n".join(lines) + "\n"
 
@@ -121,8 +200,10 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=100)
     ap.add_argument("--epsilons", default="1,2,4,8,10")
     ap.add_argument("--trials", default="1000,2000,10000")
+    ap.add_argument("--laplace-epsilons", default="0.5,2,4,8,9.5", help="ε_L of the Laplace ⊗ Gaussian rows")
     args = ap.parse_args()
-    res = run(args.seeds, [float(e) for e in args.epsilons.split(",")], [int(t) for t in args.trials.split(",")])
+    res = run(args.seeds, [float(e) for e in args.epsilons.split(",")], [int(t) for t in args.trials.split(",")],
+              [float(e) for e in args.laplace_epsilons.split(",")])  # fmt: skip
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "audit_power.json").write_text(json.dumps(res, indent=1) + "\n")
     (RESULTS / "audit_power.md").write_text(table(res))
