@@ -184,9 +184,10 @@ def test_bench_audits_raise_trials_until_claims_up_to_ten_are_refutable(digits):
         and res.refutable
         and res.max_auditable_epsilon == pytest.approx(max_auditable(rr, tiny, 8000))
     )
-    # A cap on the raise (the demo's): audited at the cap and reported not refutable.
-    capped = bench_audit(rr, tiny, 1000, 0, max_trials=2000)
-    assert capped.trials == 2000 and not capped.refutable and capped.verdict == "consistent"
+    # A cap on the raise (the demo's) that cannot make the claim refutable: no raise at all, reported not refutable.
+    capped = bench_audit(rr, tiny, 1000, 0, max_trials=4000)
+    assert capped.trials == 1000 and not capped.refutable and capped.verdict == "consistent"
+    assert trials_to_refute(rr, tiny, 1000, cap=4000) == 1000
     # A Laplace claim of 10 is refutable at 1,000 trials through its curve; a claim above 10 keeps the trials.
     assert trials_to_refute(_laplace(10.0), tiny, 1000) == 1000
     assert bench_audit(get_mechanism("ldp-pixel", epsilon=12.0), tiny, 200, 0).trials == 200

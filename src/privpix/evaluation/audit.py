@@ -415,12 +415,16 @@ def _ceiling(held_raw: int, held_curve: int, claim_delta: float, curve: AnyCurve
 
 def trials_to_refute(mech: Mechanism, images: ImageSet, start: int, cap: int = MAX_ADAPTIVE_TRIALS) -> int:
     """The fewest of ``start``·2^j trials per side (at most ``cap``) whose audit could refute the claim, i.e. show
-    a bound above it; ``start`` when there is no claim, ``cap`` when even that cannot."""
+    a bound above it; ``start`` when there is no claim, and when even ``cap`` could not (more trials would not
+    make the claim refutable, only the audit slower)."""
     claim = mech.audit_claim(_shape(images))[0]
+    if claim is None:
+        return start
     n = start
-    while claim is not None and n < cap and max_auditable(mech, images, n) <= claim:
+    while n < cap and max_auditable(mech, images, n) <= claim:
         n *= 2
-    return min(n, cap) if claim is not None else start
+    n = min(n, cap)
+    return n if n == start or max_auditable(mech, images, n) > claim else start
 
 
 def mechanism_curve(mech: Mechanism, images: ImageSet | RecordSet) -> AnyCurve | None:

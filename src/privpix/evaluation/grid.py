@@ -206,7 +206,7 @@ REFUTE_UP_TO = 10.0
 def bench_trials(mech: Mechanism, images: ImageSet, trials: int, max_trials: int | None = None) -> int:
     """The audit trials per side the bench runs for ``mech``: ``trials``, or more (doubling, at most
     ``trials_to_refute``'s cap or ``max_trials``) when a claim ≤ ``REFUTE_UP_TO`` is beyond what ``trials`` could
-    refute: randomized response needs about 50,000 per side at ε = 10."""
+    refute and that many could: randomized response needs 64,000 per side at ε = 10."""
     from privpix.evaluation.audit import trials_to_refute
 
     claim = mech.audit_claim(images.shape)[0]
