@@ -207,14 +207,13 @@ def bench_trials(mech: Mechanism, images: ImageSet, trials: int, max_trials: int
     """The audit trials per side the bench runs for ``mech``: ``trials``, or more (doubling, at most
     ``trials_to_refute``'s cap or ``max_trials``) when a claim ≤ ``REFUTE_UP_TO`` is beyond what ``trials`` could
     refute and that many could: randomized response needs 64,000 per side at ε = 10."""
-    from privpix.evaluation.audit import trials_to_refute
+    from privpix.evaluation.audit import MAX_ADAPTIVE_TRIALS, trials_to_refute
 
     claim = mech.audit_claim(images.shape)[0]
     if claim is None or claim > REFUTE_UP_TO:
         return trials
-    if max_trials is not None:
-        return trials_to_refute(mech, images, trials, cap=max(trials, max_trials))
-    return trials_to_refute(mech, images, trials)
+    cap = MAX_ADAPTIVE_TRIALS if max_trials is None else max(trials, max_trials)
+    return trials_to_refute(mech, images, trials, cap=cap)
 
 
 def audit_images(mech: Mechanism, test: ImageSet) -> ImageSet:

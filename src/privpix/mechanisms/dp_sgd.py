@@ -229,22 +229,21 @@ class DPSGD(CalibratedModel):
         steps = self.epochs * per_epoch
         return q, per_epoch, steps, noise_multiplier(self.epsilon, self.delta, q, steps)
 
-    def _audited_run(self, images: ImageSet) -> tuple[float, int, int, float]:
-        """(q, steps per epoch, T, z) the audit tests: the fitted model's own (a named model file is read first),
-        else a fit's on ``images``. A fitted model's T is run as one epoch of T steps (the learning rate is 0 in
-        the audit, so only the count matters)."""
+    def _audited_run(self, images: ImageSet) -> tuple[float, int, float]:
+        """(q, T, z) the audit tests: the fitted model's own (a named model file is read first), else a fit's on
+        ``images``."""
         if self.model and not self.is_fitted:
             self.fit(None)
         meta = self._fitted_meta()
         if meta is not None:
-            q, steps = float(meta["sample_rate"]), int(meta["steps"])
-            return q, steps, steps, float(meta["noise_multiplier"])
-        return self._calibration(len(images))
+            return float(meta["sample_rate"]), int(meta["steps"]), float(meta["noise_multiplier"])
+        q, _, steps, z = self._calibration(len(images))
+        return q, steps, z
 
     def noise_composition(self, images: ImageSet) -> tuple[tuple[Any, ...], ...]:
         """T steps of the Gaussian mechanism on a Poisson sample of rate q, noise multiplier z (add/remove): the
         fitted model's, or those a fit on ``images`` would take."""
-        q, _, steps, z = self._audited_run(images)
+        q, steps, z = self._audited_run(images)
         return (("sampled-gaussian", z, q, steps),)
 
     def white_box_trials(self, images: ImageSet, trials: int, seed: int) -> WhiteBoxTrials:
@@ -255,15 +254,16 @@ class DPSGD(CalibratedModel):
         on ``images``; not the CNN, whose forward pass does not touch the privacy argument."""
         from privpix.mechanisms import dp_sgd_net
 
-        q, per_epoch, steps, z = self._audited_run(images)
+        q, steps, z = self._audited_run(images)
         rng = make_rng(seed)
         scores = dp_sgd_net.dirac_canary_scores(
             trials,
             noise_multiplier=z,
             max_grad_norm=self.max_grad_norm,
             sample_rate=q,
-            steps_per_epoch=per_epoch,
-            epochs=steps // per_epoch,
+            # One epoch of T steps: the learning rate is 0 in the audit, so only the count of steps matters.
+            steps_per_epoch=steps,
+            epochs=1,
             sample_seed=torch_seed(rng),
             noise_seed=torch_seed(rng),
         )
