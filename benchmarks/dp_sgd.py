@@ -114,7 +114,7 @@ def run_one(
         "val_curve": curve,
         "chosen_epoch": int(np.argmax(curve)) + 1,
         "seconds": round(seconds, 1),
-        "epoch_seconds": meta["history"]["seconds"],
+        "epoch_seconds": mech.history_["seconds"],
     }
     if test is not None:
         net = mech.network()

@@ -127,7 +127,7 @@ def test_release_folder_and_ledger(run, tmp_path):
     assert r.exit_code == 0, r.output
     assert "skipped" in r.output and "readme.txt" in r.output
     assert json.loads((tmp_path / "a" / "manifest.json").read_text())["images"] == 5
-    assert json.loads(ledger.read_text())["spent_epsilon"] == pytest.approx(1.5)
+    assert json.loads(ledger.read_text())["spent"]["epsilon"] == pytest.approx(1.5)
     r = run(*base, "--output", tmp_path / "b")
     assert r.exit_code == 2 and "remains" in r.output
     assert not (tmp_path / "b" / "manifest.json").exists()

@@ -253,8 +253,10 @@ def test_audit_of_a_records_release(run, data_dir, tmp_path):
     from privpix.evaluation.audit import RECORD_UNIT, audit, record_pairs
 
     model = tmp_path / "adult.pt"
+    # Seeded: an unseeded fit draws its weights from OS entropy, and the noisy bound below moved with them (this
+    # test failed about one run in two without the seed).
     r = run("train-obfuscator", "--dataset", "adult:train", "--limit", 1000, "--epochs", 1, "--output", model,
-            "--data-dir", data_dir, "-q")  # fmt: skip
+            "--data-dir", data_dir, "--seed", 0, "-q")  # fmt: skip
     assert r.exit_code == 0, r.output
     records = load_dataset("adult:test", data_dir).subset(np.arange(300))
     pairs = record_pairs(records)

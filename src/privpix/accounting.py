@@ -1,4 +1,13 @@
-"""Budget accounting across releases of the same data (basic sequential composition), on a locked file."""
+"""The privacy ledger: every DP event on one dataset charged once, composed tightly, on a locked file.
+
+What is charged (docs/accounting.md): a release that touches the private images (``privpix release``), and a fit
+that is itself a DP release (``privpix fit`` of a DP synthesizer or DP-SGD: the noisy embedding or the noisy
+training). A release from a fitted model file is post-processing of its fit and is charged nothing, once the fit
+is in the ledger. Each entry records the noise its event adds (:class:`privpix.composition.NoiseEvent`), and the
+ledger composes all of them with dp-accounting's privacy-loss distributions (pessimistic): "spent" is the smallest
+ε at which the whole composition is (ε, δ_budget)-DP, or the basic sum of the entries' (ε, δ) when that is smaller
+(both are valid upper bounds). A charge is admitted only if the composition including it stays within the budget.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +15,8 @@ import json
 import math
 import os
 import tempfile
+import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -14,31 +25,71 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from privpix.composition import (
+    BASIC,
+    LEDGER_RELATION,
+    NoiseEvent,
+    accountant_text,
+    compose,
+    events_from_dicts,
+    replace_one,
+)
 from privpix.errors import BudgetExceededError, DataError, ParameterError, check_delta, check_positive
 from privpix.guarantees import Guarantee
+
+# What touched the private data: a release, a fit, a model's fit charged afterwards (`privpix ledger charge`).
+ENTRY_KINDS = ("release", "fit", "model")
 
 
 @dataclass
 class LedgerEntry:
-    """One charge. ``status`` is ``"charged"`` for a finished release and ``"reserved"`` while a release is being
-    written: a reservation counts against the budget like a charge, so a run killed half-way never gives back ε
-    it may have spent."""
+    """One charge. ``status`` is ``"charged"`` for a finished event and ``"reserved"`` while a release is written
+    or a fit trains: a reservation counts against the budget like a charge, so a run killed half-way never gives
+    back ε it may have spent.
+
+    ``epsilon`` and ``delta`` are the entry's own cost for one image replaced (the ledger's relation; an add/remove
+    guarantee is converted by group privacy), what basic composition adds up. ``events`` is the noise it adds, what
+    the PLD composition reads; ``None`` for entries of older ledgers, composed as bare (ε, δ) events."""
 
     label: str
     epsilon: float
     delta: float
     guarantee: dict
     status: str = "charged"
-    # The sharded release a reservation belongs to: `privpix release --resume` finds its reservation by it and
-    # charges that one instead of a second.
+    # The sharded release (or the fit) a reservation belongs to: `privpix release --resume` finds its reservation by
+    # it and charges that one instead of a second.
     run: str = ""
+    id: int = 0
+    kind: str = "release"
+    events: list[NoiseEvent] | None = None
+    time: str = ""
+    model_sha256: str = ""
+
+    def noise(self) -> list[NoiseEvent]:
+        """What the composition reads: the declared events, else the entry's (ε, δ) as one bare event."""
+        if self.events:
+            return list(self.events)
+        return [NoiseEvent.approx(self.epsilon, self.delta)]
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"id": self.id, "kind": self.kind, "label": self.label, "epsilon": self.epsilon,
+                             "delta": self.delta, "status": self.status}  # fmt: skip
+        if self.events is not None:
+            d["events"] = [e.to_dict() for e in self.events]
+        for key in ("run", "time", "model_sha256"):
+            if getattr(self, key):
+                d[key] = getattr(self, key)
+        d["guarantee"] = self.guarantee
+        return d
 
     @classmethod
     def from_dict(cls, d: Any, where: str) -> LedgerEntry:
         """Validate one entry read from a file: one-line :class:`DataError` naming it when anything is off."""
         if not isinstance(d, dict):
             raise DataError(f"{where}: not an object")
-        unknown = set(d) - {"label", "epsilon", "delta", "guarantee", "status", "run"}
+        known = {"label", "epsilon", "delta", "guarantee", "status", "run", "id", "kind", "events", "time",
+                 "model_sha256"}  # fmt: skip
+        unknown = set(d) - known
         if unknown:
             raise DataError(f"{where}: unknown field(s) {sorted(unknown)}")
         label = d.get("label", "")
@@ -54,10 +105,20 @@ class LedgerEntry:
         status = d.get("status", "charged")
         if status not in ("charged", "reserved"):
             raise DataError(f"{where}: status must be 'charged' or 'reserved', got {status!r}")
-        run = d.get("run", "")
-        if not isinstance(run, str):
-            raise DataError(f"{where}: run must be a string, got {run!r}")
-        return cls(label, eps, delta, guarantee, status, run)
+        for key in ("run", "time", "model_sha256"):
+            if not isinstance(d.get(key, ""), str):
+                raise DataError(f"{where}: {key} must be a string, got {d[key]!r}")
+        kind = d.get("kind", "release")
+        if kind not in ENTRY_KINDS:
+            raise DataError(f"{where}: kind must be one of {', '.join(ENTRY_KINDS)}, got {kind!r}")
+        ident = d.get("id", 0)
+        if isinstance(ident, bool) or not isinstance(ident, int) or ident < 0:
+            raise DataError(f"{where}: id must be a positive integer, got {ident!r}")
+        events = d.get("events")
+        if events is not None:
+            events = events_from_dicts(events, where)
+        return cls(label, eps, delta, guarantee, status, d.get("run", ""), ident, kind, events, d.get("time", ""),
+                   d.get("model_sha256", ""))  # fmt: skip
 
 
 def _number(value: Any, what: str) -> float:
@@ -70,66 +131,153 @@ def _number(value: Any, what: str) -> float:
     return v
 
 
+@dataclass(frozen=True)
+class Spend:
+    """What a set of entries spends, as a statement (``epsilon``, ``delta``): the smaller of the PLD composition's ε
+    at ``delta`` and the basic sum (when the summed δ is within ``delta``); ``basic_*`` the plain sums;
+    ``accountant`` how the figure was computed."""
+
+    epsilon: float
+    delta: float
+    basic_epsilon: float
+    basic_delta: float
+    pld_epsilon: float
+    accountant: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "epsilon": _json_number(self.epsilon),
+            "delta": self.delta,
+            "basic_epsilon": self.basic_epsilon,
+            "basic_delta": self.basic_delta,
+            "accountant": self.accountant,
+        }
+
+
+def _json_number(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def spend_of(entries: list[LedgerEntry], delta: float) -> Spend:
+    """:class:`Spend` of ``entries`` at ``delta`` (module docstring)."""
+    basic_eps = float(math.fsum(e.epsilon for e in entries))
+    basic_delta = float(math.fsum(e.delta for e in entries))
+    pld_eps, interval = compose([ev for e in entries for ev in e.noise()], delta)
+    basic_ok = basic_delta <= delta * (1 + 1e-9) + 1e-300
+    if basic_ok and basic_eps < pld_eps:
+        # The basic sum is the smaller valid bound (pure ε at δ = 0, where Laplace PLDs give no finite ε).
+        return Spend(basic_eps, delta, basic_eps, basic_delta, pld_eps, BASIC)
+    return Spend(pld_eps, delta, basic_eps, basic_delta, pld_eps, accountant_text(interval))
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
 @dataclass
 class PrivacyLedger:
-    """Tracks the per-image ε and δ spent on one dataset and refuses a release that would exceed the budget.
+    """Tracks the per-image ε and δ spent on one dataset and refuses an event that would exceed the budget.
 
-    Composition is basic sequential composition: ε and δ add up. Only sound DP guarantees can be accounted;
-    a release whose guarantee is unsound, empirical or none is refused, since no ε can be charged for it.
-    Used on a file, go through :func:`open_ledger`, which locks it across check, charge and publish.
+    Entries are composed by dp-accounting's PLD accountant (module docstring); the budget is an (ε, δ) statement
+    for one image and its label replaced. Only sound DP guarantees can be accounted; an event whose guarantee is
+    unsound, empirical or none is refused, since no ε can be charged for it. Used on a file, go through
+    :func:`open_ledger`, which locks it across check, charge and publish.
 
     Args:
         epsilon_budget: total per-image ε allowed.
-        delta_budget: total δ allowed (0 for pure DP).
+        delta_budget: the δ the budget's ε is stated at (0 for pure DP: then only pure events can be charged).
     """
 
     epsilon_budget: float
     delta_budget: float = 0.0
     entries: list[LedgerEntry] = field(default_factory=list)
+    next_id: int = 1
 
     def __post_init__(self) -> None:
         self.epsilon_budget = check_positive("epsilon_budget", self.epsilon_budget)
         self.delta_budget = check_delta(self.delta_budget)
 
-    @property
-    def spent_epsilon(self) -> float:
-        return float(math.fsum(e.epsilon for e in self.entries))
+    def spent(self) -> Spend:
+        """What every entry (charges and reservations) spends together, at the δ budget."""
+        return spend_of(self.entries, self.delta_budget)
 
     @property
-    def spent_delta(self) -> float:
-        return float(math.fsum(e.delta for e in self.entries))
+    def spent_epsilon(self) -> float:
+        return self.spent().epsilon
 
     @property
     def remaining_epsilon(self) -> float:
         return self.epsilon_budget - self.spent_epsilon
 
-    def check(self, guarantee: Guarantee) -> None:
-        """Raise unless ``guarantee`` can be charged within the remaining budget."""
+    def entry(self, ident: int) -> LedgerEntry | None:
+        return next((e for e in self.entries if e.id == ident), None)
+
+    def entry_for_model(self, sha256: str) -> LedgerEntry | None:
+        """The entry that charged the fit of the model file whose SHA-256 is ``sha256``, if any."""
+        return next((e for e in self.entries if sha256 and e.model_sha256 == sha256), None)
+
+    def _proposed(self, guarantee: Guarantee, events: list[NoiseEvent] | None, label: str, status: str, run: str,
+                  kind: str, model_sha256: str) -> LedgerEntry:  # fmt: skip
         if not guarantee.is_dp:
             raise BudgetExceededError(
-                f"cannot account a release whose guarantee is {guarantee.short()!r}: only sound DP releases "
+                f"cannot charge an event whose guarantee is {guarantee.short()!r}: only sound DP releases and fits "
                 "have an ε to charge"
             )
-        eps = guarantee.per_image_epsilon
-        assert eps is not None  # sound guarantees always state it
-        tol = 1e-12
-        if self.spent_epsilon + eps > self.epsilon_budget + tol:
-            raise BudgetExceededError(
-                f"release needs per-image ε={eps:.4g} but only {self.remaining_epsilon:.4g} of "
-                f"{self.epsilon_budget:.4g} remains"
-            )
-        if self.spent_delta + guarantee.delta > self.delta_budget + tol:
-            raise BudgetExceededError(
-                f"release needs δ={guarantee.delta:g} but only {self.delta_budget - self.spent_delta:g} remains"
-            )
+        assert guarantee.per_image_epsilon is not None  # sound guarantees always state it
+        relations = {e.relation for e in events or ()}
+        if len(relations) > 1:
+            raise ValueError(f"one event's noise is stated for one neighbouring relation, got {sorted(relations)}")
+        relation = relations.pop() if relations else LEDGER_RELATION
+        eps, delta = replace_one(guarantee.per_image_epsilon, guarantee.delta, relation)
+        return LedgerEntry(label, eps, delta, guarantee.to_dict(), status, run, self.next_id, kind,
+                           list(events) if events else None, _now(), model_sha256)  # fmt: skip
 
-    def spend(self, guarantee: Guarantee, label: str = "", status: str = "charged", run: str = "") -> LedgerEntry:
-        """Charge a release; raises :class:`BudgetExceededError` (and records nothing) if over budget."""
-        self.check(guarantee)
-        entry = LedgerEntry(
-            label, float(guarantee.per_image_epsilon), float(guarantee.delta), guarantee.to_dict(), status, run
+    def check(self, guarantee: Guarantee, events: list[NoiseEvent] | None = None, kind: str = "release") -> Spend:
+        """Raise unless an event with ``guarantee`` (adding ``events``; default: its bare (ε, δ)) fits the budget;
+        returns what the ledger would then spend. ``kind`` (release, fit) words the refusal."""
+        entry = self._proposed(guarantee, events, "", "reserved", "", kind, "")
+        return self._admit(entry)
+
+    def _admit(self, entry: LedgerEntry) -> Spend:
+        tol = 1e-9
+        before = self.spent()
+        after = spend_of([*self.entries, entry], self.delta_budget)
+        if after.epsilon <= self.epsilon_budget * (1 + tol):
+            return after
+        what = {"fit": "fit", "model": "the model's fit"}.get(entry.kind, "release")
+        needs = f"{what} needs per-image ε={entry.epsilon:.4g}" + (f", δ={entry.delta:g}" if entry.delta else "")
+        if entry.events and entry.events[0].relation != LEDGER_RELATION:
+            needs += " (its add/remove guarantee, doubled by group privacy for one image replaced)"
+        if not math.isfinite(after.epsilon):
+            hint = (
+                "the ledger's δ budget is 0, so only pure ε-DP events can be charged; a ledger's δ budget is set when "
+                "it is created: start one with --delta-budget (e.g. --delta-budget 1e-5)"
+                if self.delta_budget == 0
+                else f"its δ does not fit the ledger's δ budget {self.delta_budget:g} (--delta-budget)"
+            )
+            raise BudgetExceededError(f"{needs}, but only 0 of the δ budget remains: {hint}")
+        remains = max(0.0, self.epsilon_budget - before.epsilon)
+        raise BudgetExceededError(
+            f"{needs} (composed with the ledger: ε={after.epsilon:.4g} at δ={self.delta_budget:g}, "
+            f"{after.accountant}) but only {remains:.4g} of {self.epsilon_budget:.4g} remains"
         )
+
+    def spend(
+        self,
+        guarantee: Guarantee,
+        label: str = "",
+        status: str = "charged",
+        run: str = "",
+        *,
+        events: list[NoiseEvent] | None = None,
+        kind: str = "release",
+        model_sha256: str = "",
+    ) -> LedgerEntry:
+        """Charge an event; raises :class:`BudgetExceededError` (and records nothing) if over budget."""
+        entry = self._proposed(guarantee, events, label, status, run, kind, model_sha256)
+        self._admit(entry)
         self.entries.append(entry)
+        self.next_id += 1
         return entry
 
     def to_dict(self) -> dict:
@@ -137,9 +285,10 @@ class PrivacyLedger:
             "format": LEDGER_FORMAT,
             "epsilon_budget": self.epsilon_budget,
             "delta_budget": self.delta_budget,
-            "spent_epsilon": self.spent_epsilon,
-            "spent_delta": self.spent_delta,
-            "entries": [{k: v for k, v in e.__dict__.items() if k != "run" or v} for e in self.entries],
+            "relation": "replace-one: one image and its label replaced; the number of images is public",
+            "spent": self.spent().to_dict(),
+            "next_id": self.next_id,
+            "entries": [e.to_dict() for e in self.entries],
         }
 
     def save(self, path: str | os.PathLike) -> None:
@@ -152,7 +301,8 @@ class PrivacyLedger:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> PrivacyLedger:
-        """Read and validate a ledger file; every problem is a one-line :class:`DataError` naming the entry."""
+        """Read and validate a ledger file (this format or the first, whose entries become bare (ε, δ) events);
+        every problem is a one-line :class:`DataError` naming the entry."""
         p = Path(path)
         try:
             d = json.loads(p.read_text(encoding="utf-8"))
@@ -171,10 +321,23 @@ class PrivacyLedger:
             raise DataError(f"{p}: entries must be a list")
         ledger = cls(budget, delta_budget)
         ledger.entries = [LedgerEntry.from_dict(e, f"{p}: entry {i + 1}") for i, e in enumerate(raw)]
+        # Entries of the first format have no id: numbered by position, after any that have one.
+        top = max((e.id for e in ledger.entries), default=0)
+        for e in ledger.entries:
+            if e.id == 0:
+                top += 1
+                e.id = top
+        ids = [e.id for e in ledger.entries]
+        if len(set(ids)) != len(ids):
+            raise DataError(f"{p}: two entries have the same id")
+        next_id = d.get("next_id", top + 1)
+        if isinstance(next_id, bool) or not isinstance(next_id, int):
+            raise DataError(f"{p}: next_id must be an integer, got {next_id!r}")
+        ledger.next_id = max(next_id, top + 1)
         return ledger
 
 
-LEDGER_FORMAT = "privpix-ledger-1"
+LEDGER_FORMAT = "privpix-ledger-2"
 
 
 class LedgerSession:
@@ -184,19 +347,37 @@ class LedgerSession:
         self.path = path
         self.ledger = ledger
 
+    def add(
+        self,
+        guarantee: Guarantee,
+        label: str = "",
+        *,
+        run: str = "",
+        status: str = "reserved",
+        events: list[NoiseEvent] | None = None,
+        kind: str = "release",
+        model_sha256: str = "",
+    ) -> LedgerEntry:
+        """Check and record an entry, saved before this returns (nothing recorded if over budget or unwritable)."""
+        entry = self.ledger.spend(guarantee, label, status=status, run=run, events=events, kind=kind,
+                                  model_sha256=model_sha256)  # fmt: skip
+        try:
+            self.ledger.save(self.path)
+        except BaseException:
+            self.ledger.entries.remove(entry)
+            self.ledger.next_id -= 1
+            raise
+        return entry
+
     @contextmanager
-    def reserve(self, guarantee: Guarantee, label: str = "", run: str = "") -> Iterator[Reservation]:
+    def reserve(self, guarantee: Guarantee, label: str = "", run: str = "",
+                events: list[NoiseEvent] | None = None) -> Iterator[Reservation]:  # fmt: skip
         """Check and record the charge *before* anything is written, as a reservation on disk.
 
         On normal exit the reservation becomes a charge. On an exception it is rolled back only if the caller
         never called :meth:`Reservation.published`; once a release may be visible the charge stays. A process
         killed inside the block leaves the reservation on disk: it keeps counting, which never overspends."""
-        entry = self.ledger.spend(guarantee, label, status="reserved", run=run)
-        try:
-            self.ledger.save(self.path)
-        except BaseException:
-            self.ledger.entries.remove(entry)
-            raise
+        entry = self.add(guarantee, label, run=run, events=events)
         res = Reservation(entry)
         try:
             yield res
@@ -212,14 +393,15 @@ class LedgerSession:
         self.ledger.save(self.path)
 
     @contextmanager
-    def resume(self, guarantee: Guarantee, run: str, label: str = "") -> Iterator[Reservation]:
+    def resume(self, guarantee: Guarantee, run: str, label: str = "",
+               events: list[NoiseEvent] | None = None) -> Iterator[Reservation]:  # fmt: skip
         """The reservation an interrupted run ``run`` left, to be finished by its resumed run: nothing new is
         charged; on normal exit the reservation becomes a charge, and an exception leaves it as it is (it counts
         as spent, as a killed run's does). A run stopped by an error rolled its reservation back (nothing was
         published); its resumed run then reserves afresh, as :meth:`reserve` does."""
         found = [e for e in self.ledger.entries if e.run == run and e.status == "reserved"]
         if not found:
-            with self.reserve(guarantee, label, run=run) as res:
+            with self.reserve(guarantee, label, run=run, events=events) as res:
                 yield res
             return
         entry = found[0]
@@ -238,6 +420,85 @@ class LedgerSession:
             self.ledger.entries = [e for e in self.ledger.entries if e not in gone]
             self.ledger.save(self.path)
         return len(gone)
+
+    def finish(self, ident: int, model_sha256: str = "", run: str | None = None) -> LedgerEntry:
+        """Turn the fit's reservation ``ident`` into a charge, recording the SHA-256 of the model file it wrote.
+        Refused unless the entry is still that fit's reservation (its ``run`` when given): a ledger edited or
+        recreated meanwhile must not lend its entry to the model."""
+        entry = self.ledger.entry(ident)
+        if (
+            entry is None
+            or entry.kind != "fit"
+            or entry.status != "reserved"
+            or entry.model_sha256
+            or (run is not None and entry.run != run)
+        ):
+            raise DataError(
+                f"{self.path}: entry {ident} is not the reservation this fit made (the ledger was changed while it "
+                "ran); no model file was written"
+            )
+        entry.status = "charged"
+        if model_sha256:
+            entry.model_sha256 = model_sha256
+        self.ledger.save(self.path)
+        return entry
+
+
+class FitCharge:
+    """The reservation of a fit that is a DP release (:func:`reserved_fit`): ``ref`` goes into the model file,
+    :meth:`finish` records the file's SHA-256 and turns the reservation into a charge."""
+
+    def __init__(self, path: Path, entry: int, run: str, wait: Callable[[str], None] | None) -> None:
+        self.path, self.entry, self.run, self.wait = path, entry, run, wait
+        self.finished = False
+        self.spent: Spend | None = None
+
+    def ref(self) -> dict[str, Any]:
+        """What the model file records of its charge: the ledger's resolved path, the entry id and the fit's run."""
+        return {"path": str(self.path), "entry": self.entry, "run": self.run}
+
+    def finish(self, model_sha256: str) -> LedgerEntry:
+        with open_ledger(self.path, wait=self.wait) as session:
+            entry = session.finish(self.entry, model_sha256, run=self.run)
+            self.spent = session.ledger.spent()
+        self.finished = True
+        return entry
+
+
+@contextmanager
+def reserved_fit(
+    path: str | os.PathLike,
+    guarantee: Guarantee,
+    events: list[NoiseEvent] | None,
+    label: str,
+    *,
+    budget: float | None = None,
+    delta_budget: float | None = None,
+    wait: Callable[[str], None] | None = None,
+) -> Iterator[FitCharge]:
+    """Charge a fit that is a DP release, by the protocol of a release: the charge is checked and saved as a
+    reservation under the ledger's lock before the block runs (over budget: refused, nothing trained); the lock is
+    then released, so a long fit does not hold up the ledger (the reservation counts for everyone meanwhile). The
+    block trains, writes the model file and calls :meth:`FitCharge.finish` with its SHA-256. An exception or
+    Ctrl-C before that removes the reservation (nothing left the process: no model file was written); a killed
+    fit leaves it, and it keeps counting."""
+    run = uuid.uuid4().hex
+    with open_ledger(path, budget=budget, delta_budget=delta_budget, wait=wait) as session:
+        entry = session.add(guarantee, label, run=run, events=events, kind="fit")
+        resolved = session.path
+    charge = FitCharge(resolved, entry.id, run, wait)
+    try:
+        yield charge
+    except BaseException as exc:
+        if not charge.finished:
+            try:
+                with open_ledger(resolved, wait=wait) as session:
+                    session.drop(run)
+            except Exception as drop_error:  # the reservation stays, and counts: never an overspend
+                raise exc from drop_error
+        raise
+    if not charge.finished:
+        raise AssertionError("reserved_fit: the block returned without finishing its charge")
 
 
 @dataclass
@@ -282,7 +543,7 @@ def open_ledger(
             lock.acquire(timeout=1)
         except Timeout:
             if wait is not None:
-                wait(f"waiting for the ledger {p}: another release holds it")
+                wait(f"waiting for the ledger {p}: another process holds it")
             lock.acquire()
     except OSError as exc:
         raise DataError(

@@ -49,6 +49,13 @@ def analytic_noise_multiplier(epsilon: float, delta: float) -> float:
     return z
 
 
+def analytic_epsilon(z: float, delta: float) -> float:
+    """ε at ``delta`` of one continuous Gaussian release with noise multiplier ``z`` (dp-accounting, analytic)."""
+    import dp_accounting
+
+    return float(dp_accounting.get_epsilon_gaussian(z, delta))
+
+
 def rdp_epsilon(z: float, delta: float) -> float:
     """ε at ``delta`` of one Gaussian (or discrete Gaussian) release with noise multiplier ``z``, from its RDP curve
     (dp-accounting's RdpAccountant and its RDP-to-(ε, δ) conversion)."""

@@ -19,9 +19,10 @@ from rich.markup import escape
 from privpix import __version__
 from privpix.errors import PrivpixError
 
-# A wide console even when piped, so tables stay one row per line in logs.
-console = Console(width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, soft_wrap=True)
+# A wide console even when piped, so tables stay one row per line in logs. No emoji codes: a dataset split in a
+# message ("builtin-mnist:train: ...") must print as typed, not as ":train:" turned into a picture.
+console = Console(width=None if sys.stdout.isatty() else 160, emoji=False)
+err_console = Console(stderr=True, soft_wrap=True, emoji=False)
 
 
 class _Group(click.Group):

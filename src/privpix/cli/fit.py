@@ -13,7 +13,7 @@ import click
 import numpy as np
 
 from privpix.cli.app import main
-from privpix.cli.options import _check_output_path, _params, _plain, _writing, executor_options
+from privpix.cli.options import _check_output_path, _note, _params, _plain, _writing, executor_options
 
 # Out-of-range numbers are usage errors naming the option, before any data is loaded; a learning rate or a
 # noise knob of 0 trains nothing useful, so both must be strictly positive (and finite: FloatRange checks).
@@ -33,9 +33,16 @@ def fit_to_file(
     data_dir: str | None = None,
     force: bool = False,
     quiet: bool = False,
+    ledger: str | None = None,
+    budget: float | None = None,
+    delta_budget: float | None = None,
 ) -> Path:
     """What ``privpix fit`` does: ``method``'s fit on ``dataset`` (a seeded subset of ``limit``), then its
-    model file written to ``output``. Every check that needs no data runs before the data is loaded."""
+    model file written to ``output``. Every check that needs no data runs before the data is loaded.
+
+    With ``ledger``: a fit that is itself a DP release (``Capabilities.dp_fit``) is charged to it, reserved before
+    any training (refused over budget), and the model file records the entry; releases from the file are then
+    post-processing and charge nothing more (docs/accounting.md)."""
     from privpix.data import load_dataset
     from privpix.errors import ParameterError
     from privpix.mechanisms import Mechanism, get_mechanism, mechanism_class
@@ -44,6 +51,8 @@ def fit_to_file(
     _check_output_path(out, "--output")  # before hours of training, not after
     if out.exists() and not force:
         raise ParameterError(f"--output {out}: exists; pass --force to replace it")
+    if ledger is None and (budget is not None or delta_budget is not None):
+        raise ParameterError("--budget and --delta-budget need --ledger FILE")
     if mechanism_class(method).save_model is Mechanism.save_model:
         raise ParameterError(
             f"--method {method}: has no model file to write; whatever it needs it fits when it releases (use it "
@@ -54,6 +63,11 @@ def fit_to_file(
         raise ParameterError(
             f"--method {method}: a model file is already given (model=...); privpix fit trains a new one"
         )
+    if ledger is not None and not mech.capabilities().dp_fit:
+        raise ParameterError(
+            f"--ledger: the fit of {method} is not a DP release (its releases carry a '{mech.guarantee_model}' "
+            "guarantee), so it has no ε a ledger could charge; fit it without --ledger"
+        )
     if limit is not None and limit < 2:
         raise ParameterError(f"--limit must be >= 2, got {limit}")
     data = load_dataset(dataset, data_dir)
@@ -63,15 +77,60 @@ def fit_to_file(
         how = "OS entropy" if seed is None else f"seed {seed}"
         _plain(f"privpix fit: {method} on {dataset} ({len(data)} items), {how} → {out}")
     t0 = time.perf_counter()
-    mech.fit(data, seed=seed)
-    with _writing(out, "--output"):
-        mech.save_model(out)
+    if ledger is None:
+        mech.fit(data, seed=seed)
+        with _writing(out, "--output"):
+            mech.save_model(out)
+    else:
+        _charged_fit(mech, data, out, ledger, budget, delta_budget, f"fit {mech.name} on {dataset} → {out}", seed,
+                     quiet)  # fmt: skip
     if not quiet:
         g = mech.guarantee(mech.capabilities().fixed_shape or (0, 0, 0))
         _plain(f"wrote {out} in {time.perf_counter() - t0:.0f} s; its releases carry: {g.compact()}")
         for caveat in g.caveats:
             _plain(f"  {caveat}")
     return out
+
+
+def _charged_fit(mech, data, out: Path, ledger: str, budget, delta_budget, label: str, seed, quiet: bool) -> None:
+    """Reserve the fit's charge (refused over budget, before any training), train, write the model file through a
+    temporary name, record its SHA-256 in the charge, then give it its name (:func:`privpix.accounting.reserved_fit`:
+    a killed fit's reservation stays and counts)."""
+    import os
+
+    from privpix.accounting import reserved_fit
+    from privpix.errors import DataError, ParameterError
+    from privpix.mechanisms.trained import file_sha256
+
+    shape = tuple(data.shape) if hasattr(data, "shape") else (0, 0, 0)
+    guarantee = mech.guarantee(shape)
+    events = mech.privacy_events(shape, len(data))
+    if events is None:
+        raise ParameterError(f"--ledger: {mech.name} declares no noise for its fit; nothing can be charged")
+    with reserved_fit(ledger, guarantee, list(events), label, budget=budget, delta_budget=delta_budget,
+                      wait=_note) as charge:  # fmt: skip
+        if not quiet:
+            _plain(f"reserved as entry {charge.entry} of {charge.path} before training")
+        mech.fit(data, seed=seed)
+        done = mech.privacy_events(shape, len(data))
+        if done is None or list(done) != list(events):
+            # What was reserved must be what the fit spent; nothing was written, so the reservation goes.
+            raise DataError(f"{mech.name}: the fit's noise {done} is not the noise reserved {events}; nothing written")
+        mech.ledger_entry_ = charge.ref()
+        tmp = out.parent / f".privpix-fit-{charge.run[:12]}.tmp"
+        try:
+            with _writing(out, "--output"):
+                mech.save_model(tmp)
+            charge.finish(file_sha256(tmp))
+            with _writing(out, "--output"):
+                os.replace(tmp, out)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+    if not quiet and charge.spent is not None:
+        s = charge.spent
+        _plain(f"charged as entry {charge.entry} of {charge.path}: spent ε={s.epsilon:.4g} at δ={s.delta:g} "
+               f"({s.accountant}; basic sum ε={s.basic_epsilon:.4g})")  # fmt: skip
 
 
 _COMMON = [
@@ -102,18 +161,30 @@ def _common(fn):
 @click.option("--epsilon", type=float, default=None, help="ε, for a mechanism whose fit spends one.")
 @click.option("--delta", type=float, default=None, help="δ, for a mechanism whose fit spends one.")
 @click.option("--limit", type=int, default=None, help="Fit on a seeded subset of this many items.")
+@click.option(
+    "--ledger",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Privacy ledger to charge a fit that is a DP release (DP synthesizers, DP-SGD): reserved before training, "
+    "refused over budget; releases from the model file are then free (post-processing).",
+)
+@click.option("--budget", type=float, default=None, help="Per-image ε budget for a new --ledger file.")
+@click.option("--delta-budget", type=float, default=None, help="δ budget for a new --ledger file (default 0).")
 @executor_options
 @_common
-def fit(method, dataset, params, epsilon, delta, limit, workers, engine, scheduler, seed, data_dir, output, force,
-        quiet) -> None:  # fmt: skip
+def fit(method, dataset, params, epsilon, delta, limit, ledger, budget, delta_budget, workers, engine, scheduler,
+        seed, data_dir, output, force, quiet) -> None:  # fmt: skip
     """Fit a mechanism that learns a model on DATASET and write its model file (release it with
     --param model=FILE). Training parameters are the mechanism's own (`privpix mechanisms`). A DP synthesizer
-    computes its private embedding on the workers (--workers, --engine): the same sums as in one process."""
+    computes its private embedding on the workers (--workers, --engine): the same sums as in one process.
+
+    With --ledger, a fit that is a DP release is charged once (docs/accounting.md)."""
     from privpix.executor import make_executor, using
 
     with make_executor(engine, workers, scheduler) as executor, using(executor):
         fit_to_file(method, dataset, output, _params(params), epsilon=epsilon, delta=delta, limit=limit, seed=seed,
-                    data_dir=data_dir, force=force, quiet=quiet)  # fmt: skip
+                    data_dir=data_dir, force=force, quiet=quiet, ledger=ledger, budget=budget,
+                    delta_budget=delta_budget)  # fmt: skip
 
 
 @main.command("train-obfuscator")

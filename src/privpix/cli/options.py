@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from privpix.cli.app import console
+from privpix.cli.app import console, err_console
 
 
 def executor_options(f):
@@ -26,6 +26,11 @@ def executor_options(f):
         help="local: processes on this machine; dask: a Dask LocalCluster, or the cluster at --scheduler.",
     )(f)
     return click.option("--workers", type=int, default=None, help="Worker processes (default: every core).")(f)
+
+
+def _note(msg: str) -> None:
+    """A one-line note on stderr (what is being waited for, what was skipped or kept)."""
+    err_console.print(f"[yellow]note:[/yellow] {escape(msg)}", highlight=False)
 
 
 def _plain(text: str) -> None:

@@ -14,14 +14,10 @@ import click
 from rich.markup import escape
 
 from privpix.cli.app import console, err_console, main
-from privpix.cli.options import _params, _size, executor_options
+from privpix.cli.options import _note, _params, _size, executor_options
 from privpix.data.files import DEFAULT_MAX_PIXELS
 
 SKIPPED_SHOWN = 20
-
-
-def _note(msg: str) -> None:
-    err_console.print(f"[yellow]note:[/yellow] {escape(msg)}", highlight=False)
 
 
 def _printable(path: Path | str) -> str:
@@ -71,7 +67,11 @@ def _dataset_folder(dataset: str, data_dir: str | None) -> list[Path]:
     default=None,
     help="Seed for a reproducible research release. Anyone who knows it can remove the noise: not for publication.",
 )
-@click.option("--secure", is_flag=True, help="Draw noise from the OS CSPRNG with exact samplers (no seed).")
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="Draw noise from the OS CSPRNG with exact samplers (no seed); refused for a mechanism that has none.",
+)
 @click.option("--output", required=True, type=click.Path(), help="Directory for the PNGs and manifest.json.")
 @click.option("--size", default=None, help="Resize every image to HEIGHTxWIDTH first.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Dataset directory.")
@@ -209,6 +209,12 @@ def release(
             "`privpix ldp perturb` (report folder), or measure them with `privpix bench` / `privpix audit`"
         )
     make_rng(seed, secure=secure)  # the same checks of --seed / --secure as every command
+    if secure:
+        # Exact samplers for every noise draw behind the claim, or no --secure at all.
+        exact = mech.secure_params()
+        if exact is None:
+            raise ParameterError(f"--secure: {method} has no exact sampler: {mech.secure_refusal()}")
+        mech.set_params(**exact)
     if batch_size is not None and not quiet:
         _note("--batch-size is no longer used: memory is bounded by blocks of at most 32 M values (--block-size "
               "sets the images per random stream)")  # fmt: skip
@@ -269,8 +275,21 @@ def release(
         private = _read_all(source) if caps.fits_on == "private" else None
         fit_as_declared(mech, private, data_dir, seed=seed)  # public data comes from the same --data-dir
         del private
+        _check_public_distinct(mech, source)
         label = f"{mech.name} on {input_dir or dataset} → {output}"
         _sharded(mech, source, None, source.shape, source.class_names, source.description, metadata, label, run)
+
+
+def _check_public_distinct(mech, source, chunk: int = 256) -> None:
+    """A mechanism fitted on a public set refuses private images that are in it (privpix.data.overlap); checked
+    here over the whole input, a chunk at a time, before any shard starts, so the refusal leaves nothing behind."""
+    from privpix.data.overlap import check_distinct
+
+    if not mech.public_digests_:
+        return
+    name = mech.capabilities().public_data or "set"
+    for a in range(0, len(source), chunk):
+        check_distinct(mech.public_digests_, source.read(a, min(len(source), a + chunk)), name)
 
 
 class _Run:
@@ -333,27 +352,89 @@ def _sharded(mech, source, count, shape, class_names, input_id, metadata, label,
                        on_skip=lambda p, why: _print_skipped([(Path(p), why)]), on_published=on_published,
                        note=_note, on_discard=discard)  # fmt: skip
 
+    fit = mech.dp_fit_record() if mech.capabilities().fits_on == "model-file" else None
+    events = None if fit is not None else mech.privacy_events(shape, None if count is not None else job.n,
+                                                              secure=run.secure)  # fmt: skip
     manifest, book = _charged(run.ledger, run.budget, run.delta_budget, guarantee, label, publish,
-                              run=plan["run"], resume=run.resume)  # fmt: skip
+                              run=plan["run"], resume=run.resume, events=events, fit=fit,
+                              metadata=metadata, model=getattr(mech, "model", ""))  # fmt: skip
     bar.close()
     kind = "synthetic images (labels in the manifest)" if count is not None else "images"
     what = f"{manifest['images']} {kind} as {run.fmt} ({len(manifest['files'])} files) and {run.out}/manifest.json"
     _report(manifest, run.out, run.ledger, book, run.quiet, what, t0)
 
 
-def _charged(ledger, budget, delta_budget, guarantee, label, publish, *, run: str = "", resume: bool = False):
+def _charged(ledger, budget, delta_budget, guarantee, label, publish, *, run: str = "", resume: bool = False,
+             events=None, fit=None, metadata=None, model: str = ""):  # fmt: skip
     """Run ``publish`` under the ledger's lock with the charge reserved first (or plainly, without a ledger); a
-    resumed run finishes the reservation its interrupted run ``run`` left instead of reserving again.
-    Returns ``(manifest, ledger or None)``."""
+    resumed run finishes the reservation its interrupted run ``run`` left instead of reserving again. A release
+    from a model file whose fit was a DP release (``fit``: its :meth:`~privpix.mechanisms.Mechanism.dp_fit_record`)
+    is post-processing: admitted with no charge when the ledger holds that fit, refused when it does not. What the
+    ledger did goes into the manifest (``metadata["ledger"]``). Returns ``(manifest, ledger or None)``."""
     from privpix.accounting import open_ledger
 
+    if metadata is not None and fit is not None:
+        metadata["model_sha256"] = fit["sha256"]
     if ledger is None:
         return publish(), None
     with open_ledger(ledger, budget=budget, delta_budget=delta_budget, wait=_note) as session:
-        held = session.resume(guarantee, run, label) if resume else session.reserve(guarantee, label, run=run)
+        if fit is not None:
+            entry = _fit_entry(session, fit, model)
+            if metadata is not None:
+                spent = session.ledger.spent()
+                metadata["ledger"] = {
+                    "charge": f"none: post-processing of the DP fit charged as entry {entry.id}",
+                    "entry": entry.id,
+                    "model_sha256": fit["sha256"],
+                    "spent": spent.to_dict(),
+                }
+            manifest = publish(None, session) if run else publish()
+            return manifest, session.ledger
+        held = session.resume(guarantee, run, label, events) if resume else session.reserve(guarantee, label, run,
+                                                                                            events)  # fmt: skip
         with held as reservation:
+            if metadata is not None:
+                e = reservation.entry
+                metadata["ledger"] = {
+                    "charge": f"entry {e.id}",
+                    "entry": e.id,
+                    "epsilon": e.epsilon,
+                    "delta": e.delta,
+                    "events": [ev.to_dict() for ev in e.noise()],
+                    "spent": session.ledger.spent().to_dict(),
+                }
             manifest = publish(reservation.published, session) if run else publish(reservation.published)
         return manifest, session.ledger
+
+
+def _fit_entry(session, fit: dict, model: str):
+    """The ledger entry that charged the DP fit a model file records (``fit``), or a one-line refusal naming the
+    two ways to charge it, or the tampering when the file names this ledger's entry but its bytes changed."""
+    from privpix.errors import BudgetExceededError, DataError
+
+    book, path = session.ledger, session.path
+    entry = book.entry_for_model(fit["sha256"])
+    if entry is not None:
+        return entry
+    ref = fit.get("ledger") or {}
+    if ref.get("path") == str(path) and isinstance(ref.get("entry"), int):
+        named = book.entry(ref["entry"])
+        if named is not None and named.model_sha256:
+            raise DataError(
+                f"{model}: its fit was charged as entry {named.id} of {path} for a file with sha256 "
+                f"{named.model_sha256[:16]}…, but this file's is {fit['sha256'][:16]}…: the model file was changed "
+                "after its fit; refuse to release from it"
+            )
+        if named is not None and named.status == "reserved":
+            raise BudgetExceededError(
+                f"{model}: its fit's entry {named.id} in {path} is a reservation a killed fit left; record the file "
+                f"with `privpix ledger charge {path} --model {model}` (no second charge)"
+            )
+    raise BudgetExceededError(
+        f"--ledger {path}: the DP fit of {model} (sha256 {fit['sha256'][:16]}…) is not charged in this ledger; fit "
+        f"again with `privpix fit ... --ledger {path}`, or charge it once with `privpix ledger charge {path} "
+        f"--model {model}`"
+    )
 
 
 def _report(manifest, output, ledger, book, quiet, what, t0) -> None:
@@ -366,16 +447,24 @@ def _report(manifest, output, ledger, book, quiet, what, t0) -> None:
     console.print(f"wrote {escape(what)} in {time.perf_counter() - t0:.1f} s", highlight=False)
     console.print(escape(g.text()), highlight=False)
     if book is not None:
-        console.print(
-            f"ledger {escape(str(ledger))}: spent ε={book.spent_epsilon:.4g} of {book.epsilon_budget:.4g}",
-            highlight=False,
-        )
+        info = manifest.get("ledger", {})
+        if info.get("charge", "").startswith("none"):
+            console.print(f"ledger: charged nothing ({escape(info['charge'])})", highlight=False)
+        console.print(f"ledger {escape(str(ledger))}: {escape(spent_text(book))}", highlight=False)
         held = [e for e in book.entries if e.status == "reserved"]
         if held:
             _note(
                 f"{len(held)} reservation(s) in the ledger (ε={sum(e.epsilon for e in held):.4g}) come from runs "
                 "that were killed; they count as spent, since a killed run may have published"
             )
+
+
+def spent_text(book) -> str:
+    """``spent ε=… of … at δ=… (accountant; basic sum ε=…)``: a ledger's figure with how it was computed."""
+    s = book.spent()
+    basic = f"; basic sum ε={s.basic_epsilon:.4g}" if s.basic_epsilon > s.epsilon else ""
+    return (f"spent ε={s.epsilon:.4g} of {book.epsilon_budget:.4g} at δ={book.delta_budget:g} "
+            f"({s.accountant}{basic})")  # fmt: skip
 
 
 def _release_records(mech, data, dataset, out, rng, force, ledger, budget, delta_budget, quiet, metadata) -> None:
@@ -391,7 +480,8 @@ def _release_records(mech, data, dataset, out, rng, force, ledger, budget, delta
             mech, data, out, rng, force=force, metadata=metadata, on_published=on_published, note=_note
         )
 
-    manifest, book = _charged(ledger, budget, delta_budget, guarantee, f"{mech.name} on {dataset} → {out}", publish)
+    manifest, book = _charged(ledger, budget, delta_budget, guarantee, f"{mech.name} on {dataset} → {out}", publish,
+                              metadata=metadata)  # fmt: skip
     what = f"{manifest['records']} records to {out}/records.csv and manifest.json"
     _report(manifest, out, ledger, book, quiet, what, t0)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -11,7 +12,9 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 import pandas as pd
 
+from privpix.composition import NoiseEvent
 from privpix.data.imageset import ImageSet, RecordSet
+from privpix.data.imageset import blocks as imageset_blocks
 from privpix.errors import ParameterError, check_delta, check_positive
 from privpix.guarantees import Guarantee
 from privpix.neighbours import Neighbours, OneImage
@@ -150,6 +153,10 @@ class Capabilities:
             ``"laplace"``, ``"gaussian"``, ``"randomized-response"``, or ``None`` (a mechanism composed of several
             noisy releases declares them instead, :meth:`Mechanism.noise_composition`).
         randomized: whether a release draws randomness (another seed, another output); a plain filter does not.
+        dp_fit: whether :meth:`Mechanism.fit` on the private set is itself a DP release (a noisy statistic of it,
+            or training with noisy gradients) of which the model file is post-processing: ``privpix fit --ledger``
+            charges that fit, and releases from the model file charge nothing more
+            (:meth:`Mechanism.dp_fit_record`).
     """
 
     fits_on: str = "nothing"
@@ -160,6 +167,7 @@ class Capabilities:
     output: str = "images"
     noise_family: str | None = None
     randomized: bool = True
+    dp_fit: bool = False
 
     def __post_init__(self) -> None:
         if self.fits_on not in FITS_ON:
@@ -200,6 +208,10 @@ class Mechanism:
 
     name: ClassVar[str]
     summary: ClassVar[str]
+    # Set by fit() when the mechanism learned from a public image set: the SHA-256 of its images, so that release()
+    # refuses private images that are also in it (privpix.data.overlap.check_distinct). An experiment on the overlap
+    # itself (a membership attack on the "public" set) clears it, in the open.
+    public_digests_: frozenset[bytes] | None = None
     paper: ClassVar[str] = ""
     guarantee_model: ClassVar[str] = "none"
     soundness: ClassVar[str] = "no privacy claim"  # one line for listings: what holds, and how to get a proof
@@ -352,6 +364,44 @@ class Mechanism:
         ``None`` (the default): the audit reads the ``noise_family`` curve, if any."""
         return None
 
+    def privacy_events(
+        self, shape: tuple[int, int, int], n: int | None = None, *, secure: bool = False
+    ) -> tuple[NoiseEvent, ...] | None:
+        """The noise one release of images of ``shape`` (or, with :attr:`Capabilities.dp_fit`, one fit on ``n``
+        private images) adds for one person's image, as the ledger composes it (:mod:`privpix.composition`);
+        ``secure``: drawn by the exact samplers (``--secure``), whose lattice noise is declared by what it
+        guarantees exactly (e.g. ``pure`` ε for lattice Laplace).
+        ``None`` when the guarantee is not sound DP (nothing can be charged). The default declares nothing finer
+        than the guarantee's per-image (ε, δ), under the relation of :meth:`neighbours`; a mechanism that knows its
+        noise (Laplace per value, a Gaussian's multiplier, DP-SGD's sampled steps) declares it, and its charges
+        then compose tightly."""
+        g = self.guarantee(shape)
+        if not g.is_dp or g.per_image_epsilon is None:
+            return None
+        relation = "add-remove" if self.neighbours().removes else "replace-one"
+        return (NoiseEvent.approx(g.per_image_epsilon, g.delta, relation),)
+
+    def secure_params(self) -> dict[str, Any] | None:
+        """What ``--secure`` (noise from the OS CSPRNG) needs for every noise draw behind a DP claim to be exact:
+        ``{}`` when a :class:`~privpix.noise.SecureRandom` alone does it (the samplers of :mod:`privpix.noise` are
+        exact with it), parameters to set when the exact path is a parameter (a synthesizer's ``secure=true``), or
+        ``None`` when the mechanism has no exact sampler (``--secure`` is then refused, naming
+        :meth:`secure_refusal`)."""
+        return {} if self.capabilities().randomized else None
+
+    def secure_refusal(self) -> str:
+        """Why ``--secure`` is refused, when :meth:`secure_params` is ``None``."""
+        if not self.capabilities().randomized:
+            return "it draws no randomness, so there is no noise to make exact"
+        return "its noise is drawn in floating point, with no exact sampler"
+
+    def dp_fit_record(self) -> dict[str, Any] | None:
+        """For a mechanism fitted from a model file written after a DP fit (:attr:`Capabilities.dp_fit` of the
+        mechanism that wrote it): what the file records of that fit, checked against the noise it records —
+        ``sha256`` (of the file), ``guarantee``, ``events`` (dicts) and ``ledger`` (``{"path", "entry"}`` of the
+        ledger that charged the fit, or ``None``). ``None`` for anything else."""
+        return None
+
     def white_box_trials(self, images: ImageSet, trials: int, seed: int) -> WhiteBoxTrials | None:
         """For a mechanism whose release cannot be rerun thousands of times (a trained model): ``trials``
         independent runs per side of its own white-box experiment, under the threat model its guarantee covers,
@@ -380,7 +430,12 @@ class Mechanism:
         if not isinstance(images, ImageSet):
             raise ParameterError(f"{self.name}: release expects an ImageSet, got {type(images).__name__}")
         self._validate()
+        check_value_range(images)
         self._check_fitted()
+        if self.public_digests_:
+            from privpix.data.overlap import check_distinct
+
+            check_distinct(self.public_digests_, images, self.capabilities().public_data or "set given to fit()")
         if self.capabilities().output == "model":
             # Its one output is the model, whatever images are given; and its predictions on the given images (the
             # private training images, say) would be a new computation on them that the guarantee does not cover.
@@ -517,6 +572,23 @@ class Mechanism:
         t0 = time.perf_counter()
         frame = self._privatize_records(records, rng)
         return RecordRelease(frame, self.guarantee((0, 0, 0)), self.name, self.parameters(), time.perf_counter() - t0)
+
+
+def check_value_range(images: ImageSet) -> None:
+    """Refuse float images outside [0, 1], the value range every mechanism's sensitivity is declared for (uint8
+    images are 0–255 by type): a release of values outside it would carry a guarantee that does not hold."""
+    x = images.images
+    if x.dtype == np.uint8 or x.size == 0:
+        return
+    lo, hi = math.inf, -math.inf
+    for b in imageset_blocks(x.shape):
+        block = x[b]
+        lo, hi = min(lo, float(block.min())), max(hi, float(block.max()))
+    if lo < 0.0 or hi > 1.0:
+        raise ParameterError(
+            f"images: float pixel values must lie in [0, 1] (the range every sensitivity is declared for; uint8 "
+            f"images are 0-255), got values in [{lo:.4g}, {hi:.4g}]; scale them first (e.g. x / 255)"
+        )
 
 
 def _as_rng(rng: RNG | int | None) -> RNG:

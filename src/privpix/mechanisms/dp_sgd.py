@@ -40,6 +40,7 @@ torchcsprng, not available for this torch) and not an exact discrete Gaussian; c
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +48,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from privpix.composition import NoiseEvent
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
@@ -187,7 +189,11 @@ class DPSGD(CalibratedModel):
     )  # fmt: skip
 
     training: ClassVar[dict[str, str]] = {k: k for k in TRAINING}
+    calibration_tolerance: ClassVar[float] = TOLERANCE
     _on_epoch: Callable[[int, Any], None] | None = None
+    # The last training's per-epoch loss and seconds, kept in memory only: the loss is a noise-free statistic of
+    # the private batches (and the time grows with the sampled batch sizes), so neither goes into the model file.
+    history_: dict | None = None
 
     def _check(self) -> None:
         if not self.momentum < 1:
@@ -202,8 +208,46 @@ class DPSGD(CalibratedModel):
     def capabilities(self) -> Capabilities:
         shape = tuple(self.meta_["shape"]) if self.meta_ is not None and self.is_fitted else None
         return Capabilities(
-            fits_on=self._fits_on(), fixed_shape=shape, needs_labels=True, output="model", noise_family="gaussian"
+            fits_on=self._fits_on(),
+            fixed_shape=shape,
+            needs_labels=True,
+            output="model",
+            noise_family="gaussian",
+            dp_fit=self._fits_on() == "private",
         )
+
+    def secure_refusal(self) -> str:
+        return "its noise is torch's floating-point Gaussian through Opacus (no exact sampler)"
+
+    def _planned_events(self, shape: tuple[int, int, int], n: int | None) -> tuple[NoiseEvent, ...]:
+        """T sampled Gaussian steps (add/remove) of a fit on ``n`` examples."""
+        if n is None:
+            raise ParameterError(
+                f"{self.name}: its noise depends on the number of training examples n; give it (privpix ledger check "
+                "--n N, or --dataset)"
+            )
+        q, _, steps, z = self._calibration(n)
+        return (NoiseEvent.sampled_gaussian(z, q, steps),)
+
+    def _recompute(self, meta: dict) -> tuple[float, tuple[NoiseEvent, ...]]:
+        """q = batch_size / n and T = epochs · round(n / batch_size) from the recorded training parameters, and ε
+        of T sampled Gaussian steps with the recorded z at the recorded δ by Opacus's RDP accountant."""
+        n, delta, z = int(meta["n"]), float(meta["delta"]), float(meta["noise_multiplier"])
+        if not (z > 0 and math.isfinite(z)) or n < 1 or not 0 < delta < 1:
+            raise ValueError(f"noise_multiplier={z!r}, n={n!r}, delta={delta!r} out of range")
+        if meta.get("accountant") != ACCOUNTANT:
+            raise ValueError(f"accountant {meta.get('accountant')!r} is not {ACCOUNTANT!r}")
+        q, per_epoch = sampling(n, float(meta["batch_size"]))
+        steps = int(meta["epochs"]) * per_epoch
+        if not math.isclose(float(meta["sample_rate"]), q, rel_tol=1e-12) or int(meta["steps"]) != steps:
+            raise ValueError(
+                f"sample_rate={meta['sample_rate']!r}, steps={meta['steps']!r} are not those of n={n}, "
+                f"batch_size={meta['batch_size']}, epochs={meta['epochs']} (q={q:.6g}, {steps} steps)"
+            )
+        epsilon = epsilon_of(z, q, steps, delta)
+        if not math.isclose(float(meta["epsilon_spent"]), epsilon, rel_tol=1e-9):
+            raise ValueError(f"epsilon_spent={meta['epsilon_spent']!r} is not the accountant's {epsilon:.6g}")
+        return epsilon, (NoiseEvent.sampled_gaussian(z, q, steps),)
 
     def neighbours(self) -> Neighbours:
         """Add/remove one (image, label) of the training set."""
@@ -344,9 +388,8 @@ class DPSGD(CalibratedModel):
             "seed": None if not seeded else int(seed),
             "noise_rng": f"torch generators seeded from {'the fit seed' if seeded else 'OS entropy'}",
             "fitted_on": f"{data.source or 'the given images'} ({n} images)",
-            "history": history,
-            "train_seconds": round(time.perf_counter() - t0, 3),
         }
+        self.history_ = {**history, "train_seconds": round(time.perf_counter() - t0, 3)}
         return net, meta
 
     def _read_model(self, path: str):

@@ -7,6 +7,7 @@ import math
 import numpy as np
 from scipy import ndimage
 
+from privpix.composition import NoiseEvent
 from privpix.data import imageset
 from privpix.data.imageset import ImageSet, blocks
 from privpix.errors import ParameterError
@@ -41,6 +42,23 @@ def _release_blocks(images: ImageSet, add_noise, clip: bool) -> np.ndarray:
             np.clip(v, 0.0, 1.0, out=v)
         out[b] = v
     return out
+
+
+def _in_range(x: np.ndarray, pixel_range: float) -> np.ndarray:
+    """Values clipped to the declared range [0, pixel_range] when it is narrower than [0, 1] (the range the inputs
+    are checked to lie in): the sensitivity is computed for it, so it must hold whatever the input. The bound is
+    rounded down to the secure mode's lattice (add_laplace's grid), so snapping to it cannot pass the range."""
+    if pixel_range >= 1:
+        return x
+    top = math.floor(pixel_range * 255 * 64) / (255 * 64)
+    return np.minimum(x, top)
+
+
+def _range_caveat(pixel_range: float) -> str:
+    if pixel_range < 1:
+        return (f"declared pixel range [0, {pixel_range:g}]: input values are clipped to it before the noise "
+                "(float inputs are checked to lie in [0, 1])")  # fmt: skip
+    return f"every pixel value lies in [0, 1], a range of width ≤ {pixel_range:g} (float inputs are checked)"
 
 
 def _unit_size(unit: str, m: int, h: int, w: int) -> int:
@@ -123,7 +141,7 @@ class PixelLaplace(Mechanism):
                 ),
             )
         per_image = self.epsilon * (self.pixel_range * h * w * c) / self.bound_sensitivity(shape)
-        caveats = [f"assumes every pixel value lies in a range of width {self.pixel_range:g} (images in [0, 1])"]
+        caveats = [_range_caveat(self.pixel_range)]
         if self.unit != "image":
             caveats.append(f"protects {unit_text} at ε={self.epsilon:g}; a whole image only at ε={per_image:.4g}")
         return Guarantee(
@@ -138,6 +156,21 @@ class PixelLaplace(Mechanism):
     def neighbours(self) -> Neighbours:
         return {"pixel": Pixels(1), "pixels": Pixels(self.m), "column": PixelColumn()}.get(self.unit, OneImage())
 
+    def privacy_events(
+        self, shape: tuple[int, int, int], n: int | None = None, *, secure: bool = False
+    ) -> tuple[NoiseEvent, ...] | None:
+        """sensitivity=bound: one Laplace release per pixel value. Replacing a whole image moves each of the h·w·c
+        values by at most pixel_range against a noise scale Δ/ε, so the image's privacy loss is the composition of
+        h·w·c one-dimensional Laplace pairs of ε·pixel_range/Δ each (per image ε: their sum); with ``secure``
+        (lattice Laplace), h·w·c pure events of that ε."""
+        if self.sensitivity != "bound":
+            return None
+        h, w, c = shape
+        each = self.epsilon * self.pixel_range / self.bound_sensitivity(shape)
+        if secure:
+            return (NoiseEvent.pure(each, count=h * w * c),)
+        return (NoiseEvent.laplace(each, count=h * w * c),)
+
     def data_sensitivity(self, x: np.ndarray) -> np.ndarray:
         """Paper 001's Δ₁A per image: max over columns j of Σ_i |a_ij| (channels summed). Shape (n,)."""
         return np.abs(x).sum(axis=(1, 3)).max(axis=1)
@@ -147,6 +180,7 @@ class PixelLaplace(Mechanism):
             scale = (self.data_sensitivity(x) / self.epsilon)[:, None, None, None]
         else:
             scale = self.bound_sensitivity(x.shape[1:]) / self.epsilon
+            x = _in_range(x, self.pixel_range)
         out = add_laplace(x, scale, rng)
         return np.clip(out, 0.0, 1.0) if self.clip else out
 
@@ -161,10 +195,9 @@ class PixelLaplace(Mechanism):
 
         else:
             bound = self.bound_sensitivity(x.shape[1:]) / self.epsilon
-
-            def scale_of(b: tuple) -> float:
-                return bound
-
+            return _release_blocks(
+                images, lambda v, b: add_laplace(_in_range(v, self.pixel_range), bound, rng), self.clip
+            )
         return _release_blocks(images, lambda v, b: add_laplace(v, scale_of(b), rng), self.clip)
 
     def _data_scales(self, x: np.ndarray) -> np.ndarray:
@@ -223,7 +256,7 @@ class DPPix(Mechanism):
             sound=True,
             caveats=(
                 f"cells of {self.b}x{self.b} pixels; Δ = {delta_unit:.4g} in [0, 1] pixel units",
-                f"assumes every pixel value lies in a range of width {self.pixel_range:g}",
+                _range_caveat(self.pixel_range),
             ),
         )
 
@@ -232,6 +265,7 @@ class DPPix(Mechanism):
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         n, h, w, c = x.shape
+        x = _in_range(x, self.pixel_range)
         gh, gw, kmin = self._cells(h, w)
         pad_h, pad_w = gh * self.b - h, gw * self.b - w
         # Sum over each cell, counting only real pixels (padding contributes zeros and is not counted).
@@ -252,6 +286,10 @@ class _NoGuarantee(Mechanism):
     uses_epsilon = False
     paper = "004 (conventional baseline)"
     caveat = ""
+
+    def secure_params(self) -> dict | None:
+        # A filter draws nothing; Gaussian pixel noise is floating point (Box–Muller): no exact sampler either way.
+        return None
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         return Guarantee.none(self.caveat)

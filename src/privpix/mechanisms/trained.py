@@ -4,11 +4,13 @@ which is all ``privpix fit`` calls)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, ClassVar
 
+from privpix.composition import NoiseEvent
 from privpix.data.imageset import ImageSet, RecordSet
-from privpix.errors import ParameterError
+from privpix.errors import DataError, ParameterError
 from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Mechanism
 
@@ -31,6 +33,7 @@ class TrainedModel(Mechanism):
     meta_: dict | None = None
     loaded_from_: str | None = None  # the model file of the fitted state; "" when fit() trained it
     trained_with_: dict | None = None
+    model_sha256_: str | None = None  # SHA-256 of the model file read (None when fit() trained it)
 
     def _fits_on(self) -> str:
         """For :meth:`capabilities`: what this setting of the mechanism fits on."""
@@ -53,14 +56,18 @@ class TrainedModel(Mechanism):
         self._validate()
         if self.model:
             if self.loaded_from_ != self.model:
+                digest = file_sha256(self.model)
                 model, meta = self._read_model(self.model)
+                if file_sha256(self.model) != digest:
+                    raise DataError(f"{self.model}: the model file changed while it was read; read it again")
                 self._adopt_training(meta)
                 self.model_, self.meta_, self.loaded_from_ = model, meta, self.model
+                self.model_sha256_ = digest
             return self
         if data is None:
             raise ParameterError(f"{self.name}: fit() trains on the data it is given; give it, or a model file")
         self.model_, self.meta_ = self._train(data, None if seed is None else int(seed))
-        self.loaded_from_, self.trained_with_ = "", self._training()
+        self.loaded_from_, self.trained_with_, self.model_sha256_ = "", self._training(), None
         return self
 
     def _adopt_training(self, meta: dict) -> None:
@@ -99,6 +106,35 @@ class TrainedModel(Mechanism):
     def _write_model(self, path: Path) -> Path:
         raise NotImplementedError
 
+    def secure_params(self) -> dict[str, Any] | None:
+        # The networks draw their noise from torch's floating-point samplers.
+        return None
+
+    def secure_refusal(self) -> str:
+        return "its noise is drawn by torch in floating point (no exact sampler)"
+
+
+def _recorded_ledger(meta: dict) -> dict | None:
+    fit = meta.get("fit")
+    ledger = fit.get("ledger") if isinstance(fit, dict) else None
+    return ledger if isinstance(ledger, dict) else None
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 (hex) of a file's bytes, read in 1 MiB pieces; a file that cannot be read is a one-line error."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for piece in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(piece)
+    except FileNotFoundError:
+        raise DataError(f"{path}: model file not found") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read the model file ({exc.strerror or exc})") from None
+    return digest.hexdigest()
+
 
 class CalibratedModel(TrainedModel):
     """A :class:`TrainedModel` whose training is calibrated for its (ε, δ) claim (DP-SGD, the DP synthesizers): ε
@@ -106,10 +142,100 @@ class CalibratedModel(TrainedModel):
     :meth:`_check_delta`; ``calibration_verb`` words the refusal of a file fitted for another claim."""
 
     calibration_verb: ClassVar[str] = "trained"
+    # How far below the claimed ε the accountant's ε for the recorded noise may lie (the calibration's search
+    # tolerance); above the claim it may not lie at all.
+    calibration_tolerance: ClassVar[float] = 1e-6
+    # Set by `privpix fit --ledger` before save_model: the ledger entry that charged this fit ({"path", "entry"}).
+    ledger_entry_: dict | None = None
 
     def _check_delta(self) -> None:
         """Refuse a δ the mechanism cannot be calibrated for."""
         raise NotImplementedError
+
+    def _recompute(self, meta: dict) -> tuple[float, tuple[NoiseEvent, ...]]:
+        """(ε at the recorded δ, noise events) recomputed through the accountant from what a fit's ``meta``
+        records of its noise (multiplier, sensitivity, n, steps, sampling rate); never from a stored ε. Raises
+        ``ValueError`` naming a recorded field that contradicts the others."""
+        raise NotImplementedError
+
+    def _recomputed(self) -> tuple[float, tuple[NoiseEvent, ...]]:
+        """:meth:`_recompute` of the fitted model's meta (cached on it: a release asks many times)."""
+        meta = self.meta_
+        assert meta is not None
+        cached = self.__dict__.get("_recomputed_cache")
+        if cached is None or cached[0] is not meta:
+            cached = (meta, self._recompute(meta))
+            self.__dict__["_recomputed_cache"] = cached
+        return cached[1]
+
+    def _verify_file(self) -> None:
+        """Refuse a model file whose recorded claim, or recorded fit, disagrees with the noise it records."""
+        meta = self.meta_
+        assert meta is not None
+        where = f"{self.model}: {self.name} model file"
+        try:
+            eps, events = self._recompute(meta)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"{where} records noise that does not add up ({exc}); refit it") from None
+        claim = meta.get("epsilon")
+        if isinstance(claim, bool) or not isinstance(claim, int | float) or not math.isfinite(claim) or claim <= 0:
+            raise DataError(f"{where} records no valid ε ({claim!r}); refit it")
+        if not claim * (1 - self.calibration_tolerance) <= eps <= claim:
+            raise DataError(
+                f"{where} claims ε={claim:.6g} at δ={meta.get('delta')!r}, but the noise it records gives "
+                f"ε={eps:.6g} ({meta.get('accountant')}): the file was edited or damaged; refuse to release from it"
+            )
+        fit = meta.get("fit")
+        if fit is not None:
+            recorded = fit.get("events") if isinstance(fit, dict) else None
+            if recorded != [e.to_dict() for e in events]:
+                raise DataError(f"{where}: its recorded fit's noise events disagree with the noise it records")
+
+    def dp_fit_record(self) -> dict[str, Any] | None:
+        if not (self.model and self.is_fitted and self.model_sha256_):
+            return None
+        meta = self.meta_
+        assert meta is not None
+        eps, events = self._recomputed()
+        shape = tuple(meta["shape"])
+        fit = meta.get("fit") if isinstance(meta.get("fit"), dict) else {}
+        ledger = fit.get("ledger")
+        return {
+            "sha256": self.model_sha256_,
+            "guarantee": self.guarantee(shape).to_dict(),
+            "epsilon": eps,
+            "delta": float(meta["delta"]),
+            "events": [e.to_dict() for e in events],
+            "ledger": ledger if isinstance(ledger, dict) else None,
+        }
+
+    def privacy_events(
+        self, shape: tuple[int, int, int], n: int | None = None, *, secure: bool = False
+    ) -> tuple[NoiseEvent, ...] | None:
+        """The noise of the fit: the fitted (or loaded) model's, recomputed from its meta, else what a fit on
+        ``n`` images of ``shape`` would add (:meth:`_planned_events`)."""
+        if self._fitted_meta() is not None:
+            return self._recomputed()[1]
+        return self._planned_events(shape, n)
+
+    def _planned_events(self, shape: tuple[int, int, int], n: int | None) -> tuple[NoiseEvent, ...]:
+        raise NotImplementedError
+
+    def save_model(self, path: str | Path) -> Path:
+        """Write the fitted model with the record of its fit: its guarantee, noise events and accountant, and the
+        ledger entry that charged it (set by ``privpix fit --ledger``; ``None`` otherwise)."""
+        self._check_fitted()
+        meta = self.meta_
+        assert meta is not None
+        shape = tuple(meta["shape"])
+        events = self._recomputed()[1]
+        meta["fit"] = {
+            "guarantee": self.guarantee(shape).to_dict(),
+            "events": [e.to_dict() for e in events],
+            "accountant": meta.get("accountant"),
+            "ledger": self.ledger_entry_ if self.ledger_entry_ is not None else _recorded_ledger(meta),
+        }
+        return super().save_model(path)
 
     def _training(self) -> dict[str, Any]:
         # ε and δ calibrate the fit: changing either after it makes the mechanism unfitted.
@@ -128,7 +254,14 @@ class CalibratedModel(TrainedModel):
         """:meth:`TrainedModel.fit`, after checking δ; a model file must then have been fitted for this (ε, δ)."""
         self._validate()
         self._check_delta()
+        fresh = bool(self.model) and self.loaded_from_ != self.model
         super().fit(data, seed=seed)
+        if fresh:
+            try:
+                self._verify_file()
+            except DataError:
+                self.model_ = self.meta_ = self.loaded_from_ = self.model_sha256_ = None
+                raise
         if self.model and self._file_claim() != (self.epsilon, self.delta):
             eps, delta = self._file_claim()
             raise ParameterError(
@@ -158,6 +291,12 @@ class CalibratedModel(TrainedModel):
         fit: a known seed, and a δ not below 1/n."""
         meta = self._fitted_meta()
         if meta is not None:
+            # The claim stands only because the accountant's ε for the recorded noise is at most it (checked when a
+            # file is read); say what that ε is.
+            earned = self._recomputed()[0]
+            caveats.append(
+                f"recomputed from the recorded noise through the accountant: ε = {earned:.6g} at δ = {self.delta:g}"
+            )
             if meta.get("seed") is not None:
                 caveats.append(f"fitted with seed {meta['seed']}: whoever knows the seed can remove the noise")
             if self.delta >= 1.0 / meta["n"]:

@@ -11,7 +11,6 @@ they are the one registry of encoders: :data:`~privpix.mechanisms.ldp.encoder_ba
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import math
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privpix.data.imageset import ImageSet
+from privpix.data.overlap import image_digests, shared_count
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param, register
@@ -230,7 +230,7 @@ class LDPFeatures(Mechanism):
         enc = self.encoder_class(**self._encoder_params())
         enc.fit(data, source=source, seed=seed)
         self.encoder_, self.loaded_from_, self.fitted_with_ = enc, "", self._fit_key()
-        self.fit_digests_ = frozenset(_digests(data))
+        self.fit_digests_ = image_digests(_gray(data))
         self.fit_names_ = frozenset(map(str, data.names)) if data.names is not None else frozenset()
         return self
 
@@ -310,7 +310,7 @@ class LDPFeatures(Mechanism):
         if enc is None or not enc.uses_fitting_data:
             return ""
         if self.loaded_from_ == "":
-            if self.fit_digests_ & set(_digests(images)):
+            if shared_count(self.fit_digests_, _gray(images)):
                 return "some released images are among the encoder's fitting images"
             if images.names is not None and self.fit_names_ & set(map(str, images.names)):
                 return "some released images carry the names of the encoder's fitting images"
@@ -388,10 +388,12 @@ def _conformance_data() -> tuple[str, ImageSet]:
     return "digits:train", load_public("digits:test").subset(np.arange(0, 720, 30))
 
 
-def _digests(images: ImageSet) -> list[bytes]:
-    """One content digest per image, of its grey float32 pixels (what the encoder sees)."""
-    x = as_gray(images)
-    return [hashlib.blake2b(row.tobytes(), digest_size=16).digest() for row in x.reshape(len(x), -1)]
+def _gray(images: ImageSet) -> ImageSet:
+    """The images as the encoder sees them (grey), for the overlap check shared with every public set
+    (privpix.data.overlap: 8-bit pixels' SHA-256). An overlap makes the guarantee unsound here rather than refusing
+    the release: paper 000's protocol fits the encoder on data that may hold the reported images, and stays
+    reproducible; the guarantee says why it is not sound."""
+    return ImageSet(np.clip(as_gray(images), 0.0, 1.0).astype(np.float32))
 
 
 # -------------------------------------------------------------------------------------------- mechanisms

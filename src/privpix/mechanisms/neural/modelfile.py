@@ -53,6 +53,25 @@ def load_model_file(path: str | Path, fmt: str, what: str) -> tuple[dict, dict]:
     return state, meta
 
 
+def read_model_meta(path: str | Path) -> dict:
+    """The JSON description of any privpix model file (whichever mechanism wrote it), weights only; a missing or
+    foreign file raises :class:`DataError` naming it."""
+    torch = require_torch("model files")
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: model file not found")
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+        meta = json.loads(blob["meta"])
+    except MemoryError:
+        raise
+    except Exception as exc:
+        raise DataError(f"{path}: not a privpix model file ({_reason(exc)})") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("format"), str):
+        raise DataError(f"{path}: not a privpix model file (no format in its meta)")
+    return meta
+
+
 def build_from_file(path: str | Path, what: str, build):
     """``build()`` (which makes the network from a model file's meta and loads its weights), with any mismatch
     between the file's description and its weights turned into one :class:`DataError` naming the file."""

@@ -49,7 +49,7 @@ import numpy as np
 
 from privpix.errors import ParameterError
 from privpix.gaussian_release import ANALYTIC as ACCOUNTANT  # noqa: F401  (the float mode's accountant)
-from privpix.gaussian_release import analytic_noise_multiplier
+from privpix.gaussian_release import analytic_epsilon, analytic_noise_multiplier
 from privpix.mechanisms.base import Param, register
 from privpix.mechanisms.synthesis.embedding import (  # noqa: F401  (dp-merf's API before the shared base)
     GENERATOR,
@@ -85,9 +85,7 @@ def noise_multiplier(epsilon: float, delta: float) -> float:
 
 def epsilon_of(z: float, delta: float) -> float:
     """ε of the Gaussian mechanism with noise multiplier ``z`` at ``delta`` (dp-accounting, analytic)."""
-    import dp_accounting
-
-    return float(dp_accounting.get_epsilon_gaussian(z, delta))
+    return analytic_epsilon(z, delta)
 
 
 # ------------------------------------------------------------------------------------------ features

@@ -76,7 +76,19 @@ def chunk_sums(x: np.ndarray, labels: np.ndarray, featurize: Featurize, width: i
     (K, D) class-wise feature sums φ ⊗ y, or with ``bits`` the exact int64 (K, D + 1) fixed-point totals of
     :func:`fixed_point_sum`. Chunk boundaries depend on D alone, so the chunks of a split of ``x`` at multiples of
     :func:`chunk_rows` are the chunks of ``x``: workers may compute them and the caller adds them in order."""
-    out = []
+    out: list[np.ndarray] = []
+    # One torch thread, as in a worker process: a float matmul's rounding depends on how many threads split it, and
+    # the same seed must give the same embedding whether the chunks are computed here or on workers.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _sums(x, labels, featurize, width, n_classes, count_share, bits, out)
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
+def _sums(x, labels, featurize, width, n_classes, count_share, bits, out) -> None:
     a = math.sqrt(count_share)
     with torch.no_grad():
         for xs, ys in _rows(x, labels, width):
@@ -89,7 +101,6 @@ def chunk_sums(x: np.ndarray, labels: np.ndarray, featurize: Featurize, width: i
                 phi = featurize(xs).double().numpy() * math.sqrt(1.0 - count_share)
                 part.add(np.concatenate([phi, np.full((len(phi), 1), a)], axis=1), ys)
                 out.append(part.total)
-    return out
 
 
 def embedding_of_sum(total: np.ndarray, n: int, scale: int) -> np.ndarray:

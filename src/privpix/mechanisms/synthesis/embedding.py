@@ -44,6 +44,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privpix import gaussian_release
+from privpix.composition import NoiseEvent
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
@@ -196,7 +197,53 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
             needs_labels=True,
             output="synthetic-images",
             noise_family="gaussian",
+            dp_fit=self._fits_on() == "private",
         )
+
+    def secure_params(self) -> dict[str, Any] | None:
+        """Fitting now: ``secure=true`` (exact discrete Gaussian on the fixed-point sum). From a model file: its
+        noise was drawn when it was fitted, exactly only if it was fitted with ``secure=true``."""
+        if not self.model:
+            return {"secure": True}
+        if not self.is_fitted:
+            self.fit(None)
+        return {} if self.secure else None
+
+    def secure_refusal(self) -> str:
+        return (
+            f"{self.model} was fitted with floating-point Gaussian noise (secure=false), and a release from it adds "
+            "no noise; refit with --param secure=true for exact noise"
+        )
+
+    def _planned_events(self, shape: tuple[int, int, int], n: int | None) -> tuple[NoiseEvent, ...]:
+        """One Gaussian release of the embedding, noise multiplier z for (ε, δ) (its sensitivity 2/n normalised);
+        in the secure mode, the exact discrete Gaussian's RDP-derived (ε, δ)."""
+        self._check_delta()
+        z = noise_multiplier(self.epsilon, self.delta, self.secure)
+        return (_event(z, self.delta, self.secure),)
+
+    def _recompute(self, meta: dict) -> tuple[float, tuple[NoiseEvent, ...]]:
+        """The float mode: σ = z·2/n and ε = the analytic Gaussian's for z; the secure mode: σ = z·2·(2^20 +
+        √(D+1)/2)/(2^20·n) (the fixed-point sum's sensitivity) and ε = the RDP accountant's for z."""
+        z, n, delta = float(meta["noise_multiplier"]), int(meta["n"]), float(meta["delta"])
+        if not (z > 0 and math.isfinite(z)) or n < 2 or not 0 < delta < 1:
+            raise ValueError(f"noise_multiplier={z!r}, n={n!r}, delta={delta!r} out of range")
+        secure = bool(meta.get("secure", False))
+        if meta.get("accountant") != (RDP if secure else ANALYTIC):
+            mode = "secure" if secure else "float"
+            raise ValueError(f"accountant {meta.get('accountant')!r} is not the {mode} mode's")
+        if secure:
+            if int(meta.get("lattice_scale", 0)) != 1 << LATTICE_BITS:
+                raise ValueError(f"lattice_scale {meta.get('lattice_scale')!r}, expected {1 << LATTICE_BITS}")
+            bound = (1 << LATTICE_BITS) + math.sqrt(self._feature_width(meta) + 1) / 2
+            sigma = math.nextafter(z * 2 * bound, math.inf) / (1 << LATTICE_BITS) / n
+            epsilon = gaussian_release.rdp_epsilon(z, delta)
+        else:
+            sigma = z * sensitivity(n)
+            epsilon = gaussian_release.analytic_epsilon(z, delta)
+        if not math.isclose(float(meta["sigma"]), sigma, rel_tol=1e-9):
+            raise ValueError(f"sigma={meta['sigma']!r} is not the noise multiplier times the sensitivity ({sigma:.6g})")
+        return epsilon, (_event(z, delta, secure),)
 
     def synthetic_count(self, n_inputs: int | None) -> int | None:
         """``n`` when set, else as many as the inputs (``None`` without inputs: the user must give ``n``)."""
@@ -250,7 +297,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
             from privpix.mechanisms.synthesis.public import check_distinct, load_public
 
             public = load_public(self.public, (h, w, c), self.n_classes, data.class_names)
-            check_distinct(public, data)
+            check_distinct(public, data, repr(self.public))
 
         seeded = seed is not None
         rng = make_rng(int(seed)) if seeded else None
@@ -472,6 +519,14 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
         labels = sample_labels(self.label_probs_, n, rng)
         images = embed_net.sample(gen, labels, torch_seed(rng)).reshape(n, h, w, c)
         return images, labels
+
+
+def _event(z: float, delta: float, secure: bool) -> NoiseEvent:
+    """The ledger's event for one release of the embedding: a continuous Gaussian of noise multiplier z, or for the
+    exact discrete Gaussian (whose (ε, δ) curve is not the continuous one's) the (ε, δ) its RDP bound gives."""
+    if secure:
+        return NoiseEvent.approx(gaussian_release.rdp_epsilon(z, delta), delta)
+    return NoiseEvent.gaussian(z)
 
 
 @dataclass(frozen=True)

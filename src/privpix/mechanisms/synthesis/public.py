@@ -9,13 +9,13 @@ distinct from the private set: an image that is in both is exposed through the p
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 from pathlib import Path
 
 import numpy as np
 
 from privpix.data.imageset import ImageSet
+from privpix.data.overlap import check_distinct, fingerprint
 from privpix.errors import DataError, ParameterError
 
 
@@ -95,21 +95,5 @@ def _private_labels(data: ImageSet, spec: str, n_classes: int, class_names: tupl
     return labels.astype(np.int64)
 
 
-def fingerprint(data: ImageSet) -> str:
-    """SHA-256 of the public images as used (pixels after resizing, then labels): what a model file records, so
-    a reader can check which public set a generator was pretrained on."""
-    digest = hashlib.sha256(np.ascontiguousarray(data.as_uint8()).tobytes())
-    digest.update(np.asarray(data.labels, dtype=np.int64).tobytes())
-    return digest.hexdigest()
-
-
-def check_distinct(public: ImageSet, private: ImageSet) -> None:
-    """Refuse a public set that holds any image of the private set (same pixels at the private shape): such an
-    image would be exposed through the pretraining without noise."""
-    seen = {hashlib.sha256(img.tobytes()).digest() for img in private.as_uint8()}
-    shared = sum(hashlib.sha256(img.tobytes()).digest() in seen for img in public.as_uint8())
-    if shared:
-        raise ParameterError(
-            f"public: {shared} of its {len(public)} images are also in the private set; the public set must be "
-            "distinct from the private one (they would be exposed without noise)"
-        )
+# The check and the fingerprint are shared with every mechanism that takes a public set.
+__all__ = ["check_distinct", "fingerprint", "load_public"]

@@ -1,0 +1,257 @@
+"""``privpix ledger``: read a privacy ledger, charge the fit of an existing model file once, and ask whether a release
+or a fit would fit the budget (docs/accounting.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from privpix.cli.app import console, main
+from privpix.cli.options import _note, _params, _plain, _size
+
+
+@main.group()
+def ledger() -> None:
+    """Privacy ledgers: what was charged, how it composes, what still fits.
+
+    A ledger charges every event that touches the private images once: a release, or a fit that is a DP release
+    (`privpix fit --ledger`). Releases from a fitted model file are post-processing and charge nothing. Entries are
+    composed with dp-accounting's privacy-loss distributions (pessimistic); "spent" is the smallest ε at which the
+    whole composition is (ε, δ_budget)-DP for one image replaced, and the basic sum is shown beside it."""
+
+
+def ledger_json(book) -> dict:
+    """The document ``privpix ledger show --json`` prints (keys fixed by docs/accounting.md)."""
+    spent = book.spent()
+    return {
+        "budget": {"epsilon": book.epsilon_budget, "delta": book.delta_budget},
+        "spent": spent.to_dict(),
+        "remaining_epsilon": max(0.0, book.epsilon_budget - spent.epsilon) if spent.epsilon < float("inf") else 0.0,
+        "entries": [
+            {
+                "id": e.id,
+                "label": e.label,
+                "kind": e.kind,
+                "run": e.run,
+                "status": e.status,
+                "epsilon": e.epsilon,
+                "delta": e.delta,
+                "noise": [ev.to_dict() for ev in e.noise()],
+                "noise_declared": e.events is not None,
+                "time": e.time,
+                "model_sha256": e.model_sha256,
+                "guarantee": e.guarantee,
+            }
+            for e in book.entries
+        ],
+    }
+
+
+@ledger.command("show")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the ledger as JSON (budget, spent, remaining, entries).")
+def show(file: str, as_json: bool) -> None:
+    """Budget, spent (PLD composition and basic sum), remaining, and every entry of the ledger FILE."""
+    from privpix.accounting import PrivacyLedger
+
+    book = PrivacyLedger.load(file)
+    doc = ledger_json(book)
+    if as_json:
+        click.echo(json.dumps(doc, indent=2, allow_nan=False))
+        return
+    s = book.spent()
+    _plain(f"ledger {file}: budget ε={book.epsilon_budget:g} at δ={book.delta_budget:g}, one image replaced")
+    _plain(f"spent ε={s.epsilon:.4g} ({s.accountant}); basic sum ε={s.basic_epsilon:.4g}, δ={s.basic_delta:.3g}")
+    _plain(f"remaining ε={doc['remaining_epsilon']:.4g}")
+    table = Table(show_lines=False)
+    for col in ("id", "kind", "status", "ε", "δ", "noise", "time", "model sha256", "label"):
+        table.add_column(col)
+    for e in book.entries:
+        noise = ", ".join(ev.describe() for ev in e.noise()) + ("" if e.events is not None else " (bare)")
+        table.add_row(str(e.id), e.kind, e.status, f"{e.epsilon:.4g}", f"{e.delta:g}", escape(noise), e.time,
+                      e.model_sha256[:12], escape(e.label))  # fmt: skip
+    console.print(table)
+    _plain(
+        "The PLD figure assumes each entry's noise parameters were not chosen by looking at earlier outputs (which "
+        "mechanism runs next may be). Ledgers of Gaussian entries only are exempt (a Gaussian-DP filter); for other "
+        "mixes whose ε was chosen from earlier outputs, the basic sum is the figure that holds. docs/accounting.md"
+    )
+
+
+def load_fitted_model(path: str):
+    """The mechanism that wrote the model file ``path`` (its meta names it), fitted from the file: every recorded
+    number checked against the noise it records."""
+    from privpix.errors import DataError
+    from privpix.mechanisms import MECHANISMS, get_mechanism
+    from privpix.mechanisms.neural.modelfile import read_model_meta
+
+    meta = read_model_meta(path)
+    kind = meta.get("kind")
+    if not isinstance(kind, str) or kind not in MECHANISMS:
+        raise DataError(f"{path}: a model file of {kind!r}, which is not a registered mechanism")
+    cls = MECHANISMS[kind]
+    known = {p.name for p in cls.params}
+    if "model" not in known:
+        raise DataError(f"{path}: {kind} model files are not read back through a model parameter")
+    args = {"model": str(path)}
+    eps = meta.get("epsilon") if cls.uses_epsilon else None
+    delta = meta.get("delta") if cls.uses_delta else None
+    mech = get_mechanism(kind, eps, delta, **args)
+    return mech.fit(None)
+
+
+@ledger.command("charge")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--model", required=True, type=click.Path(dir_okay=False), help="Model file whose fit to charge.")
+@click.option("--budget", type=float, default=None, help="Per-image ε budget for a new ledger FILE.")
+@click.option("--delta-budget", type=float, default=None, help="δ budget for a new ledger FILE (default 0).")
+def charge(file: str, model: str, budget: float | None, delta_budget: float | None) -> None:
+    """Charge the DP fit of an existing model file to the ledger FILE, once: afterwards releases from the model with
+    --ledger FILE are post-processing (nothing more is charged). Refused over budget, for a model whose fit is not
+    a DP release, and for a file whose recorded fit does not match its noise."""
+    from privpix.accounting import open_ledger
+    from privpix.composition import events_from_dicts
+    from privpix.errors import BudgetExceededError, DataError
+    from privpix.guarantees import Guarantee
+
+    mech = load_fitted_model(model)
+    fit = mech.dp_fit_record()
+    if fit is None:
+        raise BudgetExceededError(
+            f"--model {model}: its fit is not a DP release ({mech.guarantee_model} guarantee), nothing can be charged"
+        )
+    with open_ledger(file, budget=budget, delta_budget=delta_budget, wait=_note) as session:
+        book = session.ledger
+        found = book.entry_for_model(fit["sha256"])
+        if found is not None:
+            _plain(f"{model}: its fit is already charged as entry {found.id} of {session.path}; nothing charged")
+            return
+        named = _named_entry(book, fit, session.path)
+        if named is not None and named.model_sha256:
+            raise DataError(
+                f"--model {model}: its fit was charged as entry {named.id} for a file with sha256 "
+                f"{named.model_sha256[:16]}…, not this one ({fit['sha256'][:16]}…): the file was changed after "
+                "its fit; refit it"
+            )
+        if named is not None and _is_its_reservation(named, fit):
+            # A fit killed after writing its file but before recording it: its reservation already counts.
+            session.finish(named.id, fit["sha256"], run=named.run)
+            _plain(f"{model}: recorded as entry {named.id} (the reservation of its fit); nothing more charged")
+            return
+        g = Guarantee.from_dict(fit["guarantee"])
+        entry = session.add(g, f"model {Path(model).name} (charged after its fit)", status="charged",
+                            events=events_from_dicts(fit["events"], model), kind="model",
+                            model_sha256=fit["sha256"])  # fmt: skip
+        s = book.spent()
+        _plain(f"charged the fit of {model} as entry {entry.id} of {session.path}: spent ε={s.epsilon:.4g} of "
+               f"{book.epsilon_budget:g} at δ={book.delta_budget:g} ({s.accountant}; basic sum "
+               f"ε={s.basic_epsilon:.4g})")  # fmt: skip
+
+
+def _named_entry(book, fit: dict, path: Path):
+    """The entry of this ledger the model file's fit record names, if it names this ledger."""
+    ref = fit.get("ledger") or {}
+    ident = ref.get("entry")
+    if ref.get("path") != str(path) or isinstance(ident, bool) or not isinstance(ident, int):
+        return None
+    return book.entry(ident)
+
+
+def _is_its_reservation(entry, fit: dict) -> bool:
+    """Whether ``entry`` is the reservation the fit recorded in the file made: a fit's, still reserved, of the same
+    run and the same noise. Anything else (a release's entry named by an edited file) is no reservation of it."""
+    ref = fit.get("ledger") or {}
+    return (
+        entry.kind == "fit"
+        and entry.status == "reserved"
+        and not entry.model_sha256
+        and bool(entry.run)
+        and entry.run == ref.get("run")
+        and [e.to_dict() for e in entry.noise()] == fit["events"]
+    )
+
+
+@ledger.command("check")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--method", required=True, help="Mechanism name, optionally name[key=value,...].")
+@click.option("--epsilon", type=float, default=None, help="ε of the release or fit.")
+@click.option("--delta", type=float, default=None, help="δ of the release or fit.")
+@click.option("--param", "params", multiple=True, help="Mechanism parameter key=value (repeatable).")
+@click.option("--dataset", default=None, help="NAME[:SPLIT]: the images' shape and count are read from it.")
+@click.option("--shape", default=None, help="HEIGHTxWIDTH[xCHANNELS] of the images (instead of --dataset).")
+@click.option("--n", "count", type=int, default=None, help="Number of private images (a fit's noise may need it).")
+@click.option("--secure", is_flag=True, help="The release would use --secure (its exact noise is charged as such).")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None)
+def check(file, method, epsilon, delta, params, dataset, shape, count, secure, data_dir) -> None:
+    """Would this release (or a fit that is a DP release) fit the budget of the ledger FILE? Nothing is charged.
+    Exit 0 when it fits, 1 when it does not (the reason printed), 2 on bad input."""
+    from privpix.accounting import PrivacyLedger
+    from privpix.errors import BudgetExceededError, ParameterError
+    from privpix.mechanisms import get_mechanism
+
+    book = PrivacyLedger.load(file)
+    mech = get_mechanism(method, epsilon, delta, **_params(params))
+    if secure:
+        exact = mech.secure_params()
+        if exact is None:
+            raise ParameterError(f"--secure: {method} has no exact sampler: {mech.secure_refusal()}")
+        mech.set_params(**exact)
+    caps = mech.capabilities()
+    if caps.fits_on == "model-file":
+        mech.fit(None)
+        fit = mech.dp_fit_record()
+        if fit is not None:
+            entry = book.entry_for_model(fit["sha256"])
+            if entry is None:
+                _plain(f"no: the DP fit of this model file is not charged in {file}; charge it with `privpix ledger "
+                       f"charge {file} --model FILE` (or fit with --ledger)")  # fmt: skip
+                sys.exit(1)
+            _plain(f"yes: post-processing of the DP fit charged as entry {entry.id}; nothing more is charged")
+            return
+    hwc, n = _shape_and_count(dataset, shape, count, data_dir, caps.fixed_shape)
+    guarantee = mech.guarantee(hwc)
+    events = mech.privacy_events(hwc, n, secure=secure)
+    try:
+        after = book.check(guarantee, list(events) if events else None, "fit" if caps.dp_fit else "release")
+    except BudgetExceededError as exc:
+        _plain(f"no: {exc}")
+        sys.exit(1)
+    what = "fit" if caps.dp_fit else "release"
+    _plain(f"yes: the {what} is within the budget; the ledger would then have spent ε={after.epsilon:.4g} of "
+           f"{book.epsilon_budget:g} at δ={book.delta_budget:g} ({after.accountant}; basic sum "
+           f"ε={after.basic_epsilon:.4g})")  # fmt: skip
+
+
+def _shape_and_count(dataset, shape, count, data_dir, fixed):
+    """(h, w, c) and n for ``check``: from --dataset, or --shape and --n, or the mechanism's fixed shape."""
+    from privpix.errors import ParameterError
+
+    if dataset is not None and shape is not None:
+        raise ParameterError("give one of --dataset and --shape, not both")
+    if dataset is not None:
+        from privpix.data import load_dataset
+
+        data = load_dataset(dataset, data_dir)
+        if not hasattr(data, "shape"):
+            return (0, 0, 0), count or len(data)
+        return tuple(data.shape), count or len(data)
+    if shape is not None:
+        parts = shape.lower().split("x")
+        if len(parts) == 3:
+            h, w = _size("x".join(parts[:2]), "--shape") or (0, 0)
+            try:
+                c = int(parts[2])
+            except ValueError:
+                raise ParameterError(f"--shape {shape!r}: expected HEIGHTxWIDTH[xCHANNELS]") from None
+            return (h, w, c), count
+        h, w = _size(shape, "--shape") or (0, 0)
+        return (h, w, 1), count
+    if fixed is not None:
+        return tuple(fixed), count
+    raise ParameterError("give --dataset NAME[:SPLIT] or --shape HxW[xC]: a release's per-image ε depends on the "
+                         "image shape")  # fmt: skip
