@@ -4,6 +4,7 @@ labels from the DP label distribution, the guarantee, the model file, and an end
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -193,10 +194,14 @@ def test_a_model_file_releases_the_same_images_under_its_own_guarantee(fitted, s
 def test_refuses_what_it_cannot_claim(sixty):
     with pytest.raises(ParameterError, match="delta"):
         get_mechanism("dp-merf", epsilon=1.0).fit(sixty, seed=0)
-    with pytest.raises(ParameterError, match="labelled"):
-        get_mechanism("dp-merf", epsilon=1.0, delta=1e-5).fit(ImageSet(sixty.images), seed=0)
-    with pytest.raises(ParameterError, match=r"0\.\.4"):
+    # Unlabelled images are one class (unconditional synthesis); a K that says otherwise is refused.
+    with pytest.raises(ParameterError, match="unlabelled"):
+        get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, n_classes=2).fit(ImageSet(sixty.images), seed=0)
+    # The data set's declared class names are the class list; an n_classes that contradicts them is refused.
+    with pytest.raises(ParameterError, match="contradicts the 10 classes"):
         get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, n_classes=5).fit(sixty, seed=0)
+    with pytest.raises(ParameterError, match=r"0\.\.4"):
+        get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, n_classes=5).fit(replace(sixty, class_names=None), seed=0)
     with pytest.raises(ParameterError, match="even"):
         get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, n_features=7)
     with pytest.raises(ParameterError, match="divisible by 4"):

@@ -6,6 +6,7 @@ import pytest
 from PIL import Image
 
 from privpix.data import ImageSet
+from privpix.data.loaders import DIGIT_NAMES
 from privpix.errors import ParameterError
 from privpix.mechanisms import get_mechanism
 from privpix.mechanisms.synthesis.public import fingerprint, load_public
@@ -25,10 +26,10 @@ def _folder(root, classes, shape=(10, 12, 3), per_class=3):
 
 
 def test_digits_become_labelled_images_of_the_private_shape():
-    pub = load_public("digits", (28, 28, 1), 10)
+    pub = load_public("digits", (28, 28, 1), 10, DIGIT_NAMES)
     assert pub.shape == (28, 28, 1) and len(pub) == 1797 and pub.images.dtype == np.uint8
     assert set(np.unique(pub.labels)) == set(range(10))
-    assert fingerprint(pub) == fingerprint(load_public("digits", (28, 28, 1), 10))
+    assert fingerprint(pub) == fingerprint(load_public("digits", (28, 28, 1), 10, DIGIT_NAMES))
 
 
 def test_labels_are_mapped_by_class_name_and_channels_converted(tmp_path):
@@ -48,7 +49,7 @@ def test_labels_are_mapped_by_class_name_and_channels_converted(tmp_path):
         (["cat", "dog"], lambda p: str(p), {"class_names": ("male", "female")}, r"classes \['cat', 'dog'\]"),
         ("flat", lambda p: str(p), {}, "no labelled images"),
         (None, lambda p: "adult", {}, "holds records"),
-        (None, lambda p: "digits", {}, r"labels of 'digits' must be integers in 0\.\.1"),
+        (None, lambda p: "digits", {"class_names": ("0", "1")}, r"classes \['2', .*'9'\] of 'digits' are not among"),
     ],
 )
 def test_bad_public_sets_are_refused_naming_the_parameter(tmp_path, setup, spec_of, kwargs, match):
@@ -66,7 +67,7 @@ def test_bad_public_sets_are_refused_naming_the_parameter(tmp_path, setup, spec_
 def test_rgb_public_set_into_gray_and_gray_into_rgb(tmp_path):
     rgb = _folder(tmp_path / "rgb", ["0", "1"])
     assert load_public(str(rgb), (6, 6, 1), 2, class_names=("0", "1")).shape == (6, 6, 1)
-    assert load_public("digits", (8, 8, 3), 10).shape == (8, 8, 3)
+    assert load_public("digits", (8, 8, 3), 10, DIGIT_NAMES).shape == (8, 8, 3)
 
 
 @pytest.fixture(scope="module")

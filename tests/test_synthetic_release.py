@@ -32,30 +32,19 @@ def model(tmp_path_factory):
     return path
 
 
-@pytest.fixture(scope="module")
-def forty(tmp_path_factory):
-    """A folder of 40 digit PNGs: a synthetic release from it writes 40 images (as many as the inputs)."""
-    from PIL import Image
-
-    folder = tmp_path_factory.mktemp("digits")
-    for i, img in enumerate(load_dataset("builtin-mnist").subset(np.arange(40)).as_uint8()):
-        Image.fromarray(img[:, :, 0]).save(folder / f"d{i}.png")
-    return folder
-
-
 def _manifest(folder):
     return json.loads((folder / "manifest.json").read_text())
 
 
-def test_release_from_a_model_file_writes_labels_for_every_image(run, model, forty, tmp_path):
+def test_release_from_a_model_file_writes_labels_for_every_image(run, model, tmp_path):
     out = tmp_path / "synth"
-    res = run("release", "--method", "dp-merf", *CLAIM, "--param", f"model={model}", "--input", forty,
+    res = run("release", "--method", "dp-merf", *CLAIM, "--param", f"model={model}", "--param", "n=40",
               "--block-size", "15", "--shard-size", "15", "--workers", "2", "--seed", "2", "--output", out)  # fmt: skip
     assert res.exit_code == 0, res.output
     m = _manifest(out)
     names = [f["name"] for f in m["files"] if f["name"].endswith(".png")]
     assert m["shards"] == 3  # 40 images in shards of 15, on two worker processes
-    assert len(names) == 40 == m["synthetic_images"]  # default: as many as the input images
+    assert len(names) == 40 == m["synthetic_images"]
     assert sorted(m["labels"]) == sorted(names)
     labels = np.array(list(m["labels"].values()))
     assert set(labels) <= set(range(10)) and len(set(labels)) >= 4
@@ -63,9 +52,9 @@ def test_release_from_a_model_file_writes_labels_for_every_image(run, model, for
     assert run("verify", out).exit_code == 0
 
 
-def test_same_seed_same_synthetic_release(run, model, forty, tmp_path):
+def test_same_seed_same_synthetic_release(run, model, tmp_path):
     def once(name):
-        res = run("release", "--method", "dp-merf", *CLAIM, "--param", f"model={model}", "--input", forty,
+        res = run("release", "--method", "dp-merf", *CLAIM, "--param", f"model={model}", "--param", "n=40",
                   "--seed", "5", "--output", tmp_path / name)  # fmt: skip
         assert res.exit_code == 0, res.output
         m = _manifest(tmp_path / name)
@@ -87,8 +76,8 @@ def test_fit_on_private_needs_the_private_images(run, tmp_path):
     assert res.exit_code != 0 and "--dataset" in res.output
 
 
-def test_source_map_is_refused_for_synthetic_images(run, model, forty, tmp_path):
-    res = run("release", "--method", "dp-merf", *CLAIM, "--param", f"model={model}", "--input", forty,
+def test_source_map_is_refused_for_synthetic_images(run, model, tmp_path):
+    res = run("release", "--method", "dp-merf", *CLAIM, "--param", f"model={model}", "--param", "n=5",
               "--output", tmp_path / "x", "--source-map", tmp_path / "map.csv")  # fmt: skip
     assert res.exit_code != 0 and "--source-map" in res.output
     assert not (tmp_path / "x").exists() and not (tmp_path / "map.csv").exists()

@@ -19,6 +19,11 @@ class BudgetExceededError(PrivpixError):
     """A release would spend more privacy budget than the ledger allows."""
 
 
+class PrivpixWarning(UserWarning):
+    """Something the user should change to get what they want (not an error: the work goes on); the CLI prints it
+    as a one-line note."""
+
+
 def check_positive(name: str, value: float, *, allow_zero: bool = False) -> float:
     """Return ``value`` as float if it is a finite number > 0 (or >= 0), else raise ParameterError."""
     try:

@@ -83,6 +83,7 @@ class _Base:
             images=arr[None].astype(np.float32),
             labels=None if label is None else np.asarray([label]),
             source=self.images.source,
+            class_names=self.images.class_names,  # the class list is the data set's, whatever the pair holds
         )
 
 
@@ -183,7 +184,8 @@ class OneOfBatch(Neighbours):
 
         def mk(arr: np.ndarray, idx: list[int]) -> ImageSet:
             labels = None if images.labels is None else np.asarray([images.labels[i] for i in idx])
-            return ImageSet(images=arr.astype(np.float32), labels=labels, source=images.source)
+            return ImageSet(images=arr.astype(np.float32), labels=labels, source=images.source,
+                            class_names=images.class_names)  # fmt: skip
 
         ids_same, ids_real = [b.lo] * n, list(range(n))
         return [
@@ -272,7 +274,8 @@ class OneFeature(Neighbours):
 
     def _codes(self, b: _Base, arrs: np.ndarray) -> np.ndarray:
         labels = None if b.images.labels is None else np.repeat(b.images.labels[b.lo], len(arrs))
-        batch = ImageSet(images=arrs.astype(np.float32), labels=labels, source=b.images.source)
+        batch = ImageSet(images=arrs.astype(np.float32), labels=labels, source=b.images.source,
+                         class_names=b.images.class_names)  # fmt: skip
         return np.asarray(self.encode(batch)).astype(np.int64)
 
     def _score(self, a: int, c: int) -> tuple[bool, int]:

@@ -13,7 +13,16 @@ import click
 import numpy as np
 
 from privpix.cli.app import main
-from privpix.cli.options import _check_output_path, _note, _params, _plain, _writing, executor_options
+from privpix.cli.options import (
+    _check_output_path,
+    _note,
+    _params,
+    _plain,
+    _size,
+    _writing,
+    executor_options,
+    notes_from_warnings,
+)
 
 # Out-of-range numbers are usage errors naming the option, before any data is loaded; a learning rate or a
 # noise knob of 0 trains nothing useful, so both must be strictly positive (and finite: FloatRange checks).
@@ -22,7 +31,7 @@ _POSITIVE = click.FloatRange(min=0, min_open=True, max=1e300)
 
 def fit_to_file(
     method: str,
-    dataset: str,
+    dataset: str | None,
     output: str,
     params: dict[str, Any],
     *,
@@ -36,14 +45,16 @@ def fit_to_file(
     ledger: str | None = None,
     budget: float | None = None,
     delta_budget: float | None = None,
+    input_dir: str | None = None,
+    size: tuple[int, int] | None = None,
 ) -> Path:
-    """What ``privpix fit`` does: ``method``'s fit on ``dataset`` (a seeded subset of ``limit``), then its
-    model file written to ``output``. Every check that needs no data runs before the data is loaded.
+    """What ``privpix fit`` does: ``method``'s fit on ``dataset`` or the image folder ``input_dir`` (a seeded subset
+    of ``limit``, resized to ``size``), then its model file written to ``output``. Every check that needs no data
+    runs before the data is loaded.
 
     With ``ledger``: a fit that is itself a DP release (``Capabilities.dp_fit``) is charged to it, reserved before
     any training (refused over budget), and the model file records the entry; releases from the file are then
     post-processing and charge nothing more (docs/accounting.md)."""
-    from privpix.data import load_dataset
     from privpix.errors import ParameterError
     from privpix.mechanisms import Mechanism, get_mechanism, mechanism_class
 
@@ -70,26 +81,52 @@ def fit_to_file(
         )
     if limit is not None and limit < 2:
         raise ParameterError(f"--limit must be >= 2, got {limit}")
-    data = load_dataset(dataset, data_dir)
+    if (dataset is None) == (input_dir is None):
+        raise ParameterError("give exactly one of --dataset NAME[:SPLIT] or --input DIR")
+    data = _training_data(dataset, input_dir, data_dir, size)
     if limit is not None and limit < len(data):
         data = data.subset(np.sort(np.random.default_rng(seed).choice(len(data), limit, replace=False)))
+    what = dataset if dataset is not None else "the --input folder"
     if not quiet:
         how = "OS entropy" if seed is None else f"seed {seed}"
-        _plain(f"privpix fit: {method} on {dataset} ({len(data)} items), {how} → {out}")
+        _plain(f"privpix fit: {method} on {what} ({len(data)} items), {how} → {out}")
     t0 = time.perf_counter()
-    if ledger is None:
-        mech.fit(data, seed=seed)
-        with _writing(out, "--output"):
-            mech.save_model(out)
-    else:
-        _charged_fit(mech, data, out, ledger, budget, delta_budget, f"fit {mech.name} on {dataset} → {out}", seed,
-                     quiet)  # fmt: skip
+    with notes_from_warnings():
+        if ledger is None:
+            mech.fit(data, seed=seed)
+            with _writing(out, "--output"):
+                mech.save_model(out)
+        else:
+            _charged_fit(mech, data, out, ledger, budget, delta_budget, f"fit {mech.name} on {what} → {out}", seed,
+                         quiet)  # fmt: skip
     if not quiet:
         g = mech.guarantee(mech.capabilities().fixed_shape or (0, 0, 0))
         _plain(f"wrote {out} in {time.perf_counter() - t0:.0f} s; its releases carry: {g.compact()}")
         for caveat in g.caveats:
             _plain(f"  {caveat}")
     return out
+
+
+def _training_data(dataset, input_dir, data_dir, size):
+    """The images (or records) to fit on: a named dataset, or an image folder (flat, or one sub-folder per class,
+    whose names are its class names), Parquet or WebDataset shards, resized to ``size`` when given. A folder's path
+    is not recorded in the model file (paths can name people)."""
+    from dataclasses import replace
+
+    from privpix.data import ImageSet, load_dataset
+    from privpix.errors import ParameterError
+
+    if input_dir is not None:
+        from privpix.data.formats import open_source
+
+        source = open_source(input_dir, size=size)
+        return replace(source.read(0, len(source)), source="the --input folder")
+    data = load_dataset(dataset, data_dir)
+    if size is not None:
+        if not isinstance(data, ImageSet):
+            raise ParameterError(f"--size: --dataset {dataset} holds records, not images")
+        data = data.resized(*size)
+    return data
 
 
 def _charged_fit(mech, data, out: Path, ledger: str, budget, delta_budget, label: str, seed, quiet: bool) -> None:
@@ -156,7 +193,16 @@ def _common(fn):
 
 @main.command()
 @click.option("--method", required=True, help="Mechanism to fit, optionally name[key=value,...].")
-@click.option("--dataset", required=True, help="NAME[:SPLIT] to fit on (images or records, as the method needs).")
+@click.option("--dataset", default=None, help="NAME[:SPLIT] to fit on (images or records, as the method needs).")
+@click.option(
+    "--input",
+    "input_dir",
+    type=click.Path(),
+    default=None,
+    help="Or a folder of images to fit on (flat: unlabelled; one sub-folder per class: the folder names are the "
+    "class names), or Parquet / WebDataset shards.",
+)
+@click.option("--size", default=None, help="Resize every image to HEIGHTxWIDTH first.")
 @click.option("--param", "params", multiple=True, help="Mechanism parameter key=value (repeatable); see mechanisms.")
 @click.option("--epsilon", type=float, default=None, help="ε, for a mechanism whose fit spends one.")
 @click.option("--delta", type=float, default=None, help="δ, for a mechanism whose fit spends one.")
@@ -172,10 +218,10 @@ def _common(fn):
 @click.option("--delta-budget", type=float, default=None, help="δ budget for a new --ledger file (default 0).")
 @executor_options
 @_common
-def fit(method, dataset, params, epsilon, delta, limit, ledger, budget, delta_budget, workers, engine, scheduler,
-        seed, data_dir, output, force, quiet) -> None:  # fmt: skip
-    """Fit a mechanism that learns a model on DATASET and write its model file (release it with
-    --param model=FILE). Training parameters are the mechanism's own (`privpix mechanisms`). A DP synthesizer
+def fit(method, dataset, input_dir, size, params, epsilon, delta, limit, ledger, budget, delta_budget, workers, engine,
+        scheduler, seed, data_dir, output, force, quiet) -> None:  # fmt: skip
+    """Fit a mechanism that learns a model on --dataset (or an --input folder) and write its model file (release
+    it with --param model=FILE). Training parameters are the mechanism's own (`privpix mechanisms`). A DP synthesizer
     computes its private embedding on the workers (--workers, --engine): the same sums as in one process.
 
     With --ledger, a fit that is a DP release is charged once (docs/accounting.md)."""
@@ -184,7 +230,7 @@ def fit(method, dataset, params, epsilon, delta, limit, ledger, budget, delta_bu
     with make_executor(engine, workers, scheduler) as executor, using(executor):
         fit_to_file(method, dataset, output, _params(params), epsilon=epsilon, delta=delta, limit=limit, seed=seed,
                     data_dir=data_dir, force=force, quiet=quiet, ledger=ledger, budget=budget,
-                    delta_budget=delta_budget)  # fmt: skip
+                    delta_budget=delta_budget, input_dir=input_dir, size=_size(size))  # fmt: skip
 
 
 @main.command("train-obfuscator")

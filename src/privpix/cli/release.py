@@ -14,7 +14,7 @@ import click
 from rich.markup import escape
 
 from privpix.cli.app import console, err_console, main
-from privpix.cli.options import _note, _params, _size, executor_options
+from privpix.cli.options import _note, _params, _size, executor_options, notes_from_warnings
 from privpix.data.files import DEFAULT_MAX_PIXELS
 
 SKIPPED_SHOWN = 20
@@ -194,6 +194,14 @@ def release(
     synthetic = caps.output == "synthetic-images"
     if dataset is not None and input_dir is not None:
         raise ParameterError("give one of --dataset NAME[:SPLIT] or --input DIR, not both")
+    if synthetic and caps.fits_on == "model-file" and (dataset is not None or input_dir is not None):
+        # It would be ignored: the images come from the model file alone, and the user may think it was used.
+        given = f"--dataset {dataset}" if dataset is not None else f"--input {input_dir}"
+        raise ParameterError(
+            f"{given}: a release from a model file draws its images from the model alone and reads no input; drop "
+            f"{given.split()[0]} and say how many images with --param n=N (or fit on it: privpix fit --method "
+            f"{mech.name} ...)"
+        )
     if dataset is None and input_dir is None and not (synthetic and caps.fits_on != "private"):
         raise ParameterError("give exactly one of --dataset NAME[:SPLIT] or --input DIR")
     if max_pixels < 1:
@@ -492,7 +500,8 @@ def _release_synthetic(mech, private, source, data_dir, metadata, run: _Run) -> 
     from privpix.errors import ParameterError
     from privpix.mechanisms import fit_as_declared
 
-    fit_as_declared(mech, private if mech.capabilities().fits_on == "private" else None, data_dir, seed=run.seed)
+    with notes_from_warnings():
+        fit_as_declared(mech, private if mech.capabilities().fits_on == "private" else None, data_dir, seed=run.seed)
     count = mech.synthetic_count(None if private is None else len(private))
     if not count:
         raise ParameterError(f"--method {mech.name}: draws synthetic images; say how many with --param n=N")
@@ -502,7 +511,8 @@ def _release_synthetic(mech, private, source, data_dir, metadata, run: _Run) -> 
     if source is not None:
         metadata["source"] = source  # the private set the model was fitted on in this run
     metadata["synthetic_images"] = count
-    class_names = None if private is None else private.class_names
+    # The model's class names (kept in its model file) name the labels: female/ and male/, not 0/ and 1/.
+    class_names = mech.label_names() or (None if private is None else private.class_names)
     _sharded(mech, None, count, shape, class_names, source or "", metadata, f"{mech.name} → {run.out}", run)
 
 

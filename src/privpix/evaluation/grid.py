@@ -146,9 +146,14 @@ class AttackSettings:
 def attack_scores(
     mech: Mechanism, train: ImageSet, test: ImageSet, rel_train, rel_test, settings: AttackSettings, seed: int
 ) -> dict[str, float]:
-    """Re-identification, attribute inference, membership and reconstruction scores of one cell."""
+    """Re-identification, attribute inference, membership and reconstruction scores of one cell. For synthetic
+    images only the attacks that apply to them: membership by each real image's distance to the closest synthetic
+    one and to the synthetic set's principal subspace (a synthetic image is no transform of the input at its
+    index, so linkage, attribute inference from the paired image and reconstruction have nothing to attack)."""
     from privpix.evaluation import attacks
 
+    if mech.capabilities().output == "synthetic-images":
+        return attacks.membership_inference(train, rel_train.images, test, seed=seed)
     row: dict[str, float] = {}
     row.update(attacks.reidentification(test, rel_test.images, train, rel_train.images, seed=seed))
     if settings.attribute:

@@ -111,14 +111,17 @@ def design(images: ImageSet, canaries: int, removes: bool, n_classes: int, rng: 
     if pixels:
         x = images.as_float()[slots]
         labels = None if images.labels is None else np.asarray(images.labels)[slots]
-        return (images.subset(base), ImageSet(x, labels=labels, source="canaries"),
-                ImageSet(1.0 - x, labels=labels, source="canaries inverted"), len(base))  # fmt: skip
+        names = images.class_names
+        return (images.subset(base), ImageSet(x, labels=labels, source="canaries", class_names=names),
+                ImageSet(1.0 - x, labels=labels, source="canaries inverted", class_names=names), len(base))  # fmt: skip
     if images.labels is None:
         raise ParameterError("one-run audit: needs labelled images (the canaries carry wrong labels)")
     true = np.asarray(images.labels)[slots].astype(np.int64)
     wrong = (true + rng.integers(1, n_classes, canaries)) % n_classes
-    canary_set = ImageSet(images.as_float()[slots], labels=wrong, source="canaries")
-    replacements = None if removes else ImageSet(images.as_float()[slots], labels=true, source="canaries")
+    names = images.class_names
+    canary_set = ImageSet(images.as_float()[slots], labels=wrong, source="canaries", class_names=names)
+    replacements = None if removes else ImageSet(images.as_float()[slots], labels=true, source="canaries",
+                                                 class_names=names)  # fmt: skip
     return images.subset(base), canary_set, replacements, len(base)
 
 
@@ -188,7 +191,9 @@ def audit_one_run(mech: Mechanism, images: ImageSet, canaries: int | None = None
     else:
         if images.labels is None:
             raise ParameterError("one-run audit: needs labelled images (the canaries carry wrong labels)")
-        n_classes = int(mech.get_params().get("n_classes") or (int(np.max(images.labels)) + 1))
+        # The mechanism's K, else the data set's declared classes (its public schema), else what the labels show.
+        declared = len(images.class_names) if images.class_names else int(np.max(images.labels)) + 1
+        n_classes = int(mech.get_params().get("n_classes") or declared)
         if n_classes < 2:
             raise ParameterError("one-run audit: the canaries' wrong labels need at least 2 classes")
     base, canary_set, replacements, n_base = design(images, m, relation.removes, n_classes, rng, batch_release)

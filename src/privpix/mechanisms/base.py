@@ -395,6 +395,11 @@ class Mechanism:
             return "it draws no randomness, so there is no noise to make exact"
         return "its noise is drawn in floating point, with no exact sampler"
 
+    def label_names(self) -> tuple[str, ...] | None:
+        """``output == "synthetic-images"``: the names of the labels its images carry (the class names of the data it
+        was fitted on, kept in its model file), or ``None`` when it has none to give."""
+        return None
+
     def dp_fit_record(self) -> dict[str, Any] | None:
         """For a mechanism fitted from a model file written after a DP fit (:attr:`Capabilities.dp_fit` of the
         mechanism that wrote it): what the file records of that fit, checked against the noise it records —
@@ -493,10 +498,16 @@ class Mechanism:
         t0 = time.perf_counter()
         synth, labels = self._synthesize(n, shape, rng)
         synth = np.asarray(synth, dtype=np.float32)
-        if synth.shape != (n, *shape) or np.shape(labels) != (n,):
-            raise AssertionError(f"{self.name}: _synthesize must return (n, h, w, c) images and (n,) labels")
+        if synth.shape != (n, *shape) or (labels is not None and np.shape(labels) != (n,)):
+            raise AssertionError(f"{self.name}: _synthesize must return (n, h, w, c) images and (n,) labels or None")
+        made = ImageSet(
+            synth,
+            labels=None if labels is None else np.asarray(labels),
+            class_names=self.label_names(),
+            source=f"{self.name} synthetic images",
+        )
         return Release(
-            images=ImageSet(synth, labels=np.asarray(labels), source=f"{self.name} synthetic images"),
+            images=made,
             guarantee=self.guarantee(shape),
             mechanism=self.name,
             parameters=self.parameters(),

@@ -176,7 +176,8 @@ class DPSGD(CalibratedModel):
     uses_delta = True
     params = (
         Param("model", str, "", "fitted model file; empty: fit() trains on the private images it is given"),
-        Param("n_classes", int, 10, "K, public: labels must lie in 0..K-1", minimum=2),
+        Param("n_classes", int, 0, "K, public: 0 takes the data set's declared class names (its schema); labels "
+              "lie in 0..K-1", minimum=0),
         Param("epochs", int, 15, "training: epochs of round(n / batch_size) noisy steps", minimum=1),
         Param("batch_size", int, 256, "training: expected batch size (Poisson sampling, q = batch_size / n)",
               minimum=1),
@@ -343,6 +344,8 @@ class DPSGD(CalibratedModel):
 
     def _train(self, data, seed: int | None):
         labels = self._labels(data, "a classifier is trained on them")
+        if self.n_classes < 2:
+            raise ParameterError(f"{self.name}: a classifier needs at least 2 classes, the data set declares 1")
         n, (h, w, c) = len(data), data.shape
         from privpix.mechanisms import dp_sgd_net
 
@@ -379,7 +382,7 @@ class DPSGD(CalibratedModel):
         if taken != steps or spent > self.epsilon:  # pragma: no cover - guards the step hook
             raise AssertionError(f"dp-sgd: {taken} noisy steps of {steps} planned, ε spent {spent}")
         meta = {
-            **self._meta_head((h, w, c), n),
+            **self._meta_head((h, w, c), n, data.class_names),
             "sample_rate": q,
             "steps": steps,
             "noise_multiplier": z,

@@ -270,17 +270,25 @@ class CalibratedModel(TrainedModel):
             )
         return self
 
-    def _meta_head(self, shape: tuple[int, int, int], n: int) -> dict[str, Any]:
+    def _meta_head(self, shape: tuple[int, int, int], n: int, classes: tuple[str, ...] | None = None,
+                   unconditional: bool = False) -> dict[str, Any]:  # fmt: skip
         """What every model file of a calibrated fit starts with: the kind, the image shape, the (ε, δ) and the n
-        it was calibrated for, and the training parameters under their ``training`` keys."""
+        it was calibrated for, the class names (public schema; ``None`` when the data named none) and whether it
+        was fitted on unlabelled images, and the training parameters under their ``training`` keys."""
         return {
             "kind": self.name,
             "shape": list(shape),
             "epsilon": self.epsilon,
             "delta": self.delta,
             "n": n,
+            "class_names": None if classes is None else [str(c) for c in classes],
+            "unconditional": bool(unconditional),
             **{key: getattr(self, param) for param, key in self.training.items()},
         }
+
+    def label_names(self) -> tuple[str, ...] | None:
+        names = self.meta_.get("class_names") if self.meta_ is not None and self.is_fitted else None
+        return tuple(names) if names else None
 
     def _fitted_meta(self) -> dict | None:
         """The fitted model's description, or ``None`` before a fit (or after a training parameter changed)."""
@@ -311,17 +319,49 @@ class CalibratedModel(TrainedModel):
             caveats=tuple(caveats),
         )
 
-    def _labels(self, data: Any, why: str) -> Any:
-        """The integer labels of ``data`` (labelled images, each in 0..n_classes − 1), or a clear refusal; ``why``
-        says what the labels are needed for."""
+    def _labels(self, data: Any, why: str, *, unlabelled: bool = False) -> Any:
+        """The integer labels of ``data`` with K = ``n_classes`` resolved, or a clear refusal before any work; ``why``
+        says what the labels are needed for.
+
+        The class list is public schema: a data set that names its classes (class folders, a dataset's declared
+        names) fixes K, and an ``n_classes`` that contradicts it is refused; data that names none needs
+        ``n_classes``. K is never read from the private labels. With ``unlabelled`` (an unconditional synthesizer),
+        images without labels are one class. ``n_classes`` is set to the K in force (recorded in the model file)."""
         import numpy as np
 
-        if not isinstance(data, ImageSet) or data.labels is None:
-            raise ParameterError(f"{self.name}: fit() needs labelled images ({why})")
-        labels = np.asarray(data.labels)
-        if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0 or labels.max() >= self.n_classes:
+        if not isinstance(data, ImageSet):
+            raise ParameterError(f"{self.name}: fit() needs images ({why})")
+        if data.labels is None:
+            if not unlabelled:
+                raise ParameterError(f"{self.name}: fit() needs labelled images ({why})")
+            if self.n_classes not in (0, 1):
+                raise ParameterError(
+                    f"{self.name}: n_classes={self.n_classes} was given, but the images are unlabelled (one class); "
+                    "drop n_classes, or give the images class folders"
+                )
+            self.n_classes = 1
+            return np.zeros(len(data), dtype=np.int64)
+        names = data.class_names
+        if names:
+            if self.n_classes not in (0, len(names)):
+                raise ParameterError(
+                    f"{self.name}: n_classes={self.n_classes} contradicts the {len(names)} classes the data set "
+                    f"declares ({', '.join(map(str, names[:12]))}); the class list is its public schema: drop "
+                    "n_classes"
+                )
+            k = len(names)
+        elif self.n_classes == 0:
             raise ParameterError(
-                f"{self.name}: labels must be integers in 0..{self.n_classes - 1} (n_classes={self.n_classes}, "
-                "public); set n_classes to the number of classes"
+                f"{self.name}: the images name no classes (no class folders, no declared class names); give "
+                "n_classes, the public number of classes"
             )
+        else:
+            k = self.n_classes
+        labels = np.asarray(data.labels)
+        if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0 or labels.max() >= k:
+            raise ParameterError(
+                f"{self.name}: labels must be integers in 0..{k - 1} (K={k} classes, public); set n_classes to "
+                "the number of classes"
+            )
+        self.n_classes = k
         return labels

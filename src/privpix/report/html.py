@@ -201,7 +201,8 @@ def privacy_utility_plot(cells: Sequence[dict], privacy_key: str, xlabel: str) -
     ax.set_xlabel(xlabel + " (lower = more private)")
     ax.set_ylabel("utility accuracy (train released, test original)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    if by_method:  # a grid of synthesizers only has no re-identification score to plot
+        ax.legend(fontsize=7)
     return _png(fig)
 
 

@@ -36,6 +36,7 @@ import functools
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,7 @@ import numpy as np
 from privpix import gaussian_release
 from privpix.composition import NoiseEvent
 from privpix.data.imageset import ImageSet
-from privpix.errors import ParameterError
+from privpix.errors import ParameterError, PrivpixWarning
 from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Capabilities, ConformanceCase, Param
 from privpix.mechanisms.trained import CalibratedModel
@@ -59,7 +60,8 @@ LATTICE_BITS = 20  # secure mode: rows rounded to multiples of 2^-20 (FixedPoint
 
 MODEL = Param("model", str, "", "fitted model file; empty: fit() fits on the private images it is given")
 LABELS = (
-    Param("n_classes", int, 10, "K, public: labels must lie in 0..K-1", minimum=2),
+    Param("n_classes", int, 0, "K, public: 0 takes the data set's declared class names (its schema; unlabelled "
+          "images: one class); labels lie in 0..K-1", minimum=0),
     Param("count_share", float, 0.05, "share a² of each image's unit-norm contribution spent on its label "
           "(the DP class proportions); the rest on φ ⊗ y", minimum=1e-6),
 )  # fmt: skip
@@ -92,6 +94,15 @@ PUBLIC = (
 # map's come first, from the subclass.
 TRAINING = ("n_classes", "count_share", "generator", "code_dim", "width", "channels", "epochs", "batch_size", "lr",
             "lr_decay", "secure", "public", "public_epochs")  # fmt: skip
+
+
+# Fewer generator steps than this learn noise, not images (a 300-image folder at the defaults takes 5); more steps
+# read only the noisy embedding, so they cost no ε.
+MIN_GENERATOR_STEPS = 100
+
+
+class ShortTrainingWarning(PrivpixWarning):
+    """The generator's training is too short for the data: its samples will be noise."""
 
 
 # ------------------------------------------------------------------------------------------ calibration
@@ -279,7 +290,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
         return super().fit(data, seed=seed)
 
     def _train(self, data, seed: int | None):
-        labels = self._labels(data, "the embedding is φ(x) ⊗ y")
+        labels = self._labels(data, "the embedding is φ(x) ⊗ y", unlabelled=True)
         n, (h, w, c) = len(data), data.shape
         if n < 2:
             raise ParameterError(f"{self.name}: needs at least 2 private images, got {n}")
@@ -329,7 +340,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
         means, probs = split_embedding(noisy, k, share)
         t_seed = torch_seed(rng)
         meta = {
-            **self._meta_head((h, w, c), n),
+            **self._meta_head((h, w, c), n, data.class_names, unconditional=data.labels is None),
             self.seed_key: feature_seed,
             "noise_multiplier": z,
             "sigma": sigma,
@@ -350,8 +361,20 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
 
     def _train_generator(self, gen, featurize: Callable, means: np.ndarray, probs: np.ndarray, n: int, epochs: int,
                          seed: int) -> dict:  # fmt: skip
-        """``epochs`` of ceil(n / batch_size) steps matching ``gen`` to the class-wise ``means`` (its history)."""
+        """``epochs`` of ceil(n / batch_size) steps matching ``gen`` to the class-wise ``means`` (its history); a
+        :class:`ShortTrainingWarning` when that is too few steps to learn images from."""
         from privpix.mechanisms.synthesis import embed_net
+
+        per_epoch = math.ceil(n / self.batch_size)
+        if epochs * per_epoch < MIN_GENERATOR_STEPS:
+            warnings.warn(
+                f"{self.name}: the generator trains for {epochs * per_epoch} steps ({epochs} epochs of "
+                f"ceil({n} / batch_size {self.batch_size}) = {per_epoch}), too few to learn images from (at least "
+                f"{MIN_GENERATOR_STEPS}); raise epochs (e.g. epochs={math.ceil(MIN_GENERATOR_STEPS / per_epoch)}) or "
+                "lower batch_size: more steps cost no ε",
+                ShortTrainingWarning,
+                stacklevel=2,
+            )
 
         return embed_net.train_generator(gen, featurize, means, probs, steps_per_epoch=math.ceil(n / self.batch_size),
                                          epochs=epochs, batch_size=self.batch_size, lr=self.lr,
@@ -388,11 +411,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
 
         self._validate()
         self._check_delta()
-        if not isinstance(data, ImageSet) or data.labels is None:
-            raise ParameterError(f"{self.name}: the embedding needs labelled images (φ(x) ⊗ y)")
-        labels = np.asarray(data.labels).astype(np.int64)
-        if labels.min() < 0 or labels.max() >= self.n_classes:
-            raise ParameterError(f"{self.name}: labels must lie in 0..{self.n_classes - 1} (n_classes)")
+        labels = np.asarray(self._labels(data, "the embedding is φ(x) ⊗ y", unlabelled=True)).astype(np.int64)
         n, k, share = len(data), self.n_classes, self.count_share
         # An audit asks for the same data thousands of times, with fresh noise each time: the noise-free sum is
         # computed once per (data, seed, parameters). The cache holds the data object itself, so its id is not reused.
@@ -507,9 +526,10 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
             caveats.append(f"fitted on {meta['fitted_on']}: n = {n}, σ = {meta['sigma']:.4g} per embedding value")
         return self._central_guarantee(caveats, UNIT)
 
-    def _synthesize(self, n: int, shape: tuple[int, int, int], rng: RNG) -> tuple[np.ndarray, np.ndarray]:
-        """n new images (n, h, w, c) in [0, 1] and their labels, drawn from the DP label distribution p̂ and the
-        generator: post-processing of the noisy embedding only (the input images are not read)."""
+    def _synthesize(self, n: int, shape: tuple[int, int, int], rng: RNG) -> tuple[np.ndarray, np.ndarray | None]:
+        """n new images (n, h, w, c) in [0, 1] and their labels (``None`` for a model fitted on unlabelled images),
+        drawn from the DP label distribution p̂ and the generator: post-processing of the noisy embedding only (the
+        input images are not read)."""
         from privpix.mechanisms.synthesis import embed_net
 
         gen, meta = self._load()
@@ -518,7 +538,8 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
             raise ParameterError(f"{self.name}: the model makes {h}x{w} images with {c} channel(s), got {shape}")
         labels = sample_labels(self.label_probs_, n, rng)
         images = embed_net.sample(gen, labels, torch_seed(rng)).reshape(n, h, w, c)
-        return images, labels
+        # Fitted on unlabelled images: one class, and no label to publish.
+        return images, (None if meta.get("unconditional") else labels)
 
 
 def _event(z: float, delta: float, secure: bool) -> NoiseEvent:
