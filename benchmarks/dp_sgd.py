@@ -13,6 +13,11 @@ Run: ``.venv/bin/python benchmarks/dp_sgd.py --epsilons 1,10 --seeds 0,1,2 --thr
 ``benchmarks/results/dp_sgd/runs.jsonl`` (one line per (ε, seed), resumable) and
 ``benchmarks/results/dp_sgd.{json,md}``. ``--tune --epsilons 1 --seeds 0 --param lr=4 ...`` appends validation
 curves to ``benchmarks/results/dp_sgd/tuning.jsonl``.
+
+ScatterNet rows (issue 29, item 3): ``--features scatternet --datasets mnist,fashion-mnist --epsilons 1,3 --seeds
+0,1,2 --threads 2`` → ``dp_sgd/scatternet.jsonl``: ``dp-sgd features=scatternet`` (Tramèr & Boneh's ScatterNet +
+linear, Poisson sampling) on the same 55,000 images, tested at its last epoch (no selection on private data, so
+the whole result is covered by ε). Settings are fixed a priori (``SCATTER_SETTINGS``), not tuned.
 """
 
 from __future__ import annotations
@@ -41,6 +46,16 @@ SETTINGS: dict[float, dict[str, Any]] = {
     10.0: {"epochs": 15, "batch_size": 512, "lr": 4.0, "lr_decay": 0.85, "momentum": 0.9, "max_grad_norm": 0.1},
 }
 TARGETS = {1.0: 0.88, 10.0: 0.96}
+# ScatterNet + linear: Tramèr & Boneh's large-batch recipe (batch 4096, SGD with momentum 0.9, C = 0.1), fixed before
+# any run; more epochs where the budget allows more steps. Not tuned on validation or test data.
+SCATTER_SETTINGS: dict[float, dict[str, Any]] = {
+    1.0: {"features": "scatternet", "epochs": 15, "batch_size": 4096, "lr": 4.0, "lr_decay": 1.0, "momentum": 0.9,
+          "max_grad_norm": 0.1},
+    3.0: {"features": "scatternet", "epochs": 30, "batch_size": 4096, "lr": 4.0, "lr_decay": 1.0, "momentum": 0.9,
+          "max_grad_norm": 0.1},
+}  # fmt: skip
+# Issue 29's targets: MNIST >= 97.5 at ε = 1 and >= 98.5 at ε = 3; Fashion-MNIST >= 89 at ε = 3.
+SCATTER_TARGETS = {("mnist", 1.0): 0.975, ("mnist", 3.0): 0.985, ("fashion-mnist", 3.0): 0.89}
 NOTES = [
     "Reading the table. At ε = 10 the target is met by the mean over seeds and no more: 0.9600 with the epoch "
     "chosen on validation, 0.9597 at the last epoch, and one seed of three (seed 1: 0.9569) is below 0.96. At ε = 1 "
@@ -124,6 +139,72 @@ def run_one(
     return row
 
 
+def run_scatter(dataset: str, epsilon: float, seed: int, train: ImageSet, test: ImageSet) -> dict[str, Any]:
+    """One ``dp-sgd features=scatternet`` fit on ``train`` and its test accuracy at the last epoch (no selection)."""
+    settings = SCATTER_SETTINGS[epsilon]
+    t0 = time.perf_counter()
+    mech = get_mechanism("dp-sgd", epsilon=epsilon, delta=DELTA, **settings).fit(train, seed=seed)
+    seconds = time.perf_counter() - t0
+    meta = mech.meta_
+    t1 = time.perf_counter()
+    acc = accuracy(mech.predict(test), test.labels)
+    return {
+        "dataset": dataset,
+        "epsilon": epsilon,
+        "delta": DELTA,
+        "seed": seed,
+        **settings,
+        "n_train": len(train),
+        "noise_multiplier": meta["noise_multiplier"],
+        "sample_rate": meta["sample_rate"],
+        "steps": meta["steps"],
+        "epsilon_spent": meta["epsilon_spent"],
+        "accountant": meta["accountant"],
+        "test_last": acc,
+        "seconds": round(seconds, 1),
+        "predict_seconds": round(time.perf_counter() - t1, 1),
+    }
+
+
+def scatter_section(rows: list[dict]) -> list[str]:
+    """The ScatterNet rows of dp_sgd.md: mean ± std over seeds per (dataset, ε), then every run."""
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## ScatterNet + linear (issue 29, item 3)",
+        "",
+        "`python benchmarks/dp_sgd.py --features scatternet --datasets mnist,fashion-mnist --epsilons 1,3 --seeds "
+        "0,1,2 --threads 2`. `dp-sgd features=scatternet`: Tramèr & Boneh's (2021) ScatterNet (kymatio, J = 2, "
+        "L = 8: 81 × 7 × 7 features, fixed and data-independent), GroupNorm in 27 groups, one dense layer trained "
+        "with DP-SGD (Opacus, Poisson sampling, the sampling the RDP accountant assumes). Same 55,000 training "
+        "images; **tested at the last epoch, no selection**: the whole result is covered by (ε, δ = 1e-5). Settings "
+        "fixed a priori from Tramèr & Boneh's large-batch recipe, not tuned: batch 4096, lr 4, momentum 0.9, C 0.1, "
+        "15 epochs at ε = 1 and 30 at ε = 3 (a prototype of each watched its test curve; nothing was chosen by it).",
+        "",
+        "| data | ε | test accuracy (last epoch) | target | seeds | epochs | z | q | steps | accountant's ε | "
+        "fit seconds (features + training) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    groups: dict[tuple[str, float], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["dataset"], float(r["epsilon"])), []).append(r)
+    for (ds, eps), rs in sorted(groups.items()):
+        m, s = mean_std([r["test_last"] for r in rs])
+        target = SCATTER_TARGETS.get((ds, eps))
+        met = "" if target is None else (" (met)" if m >= target else f" (missed by {target - m:.4f})")
+        lines.append(
+            f"| {ds} | {eps:g} | {m:.4f} ± {s:.4f} | {'—' if target is None else f'≥ {target:.3f}'}{met} | "
+            f"{', '.join(str(r['seed']) for r in rs)} | {rs[0]['epochs']} | {rs[0]['noise_multiplier']:.4f} | "
+            f"{rs[0]['sample_rate']:.5f} | {rs[0]['steps']} | {max(r['epsilon_spent'] for r in rs):.4f} | "
+            f"{mean_std([r['seconds'] for r in rs])[0]:.0f} |"
+        )
+    lines += ["", "| data | ε | seed | test accuracy | fit seconds |", "|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r["dataset"], r["epsilon"], r["seed"])):
+        lines.append(f"| {r['dataset']} | {r['epsilon']:g} | {r['seed']} | {r['test_last']:.4f} | {r['seconds']:.0f} |")
+    return lines
+
+
 def read_rows(path: Path) -> list[dict]:
     """The runs of a JSONL file; a torn last line (a run killed mid-write) is skipped."""
     rows = []
@@ -191,7 +272,7 @@ def summarize(rows: list[dict], command: str, threads: int) -> dict[str, Any]:
     }
 
 
-def write_md(summary: dict[str, Any], path: Path, tuning: list[dict]) -> None:
+def write_md(summary: dict[str, Any], path: Path, tuning: list[dict], scatter: list[dict] | None = None) -> None:
     lines = [
         "# DP-SGD reference on MNIST (issue 18, item 4)",
         "",
@@ -229,6 +310,7 @@ def write_md(summary: dict[str, Any], path: Path, tuning: list[dict]) -> None:
             f"| {r['epsilon']:g} | {r['seed']} | {max(r['val_curve']):.4f} ({r['chosen_epoch']}) | "
             f"{r['test_chosen']:.4f} | {r['test_last']:.4f} | {r['seconds']:.0f} |"
         )
+    scatter = scatter or []
     lines += ["", *NOTES, "", "## Tuning (validation accuracy only; the test set was not loaded)", ""]
     if tuning:
         lines += [
@@ -248,6 +330,7 @@ def write_md(summary: dict[str, Any], path: Path, tuning: list[dict]) -> None:
     if STOPPED:
         lines += ["", "Stopped early (validation accuracy per epoch):", ""]
         lines += [f"- ε = {e:g}, {what}: {', '.join(f'{v:.4f}' for v in curve)}" for e, what, curve in STOPPED]
+    lines += scatter_section(scatter)
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -260,11 +343,17 @@ def main() -> None:
     ap.add_argument("--param", action="append", default=[], help="key=value overriding SETTINGS (tuning)")
     ap.add_argument("--tune", action="store_true", help="validation curves only, to tuning.jsonl; no test set")
     ap.add_argument("--output", default=str(OUT / "dp_sgd"), help="folder of runs.jsonl / tuning.jsonl")
+    ap.add_argument("--features", default="pixels", choices=("pixels", "scatternet"))
+    ap.add_argument("--datasets", default="mnist", help="with --features scatternet: mnist,fashion-mnist")
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
     command = "python benchmarks/dp_sgd.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    folder = Path(args.output)
+    if args.features == "scatternet":
+        scatter_runs(args, folder)
+        return
     overrides: dict[str, Any] = {}
     for item in args.param:
         key, _, value = item.partition("=")
@@ -273,7 +362,6 @@ def main() -> None:
     fit_idx, val_idx = split_private(len(full))
     train, val = full.subset(fit_idx), full.subset(val_idx)
     test = None if args.tune else load_dataset("mnist:test", args.data_dir)
-    folder = Path(args.output)
     runs = folder / ("tuning.jsonl" if args.tune else "runs.jsonl")
     done = {(float(r["epsilon"]), int(r["seed"])) for r in read_rows(runs)} if not args.tune else set()
     for eps in (float(e) for e in args.epsilons.split(",")):
@@ -288,10 +376,41 @@ def main() -> None:
             log(f"ε={eps:g} seed {seed}: best validation {max(row['val_curve']):.4f}{shown}, {row['seconds']:.0f} s")
     if args.tune:
         return
-    summary = summarize(read_rows(runs), command, args.threads)
+    write_results(folder, command, args.threads)
+
+
+def write_results(folder: Path, command: str, threads: int) -> None:
+    """dp_sgd.json and dp_sgd.md from every recorded run (the CNN's, and the ScatterNet rows when there are any)."""
+    scatter = read_rows(folder / "scatternet.jsonl")
+    summary = summarize(read_rows(folder / "runs.jsonl"), command, threads)
+    summary["scatternet"] = scatter
     (OUT / "dp_sgd.json").write_text(json.dumps(summary, indent=1) + "\n")
-    write_md(summary, OUT / "dp_sgd.md", read_rows(folder / "tuning.jsonl"))
+    write_md(summary, OUT / "dp_sgd.md", read_rows(folder / "tuning.jsonl"), scatter)
     log(f"wrote {OUT / 'dp_sgd.json'} and {OUT / 'dp_sgd.md'}")
+
+
+def scatter_runs(args, folder: Path) -> None:
+    """``--features scatternet``: the ScatterNet rows, resumable, then the results files rewritten."""
+    runs = folder / "scatternet.jsonl"
+    done = {(r["dataset"], float(r["epsilon"]), int(r["seed"])) for r in read_rows(runs)}
+    for dataset in args.datasets.split(","):
+        full = load_dataset(f"{dataset}:train", args.data_dir)
+        fit_idx, _ = split_private(len(full))
+        train, test = full.subset(fit_idx), load_dataset(f"{dataset}:test", args.data_dir)
+        for eps in (float(e) for e in args.epsilons.split(",")):
+            if (dataset, eps) not in SCATTER_TARGETS:
+                continue
+            for seed in (int(s) for s in args.seeds.split(",")):
+                if (dataset, eps, seed) in done:
+                    continue
+                log(f"{dataset} ε={eps:g} seed {seed}: {SCATTER_SETTINGS[eps]}")
+                row = run_scatter(dataset, eps, seed, train, test)
+                append(runs, row)
+                log(f"{dataset} ε={eps:g} seed {seed}: test {row['test_last']:.4f}, {row['seconds']:.0f} s")
+    # The CNN's rows keep the command (and the one torch thread) that produced them.
+    earlier = OUT / "dp_sgd.json"
+    previous = json.loads(earlier.read_text()).get("command", "") if earlier.exists() else ""
+    write_results(folder, previous, 1)
 
 
 if __name__ == "__main__":

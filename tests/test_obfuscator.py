@@ -123,8 +123,6 @@ def test_cli_train_and_release_on_celeba(run, data_dir, tmp_path):
         "K=3000",
         "--seed",
         0,
-        "--batch-size",
-        512,
         "--output",
         out,
         "--data-dir",

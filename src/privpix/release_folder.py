@@ -206,14 +206,15 @@ def _resolved(p: Path) -> Path:
     return p.expanduser().resolve(strict=False)
 
 
-def check_no_overlap(output: Path, inputs: Sequence[str | Path]) -> None:
-    """Refuse an output folder that is, contains or lies inside an input folder: a release must never
-    overwrite or mix with its sources."""
+def check_no_overlap(output: Path, inputs: Sequence[str | Path], option: str = "--output",
+                     what: str = "the input") -> None:  # fmt: skip
+    """Refuse an output (``option``) that is, contains or lies inside one of ``inputs`` (``what`` they are): a
+    release must never overwrite or mix with its sources."""
     out = _resolved(output)
     for src in inputs:
         s = _resolved(Path(src))
         if out == s or s in out.parents or out in s.parents:
-            raise ParameterError(f"--output {output}: overlaps the input {src}; write the release somewhere else")
+            raise ParameterError(f"{option} {output}: overlaps {what} {src}; write it somewhere else")
 
 
 def _own_entry(p: Path) -> bool:
@@ -422,13 +423,18 @@ class ReleaseWriter:
         try:
             if not self.committed and self.stage is not None and (self.out / JOURNAL).exists():
                 self.committed = True  # interrupted right after the journal was written: that is a commit
-            if not self.committed and self.stage is not None and self.plan is not None and exc_type is not None:
+            resumable = self.plan is not None and self.plan.get("resumable", True)
+            if not self.committed and self.stage is not None and resumable and exc_type is not None:
                 # A sharded run stopped by an error or Ctrl-C: its finished shards stay for --resume (nothing of
                 # them is published until a commit).
                 done = len(list((self.stage / SHARDS).glob("*.json")))
                 self.note(f"{self.out}: stopped with {done} shard(s) finished; the same command with --resume "
                           "continues the release")  # fmt: skip
             elif not self.committed and self.stage is not None:
+                if self.plan is not None and exc_type is not None:
+                    self.note(f"{self.out}: stopped; nothing was published. This release fits on the private images "
+                              "without a seed, so it cannot be resumed: run it again (its reservation, if any, "
+                              "was released)")  # fmt: skip
                 shutil.rmtree(self.stage, ignore_errors=True)
         finally:
             self._release_lock()

@@ -388,6 +388,8 @@ class ShardedRelease:
             "run": run or secrets.token_hex(8),
             "ledger": ledger,
             "shard_size": size,
+            # An unseeded fit on the private images cannot be repeated by --resume (a second fit is a second release).
+            "resumable": not (self.mechanism.capabilities().fits_on == "private" and self.seed is None),
         }
 
     def run(
@@ -416,7 +418,7 @@ class ShardedRelease:
         out = Path(output)
         plan = plan or self.plan(executor.workers)
         if source_map is not None:
-            check_source_map(Path(source_map), [out, *inputs])
+            check_source_map(Path(source_map), out, inputs)
         t0 = time.perf_counter()
         with ReleaseWriter(
             out, force=force, inputs=inputs, note=note, plan=plan, resume=resume, on_discard=on_discard

@@ -113,18 +113,22 @@ def _training_data(dataset, input_dir, data_dir, size):
     is not recorded in the model file (paths can name people)."""
     from dataclasses import replace
 
+    from privpix.cli.release import INPUT_FOLDER
     from privpix.data import ImageSet, load_dataset
+    from privpix.data.memory import check_resize_fits
     from privpix.errors import ParameterError
 
     if input_dir is not None:
         from privpix.data.formats import open_source
 
         source = open_source(input_dir, size=size)
-        return replace(source.read(0, len(source)), source="the --input folder")
+        check_resize_fits(len(source), size, source.shape[2])
+        return replace(source.read(0, len(source)), source=INPUT_FOLDER)
     data = load_dataset(dataset, data_dir)
     if size is not None:
         if not isinstance(data, ImageSet):
             raise ParameterError(f"--size: --dataset {dataset} holds records, not images")
+        check_resize_fits(len(data), size, data.shape[2])
         data = data.resized(*size)
     return data
 

@@ -8,6 +8,7 @@ swapped in atomically; the reservation becomes a charge, or is rolled back only 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -18,6 +19,8 @@ from privpix.cli.options import _note, _params, _size, executor_options, notes_f
 from privpix.data.files import DEFAULT_MAX_PIXELS
 
 SKIPPED_SHOWN = 20
+# How a release names an --input folder when --record-source is not given.
+INPUT_FOLDER = "the --input folder"
 
 
 def _printable(path: Path | str) -> str:
@@ -177,6 +180,7 @@ def release(
     asked. With --ledger, concurrent releases on the same ledger run one at a time and never overspend it."""
     from privpix.data import ImageSet, load_dataset
     from privpix.data.loaders import DATASETS, parse_dataset_spec
+    from privpix.data.memory import check_resize_fits
     from privpix.errors import ParameterError
     from privpix.mechanisms import fit_as_declared, get_mechanism
     from privpix.noise import make_rng
@@ -223,9 +227,11 @@ def release(
         if exact is None:
             raise ParameterError(f"--secure: {method} has no exact sampler: {mech.secure_refusal()}")
         mech.set_params(**exact)
-    if batch_size is not None and not quiet:
-        _note("--batch-size is no longer used: memory is bounded by blocks of at most 32 M values (--block-size "
-              "sets the images per random stream)")  # fmt: skip
+    if batch_size is not None:
+        raise ParameterError(
+            "--batch-size is no longer used (memory is bounded by blocks of at most 32 M values); drop it, or set the "
+            "images per random stream with --block-size"
+        )
     if resume and caps.fits_on == "private" and seed is None:
         # A resumed run fits again; without a seed that is a second, different fit of the private images (a second
         # DP release for a synthesizer), and the shards finished before would come from the first one.
@@ -238,7 +244,7 @@ def release(
     if not resume:
         check_output(out, force, inputs)
     if source_map is not None:
-        check_source_map(Path(source_map), [out, *inputs])
+        check_source_map(Path(source_map), out, inputs)
     if seed is not None and not quiet:
         _note("--seed makes the noise reproducible by anyone who knows the seed; publish with --secure instead")
     hw = _size(size)
@@ -260,10 +266,15 @@ def release(
                 private = load_dataset(dataset, data_dir)
                 if not isinstance(private, ImageSet):
                     raise ParameterError(f"--dataset {dataset}: holds records, not images")
+                check_resize_fits(len(private), hw, private.shape[2])  # before allocating any of it
                 private = private.resized(*hw) if hw is not None else private
             elif input_dir is not None:
                 private = _read_all(_open(input_dir, None, None, hw, max_pixels))
-            ctx = (dataset or str(input_dir)) if caps.fits_on == "private" else None
+                if not record_source:
+                    # Its path would reach the manifest and the model's caveat ("fitted on ..."): paths can name people.
+                    private = replace(private, source=INPUT_FOLDER)
+            where = str(Path(input_dir).expanduser().resolve()) if input_dir is not None and record_source else None
+            ctx = (dataset or where or INPUT_FOLDER) if caps.fits_on == "private" else None
             _release_synthetic(mech, private, ctx, data_dir, metadata, run)
             return
         if dataset is not None and DATASETS[parse_dataset_spec(dataset)[0]].kind != "images":
@@ -280,6 +291,9 @@ def release(
             metadata["source"] = str(Path(input_dir).expanduser().resolve())
         elif dataset is not None:
             metadata["source"] = dataset
+        if caps.fits_on == "private":
+            # Read whole (the fit needs every image at once): refused up front when that cannot fit in memory.
+            check_resize_fits(len(source), hw, source.shape[2])
         private = _read_all(source) if caps.fits_on == "private" else None
         fit_as_declared(mech, private, data_dir, seed=seed)  # public data comes from the same --data-dir
         del private

@@ -476,8 +476,8 @@ def _mismatch(name: str, shape: tuple[int, ...], first: str, expected: tuple[int
         return "x".join(str(v) for v in (s[1], s[0], *s[2:]))
 
     return DataError(
-        f"{name}: image is {show(shape)}, but {first} is {show(expected)}; pass a size (height, width) to resize "
-        "every image to one size"
+        f"{name}: image is {show(shape)}, but {first} is {show(expected)}; resize every image to one size with "
+        "--size HxW (from Python: size=(height, width))"
     )
 
 

@@ -9,6 +9,7 @@ and stores the records in a resumable folder. Records are plain JSON objects, ty
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 import numpy as np
 
 from privpix.data.imageset import ImageSet
+from privpix.errors import PrivpixWarning
 from privpix.evaluation.quality import entropy
 from privpix.evaluation.runner import cell_seed, evaluate_cell
 from privpix.executor import Executor, one_thread_in_workers
@@ -255,9 +257,14 @@ def _run_point(task: _PointTask) -> tuple[Mechanism, list[CellRecord], AuditReco
     """Fit the point's mechanism, run its cells and its audit; returns them with the progress lines."""
     one_thread_in_workers()
     point, train, test = task.point, task.train, task.test
-    mech = task.fitted(point)
-    cells: list[CellRecord] = []
     lines: list[str] = []
+    # A fit's advice (a generator trained too briefly, say) goes into the progress lines, not raw to a worker's stderr.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PrivpixWarning)
+        mech = task.fitted(point)
+    lines += [f"{point.method} ε={point.epsilon}: note: {w.message}" for w in caught
+              if issubclass(w.category, PrivpixWarning)]  # fmt: skip
+    cells: list[CellRecord] = []
     for rep in range(task.repeats):
         if (*point.key, rep) in task.skip_cells:
             continue

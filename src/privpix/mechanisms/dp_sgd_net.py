@@ -68,10 +68,75 @@ class TanhCNN(nn.Module):
         return self.fc2(torch.tanh(self.fc1(x.flatten(1))))
 
 
-def build_network(shape: tuple[int, int, int], n_classes: int, seed: int) -> TanhCNN:
+def scattering(shape: tuple[int, int, int]):
+    """kymatio's 2-D scattering transform (J = 2, L = 8: 81 channels per image channel at a quarter of the size):
+    Tramèr & Boneh's (2021) handcrafted features, fixed wavelets, no parameter and no data."""
+    try:
+        # The torch frontend itself: `kymatio.torch` also imports the 3-D transform, whose filter bank needs
+        # scipy.special.sph_harm, gone from current SciPy.
+        from kymatio.scattering2d.frontend.torch_frontend import ScatteringTorch2D
+    except ImportError:  # pragma: no cover - exercised only without the extra
+        raise ParameterError("dp-sgd features=scatternet needs kymatio: pip install 'privpix[neural]'") from None
+    h, w, _ = shape
+    return ScatteringTorch2D(J=SCATTER_J, shape=(h, w), L=SCATTER_L)
+
+
+SCATTER_J, SCATTER_L = 2, 8
+SCATTER_GROUPS = 27  # GroupNorm groups over the 81 channels per image channel (Tramèr & Boneh)
+
+
+class ScatterNetLinear(nn.Module):
+    """Tramèr & Boneh's (2021) ScatterNet + linear: the fixed scattering transform (:func:`scattering`), a per-example
+    GroupNorm of its 81·c channels in 27 groups (no affine parameters, no statistic across examples), and one dense
+    layer to K logits. Only the dense layer is trained; DP-SGD trains it on the features, computed once (the
+    transform reads no data but the image it is applied to, so the features of the private set are exactly what
+    the network sees). The transform is kept out of ``state_dict``: the model file holds the dense layer alone."""
+
+    def __init__(self, shape: tuple[int, int, int], n_classes: int) -> None:
+        super().__init__()
+        h, w, c = shape
+        if h % 4 or w % 4:
+            raise ParameterError(f"dp-sgd features=scatternet needs h and w divisible by 4, got {h}x{w}")
+        self.n_classes = n_classes
+        object.__setattr__(self, "_scatter", scattering(shape))  # not a submodule: no state, no gradient
+        self.head = nn.Sequential(
+            nn.GroupNorm(SCATTER_GROUPS, 81 * c, affine=False),
+            nn.Flatten(),
+            nn.Linear(81 * c * (h // 4) * (w // 4), n_classes),
+        )
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """(m, c, h, w) in [0, 1] → (m, 81·c, h/4, w/4) scattering coefficients, in chunks, without gradients."""
+        out = []
+        with torch.no_grad():
+            for i in range(0, len(x), 1000):
+                s = self._scatter(x[i : i + 1000].contiguous())
+                out.append(s.reshape(len(s), -1, s.shape[-2], s.shape[-1]))
+        return torch.cat(out) if out else torch.empty(0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
+FEATURES = ("pixels", "scatternet")
+
+
+def build_network(shape: tuple[int, int, int], n_classes: int, seed: int, features: str = "pixels") -> nn.Module:
     """The classifier for (h, w, c) images and ``n_classes`` classes, weights drawn from ``seed`` (torch's default
-    initialisation, no draw from the global RNG)."""
+    initialisation, no draw from the global RNG): the Tanh CNN on the pixels, or ScatterNet + linear."""
+    if features == "scatternet":
+        return training.build(lambda: ScatterNetLinear(tuple(shape), n_classes), training.generator(seed))
     return training.build(lambda: TanhCNN(tuple(shape), n_classes), training.generator(seed))
+
+
+def trained_part(net: nn.Module) -> nn.Module:
+    """The part of the classifier DP-SGD trains: the whole Tanh CNN, or ScatterNet's dense head (on features)."""
+    return net.head if isinstance(net, ScatterNetLinear) else net
+
+
+def training_inputs(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """What :func:`trained_part` is trained on: the images, or their scattering features (computed once)."""
+    return net.features(x) if isinstance(net, ScatterNetLinear) else x
 
 
 def to_tensor(images: np.ndarray) -> torch.Tensor:
@@ -288,7 +353,7 @@ def logits(net: TanhCNN, images: np.ndarray) -> np.ndarray:
     with torch.no_grad():
         for i in range(0, len(images), CHUNK):
             out.append(net(to_tensor(images[i : i + CHUNK])).numpy())
-    k = net.fc2.out_features
+    k = net.n_classes if isinstance(net, ScatterNetLinear) else net.fc2.out_features
     return np.concatenate(out) if out else np.empty((0, k), np.float32)
 
 

@@ -1,0 +1,120 @@
+"""Issue 31, item 4: faults found by a sweep of hostile inputs and by trying privpix as a new user would. Each test
+failed on the code before (an internal error and a staging folder left behind, a silently ignored option, a path in
+the manifest, a resume hint that cannot work, options named wrongly, a size hint in Python words)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from privpix.publish import map_name, unmap_name
+
+BOUND = ["--method", "pixel-laplace", "--param", "sensitivity=bound", "--param", "unit=image", "--epsilon", "1",
+         "--workers", "1", "-q"]  # fmt: skip
+
+
+def _folder(path: Path, names: list[bytes | str], size=(8, 8)) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    for i, name in enumerate(names):
+        target = os.fsencode(path) + b"/" + (name if isinstance(name, bytes) else name.encode())
+        Image.fromarray(np.full(size, 30 * i + 10, np.uint8)).save(target)
+    return path
+
+
+@pytest.mark.parametrize("name", [b"\xff\xfe.png", b"back\\slash.png", b"caf\xc3\xa9.png", b"\\x41.png"])
+def test_source_map_names_are_written_losslessly(name):
+    text = map_name(os.fsdecode(name))
+    assert text.encode("utf-8").decode("utf-8") == text  # valid UTF-8, whatever the bytes were
+    assert unmap_name(text) == name
+
+
+def test_a_source_map_of_non_utf8_names_is_written_not_an_internal_error(run, tmp_path):
+    src = _folder(tmp_path / "in", ["a.png", b"\xff\xfe.png"])
+    r = run("release", "--input", src, *BOUND, "--output", tmp_path / "out", "--source-map", tmp_path / "map.csv")
+    assert r.exit_code == 0, r.output
+    with (tmp_path / "map.csv").open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert sorted(unmap_name(row["source"]).rsplit(b"/", 1)[-1] for row in rows) == [b"a.png", b"\xff\xfe.png"]
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".privpix-staging")]
+
+
+def test_batch_size_is_refused_with_one_line(run, tmp_path):
+    src = _folder(tmp_path / "in", ["a.png"])
+    r = run("release", "--input", src, *BOUND, "--batch-size", 0, "--output", tmp_path / "out")
+    assert r.exit_code == 2 and "--batch-size is no longer used" in r.output and "--block-size" in r.output
+    assert len(r.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_a_source_map_inside_the_release_names_the_right_options(run, tmp_path):
+    src = _folder(tmp_path / "in", ["a.png"])
+    (tmp_path / "e9").mkdir()
+    r = run("release", "--input", src, *BOUND, "--output", tmp_path / "e9", "--source-map", tmp_path / "e9" / "m.csv")
+    assert r.exit_code == 2 and "--source-map" in r.output and "the release folder --output" in r.output
+    assert f"--output {tmp_path / 'e9' / 'm.csv'}" not in r.output
+
+
+def test_mixed_sizes_name_the_size_option(run, tmp_path):
+    src = _folder(tmp_path / "in", ["a.png"])
+    _folder(src, ["b.png"], size=(9, 8))
+    r = run("release", "--input", src, *BOUND, "--output", tmp_path / "out")
+    assert r.exit_code == 2 and "--size HxW" in r.output and not (tmp_path / "out").exists()
+
+
+def test_a_synthesizer_release_from_a_folder_records_no_path(run, tmp_path, digits):
+    """The input folder's path reached the manifest ("source") and the guarantee's caveat ("fitted on <path>"); it
+    does only with --record-source."""
+    src = tmp_path / "Jane_Doe_scans"
+    src.mkdir()
+    for i, img in enumerate(digits.subset(np.arange(0, 5000, 250)).as_uint8()):
+        Image.fromarray(img[:, :, 0]).save(src / f"{i}.png")
+    spec = ["--method", "dp-merf", "--epsilon", 1, "--delta", 1e-5, "--param", "n_features=200", "--param", "epochs=1",
+            "--param", "n_classes=1", "--param", "n=5", "--workers", 1, "-q"]  # fmt: skip
+    r = run("release", "--input", src, *spec, "--output", tmp_path / "out")
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "out" / "manifest.json").read_text()
+    assert "Jane_Doe" not in text and str(tmp_path) not in text
+    assert "the --input folder" in json.loads(text)["source"]
+    r = run("release", "--input", src, *spec, "--record-source", "--output", tmp_path / "out2")
+    assert r.exit_code == 0, r.output
+    assert "Jane_Doe_scans" in json.loads((tmp_path / "out2" / "manifest.json").read_text())["source"]
+
+
+def test_no_resume_hint_where_resume_cannot_work(run, tmp_path, monkeypatch):
+    """A release that fits on the private images without a seed cannot be resumed (a second fit is a second DP
+    release): a failure says so, keeps no staging, and does not suggest --resume."""
+    import privpix.sharded as sharded
+
+    real = sharded.write_shard
+    calls = []
+
+    def fail_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sharded, "write_shard", fail_second)
+    args = ["release", "--dataset", "builtin-mnist:test", "--method", "dp-merf", "--epsilon", 1, "--delta", 1e-5,
+            "--param", "n_features=200", "--param", "epochs=1", "--param", "n=40", "--shard-size", 20,
+            "--block-size", 20, "--workers", 1, "--output", tmp_path / "out"]  # fmt: skip
+    r = run(*args)
+    assert r.exit_code == 2 and "No space left" in r.output
+    assert "--resume" not in r.output and "cannot be resumed" in r.output
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize("command", ["release", "fit"])
+def test_a_size_that_cannot_fit_in_memory_is_refused_before_reading(run, tmp_path, command):
+    """--size on --dataset: 5,000 built-in digits at 8192 x 8192 would need terabytes; refused up front, naming the
+    option (it was resized until the machine ran out of memory)."""
+    extra = ["--param", "n=5"] if command == "release" else []
+    r = run(command, "--dataset", "builtin-mnist", "--size", "8192x8192", "--method", "dp-merf", "--epsilon", 1,
+            "--delta", 1e-5, *extra, "--output", tmp_path / "out")  # fmt: skip
+    assert r.exit_code == 2 and "--size 8192x8192" in r.output and "GiB" in r.output
+    assert not (tmp_path / "out").exists()
