@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.privpix-installed
 
-.PHONY: setup demo test lint clean browser
+.PHONY: setup demo test test-fast lint clean browser
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -27,9 +27,15 @@ browser:
 	      echo "note: could not install chromium; the report rendering test will skip"; \
 	  else echo "note: chromium not found and not installable here (needs root and apt-get); that test will skip"; fi; }
 
+# The full suite, one xdist worker per core (each with one BLAS/OpenMP thread: tests/conftest.py), with the 25
+# slowest tests listed at the end.
 test: $(STAMP) browser
 	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --durations=25
+
+# The inner loop: everything but the tests marked slow or integration (pyproject.toml lists the markers).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -n auto --dist loadscope -m "not slow and not integration"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

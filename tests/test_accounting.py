@@ -87,6 +87,7 @@ def test_pure_laplace_entries_compose_to_their_sum_within_the_discretisation():
     assert tight.spent_epsilon == pytest.approx(acc.get_epsilon(1e-5), abs=5 * 1e-4)
 
 
+@pytest.mark.slow
 def test_add_remove_events_are_charged_for_a_replacement():
     """A DP-SGD fit (add/remove, Poisson-sampled Gaussian steps) costs what dp-accounting's REPLACE_ONE PLD says, and
     its bare (ε, δ) is converted by group privacy for the basic sum."""
@@ -146,6 +147,7 @@ def _fit(tmp_path, name, ledger, **kw):
                        limit=60, seed=kw.pop("seed", 0), quiet=True, ledger=str(ledger), **MERF, **kw)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_fifteen_fits_fit_a_budget_of_four_and_the_sixteenth_is_refused_before_training(tmp_path, digits,
                                                                                          monkeypatch):  # fmt: skip
     """The issue's target: budget (4, 1e-4), dp-merf fits at (1, 1e-5): 15 admitted (ε = 3.13 after 10, 3.98 after
@@ -177,6 +179,8 @@ def _no_training(*args, **kwargs):
     raise AssertionError("trained although the ledger should have refused the fit first")
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_a_fit_is_charged_once_and_releases_from_its_model_charge_nothing(run, tmp_path):
     ledger = tmp_path / "ledger.json"
     r = run("fit", "--method", "dp-merf", "--dataset", "builtin-mnist", "--limit", 60, "--epsilon", 1, "--delta",
@@ -210,6 +214,8 @@ def _tiny_params() -> list[str]:
     return [a for k, v in TINY.items() for a in ("--param", f"{k}={v}")]
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_a_model_fitted_outside_the_ledger_is_refused_then_admitted_after_ledger_charge(run, tmp_path, digits):
     fit_to_file("dp-merf", "builtin-mnist", str(tmp_path / "free.pt"), TINY, limit=60, seed=0, quiet=True, **MERF)
     ledger = tmp_path / "ledger.json"
@@ -233,6 +239,7 @@ def test_a_model_fitted_outside_the_ledger_is_refused_then_admitted_after_ledger
     assert len(PrivacyLedger.load(ledger).entries) == 1
 
 
+@pytest.mark.integration
 def test_a_model_file_changed_after_its_charged_fit_is_refused(run, tmp_path, digits):
     ledger = tmp_path / "ledger.json"
     _fit(tmp_path, "m.pt", ledger, budget=4.0, delta_budget=1e-4)
@@ -242,6 +249,7 @@ def test_a_model_file_changed_after_its_charged_fit_is_refused(run, tmp_path, di
     assert r.exit_code == 2 and "was changed after its fit" in r.output and not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_a_refused_or_failing_fit_leaves_no_charge(tmp_path, digits, monkeypatch):
     ledger = tmp_path / "ledger.json"
 
@@ -262,6 +270,8 @@ def test_fit_ledger_refuses_a_fit_that_is_not_a_dp_release(tmp_path):
     assert not (tmp_path / "l.json").exists()
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_a_killed_fit_keeps_its_reservation(tmp_path):
     """SIGKILL during training: the reservation stays on disk and counts as spent; no model file appears."""
     ledger, out = tmp_path / "ledger.json", tmp_path / "m.pt"
@@ -285,6 +295,8 @@ def test_a_killed_fit_keeps_its_reservation(tmp_path):
     assert PrivacyLedger.load(ledger).spent_epsilon == pytest.approx(0.8366, abs=1e-3)
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_concurrent_fits_and_releases_never_overspend_the_ledger(tmp_path):
     """Two fits (ε = 1, δ = 1e-5) and two releases (ε = 3 per 8x8 image, Laplace per value), started while the test
     holds the ledger's lock, so all four wait on it at once (each says so). Budget (1.8, 1e-4): any two events
@@ -384,6 +396,7 @@ MERF_EDITS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field", sorted(MERF_EDITS))
 @pytest.mark.parametrize("mode", ["plain", "exact"])
 def test_a_synthesizer_file_whose_recorded_noise_was_edited_is_refused(merf_files, tmp_path, field, mode):
@@ -470,6 +483,7 @@ def test_ledger_charge_finishes_a_killed_fits_reservation_and_never_adopts_anoth
     assert book.entries[-1].kind == "model" and book.entries[-1].events == _merf_events()
 
 
+@pytest.mark.integration
 def test_a_release_from_a_model_whose_fit_is_only_reserved_points_to_ledger_charge(run, tmp_path, sixty):
     ledger = tmp_path / "ledger.json"
     mech = get_mechanism("dp-merf", **MERF, **TINY).fit(sixty, seed=0)
@@ -482,6 +496,7 @@ def test_a_release_from_a_model_whose_fit_is_only_reserved_points_to_ledger_char
     assert r.exit_code == 2 and "a reservation a killed fit left" in r.output and "ledger charge" in r.output
 
 
+@pytest.mark.slow
 def test_a_dp_sgd_fit_is_charged_for_a_replacement(run, tmp_path):
     ledger = tmp_path / "ledger.json"
     r = run("fit", "--method", "dp-sgd", "--dataset", "builtin-mnist", "--limit", 60, "--epsilon", 1, "--delta", 1e-5,
@@ -556,6 +571,8 @@ def test_reserved_fit_rolls_back_on_an_exception_and_is_refused_over_budget(tmp_
 # ------------------------------------------------------------------------------------------- statements
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_secure_gives_the_exact_sampler_or_is_refused(run, tmp_path, digits):
     from PIL import Image
 
@@ -583,6 +600,8 @@ def test_secure_gives_the_exact_sampler_or_is_refused(run, tmp_path, digits):
     assert r.exit_code == 2 and "secure=false" in r.output
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_every_public_set_is_checked_against_the_private_images(run, tmp_path, digits):
     """pca-inverse basis=public, like the synthesizers, refuses private images that are in its public set."""
     from PIL import Image

@@ -20,6 +20,7 @@ def _noise_like(s: ImageSet, seed: int) -> ImageSet:
     return s.with_images(np.random.default_rng(seed).random(s.images.shape, dtype=np.float32))
 
 
+@pytest.mark.slow
 def test_reidentification_identity_vs_noise(split):
     train, test, _ = split
     leak = A.reidentification(test, test, train, train)
@@ -101,6 +102,7 @@ def test_attacks_check_pairing(split):
         A.reidentification(test, train)
 
 
+@pytest.mark.slow
 def test_dcaconv_encoder_membership():
     """The margin attack on DCAConv filters runs end to end. Measured finding (docs/attacks.md): even filters
     fitted on only 60 images show no membership signal, since 5 filters of 49 weights are fitted on ~47,000

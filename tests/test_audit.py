@@ -81,6 +81,7 @@ def test_public_pca_is_consistent(small):
     assert res.verdict == "consistent"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "spec, eps",
     [("pixel-laplace", 1.0), ("sra", 1.0), ("esra", 1.0), ("lra[iterations=1]", 1.0), ("pca-inverse[batch=16]", 0.05)],
@@ -131,6 +132,7 @@ def test_audit_errors(small):
         audit(get_mechanism("dp-pix", epsilon=1.0), small.subset([0]), trials=100)
 
 
+@pytest.mark.slow
 def test_cli_audit_json(run, tmp_path):
     path = tmp_path / "audit.json"
     res = run("audit", "--method", "pixel-laplace", "--epsilon", 1, "--trials", 400, "--size", "12x12",

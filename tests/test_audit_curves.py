@@ -198,6 +198,7 @@ def test_bench_audits_raise_trials_until_claims_up_to_ten_are_refutable(digits):
 PCA_DP = (("laplace", 2.0), ("gaussian", 0.5 / math.sqrt(2 * math.log(1.25 / DELTA))))
 
 
+@pytest.mark.slow
 def test_composed_curve_of_one_part_is_its_closed_form():
     # One Laplace part: α* = e^(−ε/2)/2 exactly; one Gaussian part: the GDP curve's ε for every error rate (the PLD
     # is a discretisation: its α* never above the true one, its ε never above the true one).
@@ -213,6 +214,7 @@ def test_composed_curve_of_one_part_is_its_closed_form():
     assert composed_curve((), DELTA) is None and composed_curve(PCA_DP, 0.0) is None
 
 
+@pytest.mark.slow
 def test_composed_curve_covers_the_true_epsilon_and_refutes_a_double_spend():
     """Laplace ⊗ Gaussian (pca-inverse basis=dp's parts), the exact log-likelihood-ratio statistic: the bound stays
     below the composition's true ε in every one of 10 fixed seeds (the benchmark measures 100), is close to it,

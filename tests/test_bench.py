@@ -1,6 +1,5 @@
 """`privpix bench`: one resumable run, tidy results, and a report that renders in a real browser."""
 
-import json
 import shutil
 import subprocess
 
@@ -8,11 +7,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import strict_loads
 from privpix.bench import BenchConfig, run_bench
 from privpix.data import load_dataset
 from privpix.errors import ParameterError
 
 METHODS = ["pixel-laplace", "dp-pix[b=2]", "gaussian-blur"]
+
+# Every test here runs the bench or reads its output.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +42,18 @@ def test_bench_writes_tidy_results(bench_dir):
     for col in ("accuracy", "ssim", "reid_best", "attr_strong", "mia_dcr_auc", "mia_loss_auc", "recon_ridge_psnr",
                 "recon_cnn_psnr", "guarantee_sound", "cell_seconds"):  # fmt: skip
         assert col in df.columns and df[col].notna().all(), col
-    res = json.loads((out / "results.json").read_text())
+    # Strict JSON (issue 30): the audits hold NaN bounds (no curve for dp-pix, no claim for the blur), written null.
+    res = strict_loads((out / "results.json").read_text())
+    assert any(a["curve_epsilon_lower"] is None for a in res["audits"])
+    for name in ("cells.jsonl", "audits.jsonl"):
+        for line in (out / name).read_text().splitlines():
+            strict_loads(line)
     verdicts = {a["method"]: a["verdict"] for a in res["audits"]}
     assert verdicts == {"pixel-laplace": "violated", "dp-pix[b=2]": "consistent", "gaussian-blur": "no-claim"}
     assert res["environment"]["numpy"] == np.__version__
+    # Every table scrolls inside the page (the attack table overflowed a 1,400 px window).
+    page = (out / "report.html").read_text()
+    assert page.count("<table>") == page.count("<div class='wide'><table>") > 3
 
 
 def test_bench_resumes_and_extends(bench_dir, data):
@@ -83,6 +94,7 @@ CHROMIUM_FLAGS = [
 ]  # fmt: skip
 
 
+@pytest.mark.integration
 def test_report_renders_in_headless_chromium(bench_dir, tmp_path):
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:

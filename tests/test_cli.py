@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from conftest import strict_loads
 from privpix.evaluation.runner import ROW_KEYS
 
 
@@ -133,6 +134,7 @@ def test_release_folder_and_ledger(run, tmp_path):
     assert not (tmp_path / "b" / "manifest.json").exists()
 
 
+@pytest.mark.slow
 def test_evaluate_json(run, data_dir, tmp_path):
     out = tmp_path / "rows.json"
     rep = tmp_path / "r.html"
@@ -153,7 +155,7 @@ def test_evaluate_json(run, data_dir, tmp_path):
         "-q",
     )
     assert r.exit_code == 0, r.output
-    rows = json.loads(out.read_text())
+    rows = strict_loads(out.read_text())
     assert len(rows) == 4
     assert ROW_KEYS <= set(rows[0])
     dp = [r for r in rows if r["method"] == "dp-pix"]
@@ -162,6 +164,7 @@ def test_evaluate_json(run, data_dir, tmp_path):
     assert "Guarantees" in html and "data:image/png;base64" in html and "AT&amp;T" in html
 
 
+@pytest.mark.slow
 def test_demo_runs_offline(run, tmp_path, monkeypatch):
     from privpix.cli.bench import DEMO_METHODS
 
@@ -193,6 +196,8 @@ def test_usage_errors_are_one_line(run):
     assert r.exit_code == 2 and "--repeats" in r.output
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_core_imports_without_torch():
     import subprocess
     import sys

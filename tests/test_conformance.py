@@ -20,11 +20,25 @@ from privpix.mechanisms import MECHANISMS
 DOC = Path(__file__).parents[1] / "docs" / "architecture.md"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
 def test_every_registered_mechanism_conforms(name, tmp_path):
     assert check_mechanism(name, tmp_path) == []
 
 
+def test_sklearn_clone_rebuilds_an_unfitted_mechanism_with_the_same_parameters(digits):
+    from sklearn.base import clone
+
+    from privpix.mechanisms import get_mechanism
+
+    mech = get_mechanism("pca-inverse", epsilon=1, d=5, batch=10)
+    twin = clone(mech)
+    assert type(twin) is type(mech) and twin is not mech and twin.get_params() == mech.get_params()
+    fitted = get_mechanism("dp-pix", epsilon=2, b=4).fit(digits.subset(range(20)))
+    assert fitted.get_params(deep=True) == clone(fitted).get_params(deep=False)
+
+
+@pytest.mark.slow
 def test_conformance_catches_a_broken_mechanism(tmp_path, monkeypatch):
     """The suite can fail: a mechanism whose release ignores the seed is caught."""
     from privpix.mechanisms.pixel import PixelLaplace
@@ -51,6 +65,8 @@ def _example_package(root: Path) -> Path:
     return root
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_worked_example_plugs_in_through_an_entry_point(tmp_path):
     site = _example_package(tmp_path / "site")
     env = {**os.environ, "PYTHONPATH": str(site)}
@@ -80,6 +96,8 @@ def test_worked_example_plugs_in_through_an_entry_point(tmp_path):
     assert check.returncode == 0 and check.stdout.strip() == "[]", check.stdout + check.stderr
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_a_broken_plugin_is_skipped_with_a_warning(tmp_path):
     site = tmp_path / "site"
     info = site / "broken-0.1.dist-info"

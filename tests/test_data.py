@@ -35,6 +35,7 @@ def test_yale(data_dir):
     assert len(tr) == 15 * 6
 
 
+@pytest.mark.slow
 def test_celeba_split_by_identity(data_dir):
     tr = load_dataset("celeba:train", data_dir, size=(32, 32))
     te = load_dataset("celeba:test", data_dir, size=(32, 32))
@@ -45,6 +46,7 @@ def test_celeba_split_by_identity(data_dir):
     assert 0.4 < tr.attributes["Male"].mean() < 0.5
 
 
+@pytest.mark.slow
 def test_lfw_gender_split_by_person(data_dir):
     te = load_dataset("lfw-gender:test", data_dir, size=(40, 40))
     tr_names = load_dataset("lfw-gender:train", data_dir, size=(8, 8)).names

@@ -335,6 +335,7 @@ def test_truncated_and_fake_images_give_one_line_errors(tmp_path):
         list_image_files(tmp_path / "sub")
 
 
+@pytest.mark.integration
 def test_cli_release_refuses_the_bomb_with_one_line_and_exit_2(tmp_path):
     src = tmp_path / "in"
     src.mkdir()

@@ -165,6 +165,7 @@ def test_each_contribution_has_norm_at_most_one_so_replacing_one_moves_the_mean_
 # ------------------------------------------------------------------------------------------ calibration, noise
 
 
+@pytest.mark.slow
 def test_the_noise_added_to_the_embedding_has_the_calibrated_std(fitted, sixty):
     """embedding_ − the clean embedding is N(0, σ²) per value, σ = z·2/n with z the analytic calibration (χ² of
     the sum of squares and Kolmogorov–Smirnov at α = 1e-3 each; fixed seed)."""
@@ -325,6 +326,7 @@ def test_refuses_what_it_cannot_claim(sixty):
         get_mechanism("dp-hp", epsilon=1.0, delta=1e-5, prod_sets=10, prod_dims=6, prod_order=20).fit(sixty, seed=0)
 
 
+@pytest.mark.slow
 def test_end_to_end_500_digits_train_a_classifier_far_above_chance(digits):
     """Fit on 500 built-in digits (50 per class) at ε = 10, δ = 1e-5 (the defaults: order 20, ℓ = 0.5, 16,464
     features; 100 generator steps of 100 images); 2,000 synthetic images train a logistic regression tested on the

@@ -208,6 +208,7 @@ def test_refuses_what_it_cannot_claim(sixty):
         get_mechanism("dp-merf", epsilon=1.0, delta=1e-5).fit(sixty.resized(30, 30), seed=0)
 
 
+@pytest.mark.slow
 def test_end_to_end_500_digits_train_a_classifier_far_above_chance(digits):
     """Fit on 500 built-in digits (50 per class) at ε = 10, δ = 1e-5 (D = 2,000, 100 generator steps); 2,000
     synthetic images train a logistic regression tested on the other 4,500 real digits: 0.65 on this seed

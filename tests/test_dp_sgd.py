@@ -17,7 +17,8 @@ from privpix.mechanisms import get_mechanism
 TINY = {"epochs": 1, "batch_size": 10}
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+# Every test here trains or audits a DP-SGD network.
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -45,6 +45,7 @@ def test_split_is_fixed_disjoint_and_eleven_to_one(bench):
     assert len(bench.split_private(3648)[1]) == 3648 // 12
 
 
+@pytest.mark.slow
 def test_synthesizer_sees_only_the_fit_part(bench, digits, monkeypatch):
     from privpix.mechanisms.synthesis.dp_merf import DPMERF
 

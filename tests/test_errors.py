@@ -138,6 +138,8 @@ def test_usage_hint_names_the_whole_command(run, tmp_path):
     _one_error_line(r, "`privpix ldp perturb --help`")
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [
@@ -164,6 +166,7 @@ def test_subprocess_stderr_is_exactly_one_line(args):
     assert "Traceback" not in p.stderr
 
 
+@pytest.mark.integration
 def test_subprocess_debug_shows_the_traceback():
     args = ("evaluate", "--dataset", "builtin-mnist", "--method", "pixel-laplace", "--epsilon", "0")
     assert "Traceback" not in _cli(*args).stderr
@@ -171,6 +174,8 @@ def test_subprocess_debug_shows_the_traceback():
     assert "Traceback" in _cli(*args, env={"PRIVPIX_DEBUG": "1"}).stderr
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 @needs_unshare
 def test_read_only_and_full_file_systems(tmp_path, encoder_file):
     """Real EROFS and ENOSPC: a read-only bind mount and a 4 KiB tmpfs in a private mount namespace (root
@@ -244,6 +249,7 @@ def test_size_too_large_is_refused_before_allocating(run):
     _one_error_line(r, "--shape")
 
 
+@pytest.mark.slow
 def test_resize_that_cannot_fit_in_memory_is_refused(run, monkeypatch):
     monkeypatch.setattr("privpix.data.memory.available_memory", lambda: 100 * 2**20)
     args = ("--dataset", "builtin-mnist", "--method", "pixel-laplace", "--limit", 20, "--size", "512x512")

@@ -34,6 +34,7 @@ def test_inline_and_local_processes_give_the_same_results():
         assert dict(two.map_unordered(_square_sum, TASKS)) == EXPECTED
 
 
+@pytest.mark.integration
 def test_dask_local_cluster_gives_the_same_results():
     pytest.importorskip("distributed")
     with make_executor("dask", 2) as ex:
@@ -59,6 +60,8 @@ def test_bad_settings_name_the_option(kwargs, match):
         make_executor(**kwargs)
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_unreachable_scheduler_is_a_clear_error(monkeypatch):
     pytest.importorskip("distributed")
     monkeypatch.setattr("privpix.executor.CONNECT_TIMEOUT", "2s")
@@ -83,6 +86,7 @@ def test_tree_reduce_of_integer_sums_does_not_depend_on_the_split():
         tree_reduce([], np.add)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("method", "params"), [("dp-merf", {"n_features": 2000}), ("dp-hp", {"order": 4})])
 @pytest.mark.parametrize("secure", [False, True])
 def test_a_synthesizer_fit_on_workers_releases_the_same_embedding(digits, method, params, secure):

@@ -40,6 +40,7 @@ def _faces(tmp_path: Path, classes: dict[str, int] | None, n: int = 12) -> Path:
     return root
 
 
+@pytest.mark.integration
 def test_a_two_class_data_set_releases_under_its_own_class_names(run, tmp_path):
     """lfw-subset declares 2 classes (non-face, face): the release writes face/ and non-face/ (it stopped with
     "label '9' is not one of the class names" when K defaulted to 10)."""
@@ -52,6 +53,7 @@ def test_a_two_class_data_set_releases_under_its_own_class_names(run, tmp_path):
     assert folders <= {"face", "non-face"} and folders
 
 
+@pytest.mark.integration
 def test_an_n_classes_that_contradicts_the_data_set_is_refused_before_any_work(run, tmp_path, monkeypatch):
     from privpix.mechanisms.synthesis import embedding
 
@@ -65,6 +67,7 @@ def test_an_n_classes_that_contradicts_the_data_set_is_refused_before_any_work(r
     assert r.exit_code == 2 and "contradicts the 1 classes" in r.output and not (tmp_path / "out").exists()
 
 
+@pytest.mark.integration
 def test_one_class_folder_releases_every_image_in_that_class(run, tmp_path):
     """With n_classes from the data (one class), the noisy label draw cannot produce a class that does not exist (2
     of 3 runs failed with n_classes=2)."""
@@ -77,6 +80,7 @@ def test_one_class_folder_releases_every_image_in_that_class(run, tmp_path):
         assert [p.name for p in out.iterdir() if p.is_dir()] == ["smiling"]
 
 
+@pytest.mark.integration
 def test_a_flat_unlabelled_folder_gets_unconditional_synthesis(run, tmp_path):
     src = _faces(tmp_path, None)
     r = run("release", "--input", src, "--method", "dp-merf", *CLAIM, *PARAMS, "--param", "n=9", "--workers", 1,
@@ -90,6 +94,7 @@ def test_a_flat_unlabelled_folder_gets_unconditional_synthesis(run, tmp_path):
     assert mech.synthesize(5, 0).images.labels is None
 
 
+@pytest.mark.integration
 def test_fit_takes_a_folder_and_a_size_and_the_model_keeps_its_class_names(run, tmp_path):
     """`privpix fit --input DIR --size HxW` (its own error suggested --size); the model file keeps the class
     names, so a release from it writes the named folders, and Parquet stores a ClassLabel."""
@@ -114,6 +119,7 @@ def test_fit_takes_a_folder_and_a_size_and_the_model_keeps_its_class_names(run, 
     assert isinstance(ds.features["label"], datasets.ClassLabel) and ds.features["label"].names == ["female", "male"]
 
 
+@pytest.mark.slow
 def test_a_release_from_a_model_file_refuses_an_input_it_would_ignore(run, tmp_path, sixty):
     model = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, **TINY).fit(sixty, seed=0).save_model(tmp_path / "m.pt")
     for given in (["--dataset", "orl:test"], ["--input", str(tmp_path)]):
@@ -123,6 +129,7 @@ def test_a_release_from_a_model_file_refuses_an_input_it_would_ignore(run, tmp_p
         assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.integration
 def test_training_too_short_for_the_data_is_warned(run, tmp_path, sixty):
     """A 300-image folder at the defaults (5 epochs of batch 500) is 5 generator steps: coloured noise."""
     with pytest.warns(ShortTrainingWarning, match="5 steps"):
@@ -141,6 +148,8 @@ def test_data_that_names_no_classes_needs_n_classes(sixty):
     assert mech.n_classes == 10 and mech.label_names() is None
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_bench_runs_a_synthesizer_on_a_face_set_with_the_attacks_that_apply(run, data_dir, tmp_path):
     """`privpix bench --dataset orl --methods dp-merf[...]` stopped with "identity re-identification needs subjects on
     both splits": synthetic images carry no subject. Now the cell gets the membership attacks (distance of each real

@@ -320,6 +320,7 @@ def test_metadata_that_does_not_match_is_reported(tmp_path):
     assert len(src) == 1 and src.skipped[0][0].endswith("metadata.jsonl") and "path order" in src.skipped[0][1]
 
 
+@pytest.mark.slow
 def test_celeba_is_read_lazily_with_the_loaders_pixels(data_dir):
     ref = load_dataset("celeba:test", data_dir)
     src = dataset_source("celeba:test", data_dir)

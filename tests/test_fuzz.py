@@ -145,6 +145,7 @@ def _materialise(root: Path, entries) -> None:
             p.write_bytes(data)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(layout=folder_layout(), size=st.sampled_from([None, "6x5"]), force=st.booleans())
 def test_fuzz_release_from_any_folder(layout, size, force):
@@ -211,6 +212,7 @@ def tiny_folder(tmp_path_factory):
     return src
 
 
+@pytest.mark.slow
 @FUZZ
 @given(case=cli_parameters())
 def test_fuzz_parameters_give_success_or_one_line(tiny_folder, case):

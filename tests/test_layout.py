@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[1]
 PACKAGE = ROOT / "src" / "privpix"
 
@@ -72,6 +74,7 @@ def test_benchmarks_use_the_public_api_only():
     assert not private, f"benchmarks import private names or the CLI's: {private}"
 
 
+@pytest.mark.integration
 def test_the_cli_is_a_package_run_as_a_module_too():
     assert (PACKAGE / "cli" / "__init__.py").is_file() and not (PACKAGE / "cli.py").exists()
     r = subprocess.run([sys.executable, "-m", "privpix", "--help"], capture_output=True, text=True, timeout=120)

@@ -222,6 +222,7 @@ def mnist_small(data_dir):
     return tr, te
 
 
+@pytest.mark.slow
 def test_dcaconv_on_mnist_codes_filters_and_roundtrip(mnist_small, tmp_path):
     tr, te = mnist_small
     enc = make_encoder("dcaconv").fit(tr, source="mnist:train")
@@ -258,6 +259,7 @@ def test_dcaconv_parameter_errors(mnist_small):
         make_encoder("dcaconv", filterz=3)
 
 
+@pytest.mark.slow
 def test_pixel_and_hog_bovw_encoders(mnist_small, tmp_path):
     tr, te = mnist_small
     enc = make_encoder("pixel", levels=16).fit_unsupervised_shape(28, 28)
@@ -331,6 +333,7 @@ def test_reports_guarantee_roundtrip_and_integrity(mnist_small, tmp_path):
 # -------------------------------------------------------------------------------------------------- CLI
 
 
+@pytest.mark.slow
 def test_cli_two_party_workflow_on_mnist(run, data_dir, tmp_path):
     import json
 

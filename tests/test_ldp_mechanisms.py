@@ -195,6 +195,7 @@ def test_one_feature_pairs_differ_in_exactly_one_value(mnist, dca):
         OneFeature(lambda s: np.zeros((len(s), 3), np.uint8)).pairs(blank)
 
 
+@pytest.mark.slow
 def test_audit_consistent_for_the_claim_and_violated_for_a_quarter_of_it(mnist, dca):
     """Fixed seeds. The pixel report on 8x8 digits (m = 64, levels 2) at ε = 1, and DCAConv (d = 2, m = 3,645)
     at ε = 2: the per-feature claim is consistent, a claim of ε/4 for the same releases is refuted."""
@@ -234,6 +235,7 @@ def test_cli_audit_of_hog_bovw_at_both_units(run, data_dir, tmp_path):
     assert res["claimed_epsilon"] == 40 and res["verdict"] == "consistent"
 
 
+@pytest.mark.slow
 def test_bench_utility_hooks(mnist, dca):
     """What the bench's cell asks a feature mechanism: the released reports train ``utility_model()``, which is
     scored on the clean encodings of test images (the paper's protocol)."""

@@ -213,3 +213,12 @@ def test_secure_limits_name_the_parameter(call, match):
 def test_rng_type_is_checked():
     with pytest.raises(ParameterError, match="rng"):
         noise.laplace(42, 1.0, 3)
+
+
+@pytest.mark.parametrize("mode,rng,alpha", _rngs())
+def test_add_laplace_adds_laplace_noise_of_the_scale(mode, rng, alpha):
+    """The path the pixel mechanisms take (values + noise, in place); a clipped or rescaled draw fails. The secure
+    path's lattice (grid 1/16320) is far finer than the scale, so the continuous law is the reference."""
+    values = np.full(N, 0.25)
+    x = noise.add_laplace(values, 0.4, rng) - 0.25
+    assert stats.kstest(x, stats.laplace(scale=0.4).cdf).pvalue > alpha

@@ -85,6 +85,7 @@ def test_model_file_errors(tmp_path):
         get_mechanism("ae-obfuscator", model=str(tmp_path / "none.pt")).release(ImageSet(np.zeros((1, 64, 64, 3))), 0)
 
 
+@pytest.mark.slow
 def test_cli_train_and_release_on_celeba(run, data_dir, tmp_path):
     model = tmp_path / "obf.pt"
     r = run(
@@ -160,6 +161,7 @@ def test_inferrer_learns_and_is_reproducible():
         NeuralInferrer("tabular").fit(x[:10], priv[:9])
 
 
+@pytest.mark.slow
 def test_protocol_noise_baseline_and_decorrelation():
     from privpix.evaluation.obfuscation import (
         AttributeData,
@@ -194,6 +196,7 @@ def test_protocol_noise_baseline_and_decorrelation():
         AttributeData(x[:3], y[:3], np.array([0, 2, 1]))
 
 
+@pytest.mark.slow
 def test_cli_train_and_release_adult_records(run, data_dir, tmp_path):
     import pandas as pd
 

@@ -58,6 +58,7 @@ def test_one_run_bound_has_power_on_randomized_response():
     assert 2.5 < b["epsilon_lower"] <= 4.0 and b["guesses"] == 2 * b["k"] and b["ceiling"] > b["epsilon_lower"]
 
 
+@pytest.mark.slow
 def test_canary_design_under_both_relations(digits):
     imgs = digits.subset(np.arange(50))
     base, canaries, repl, n_base = design(imgs, 20, False, 10, np.random.default_rng(0))
@@ -70,6 +71,7 @@ def test_canary_design_under_both_relations(digits):
         design(imgs, 49, False, 10, np.random.default_rng(0))
 
 
+@pytest.mark.slow
 def test_one_run_audit_of_a_synthesizer_and_of_a_broken_one(digits, monkeypatch):
     from privpix.mechanisms.synthesis import embedding
 
@@ -105,6 +107,7 @@ def test_one_run_audit_of_a_batch_release(digits):
     assert res.verdict == "violated" and res.audited_epsilon_lower > 2
 
 
+@pytest.mark.slow
 def test_cli_one_run(run, tmp_path):
     out = tmp_path / "a.json"
     res = run("audit", "--method", "dp-merf[n_features=300]", "--epsilon", 1, "--delta", 1e-5, "--images", 120,

@@ -101,6 +101,7 @@ def _digits(n=192, seed=0):
     return sub.as_float(), sub.labels
 
 
+@pytest.mark.slow
 def test_tiny_training_lowers_losses_and_is_reproducible(tmp_path):
     x, y = _digits()
     kw = {
@@ -134,6 +135,7 @@ def test_tiny_training_lowers_losses_and_is_reproducible(tmp_path):
         load_model(tmp_path / "bad.pt")
 
 
+@pytest.mark.slow
 def test_authors_recipe_recomputes_sensitivity_and_trains_classifier_on_real_only():
     x, y = _digits()
     kw = {"d": 16, "width": 4, "ae_epochs": 2, "epochs": 2, "batch_size": 32, "n_critic": 1, "seed": 3}
@@ -155,6 +157,7 @@ def test_authors_recipe_recomputes_sensitivity_and_trains_classifier_on_real_onl
         train_ppsgan("ppsgan", x, y, recipe="authors", resensitize_every=0, **kw)
 
 
+@pytest.mark.slow
 def test_latent_noise_budget_scales_with_epsilon_and_sees_the_common_mode():
     x, y = _digits(256)
     kw = {"d": 16, "width": 4, "ae_epochs": 1, "epochs": 0, "batch_size": 64, "seed": 0}
@@ -174,6 +177,7 @@ def test_latent_noise_budget_scales_with_epsilon_and_sees_the_common_mode():
         latent_noise_budget(acgan, x)
 
 
+@pytest.mark.slow
 def test_trunk_classifier_learns_digits():
     from privpix.mechanisms.neural.ppsgan import TrunkClassifier
 
@@ -183,6 +187,7 @@ def test_trunk_classifier_learns_digits():
     assert clf.features(x[:3]).shape == (3, 8 * 8 * 2 * 2)
 
 
+@pytest.mark.slow
 def test_cli_train_and_release_all_three(run, data_dir, tmp_path):
     for kind in ("ppsgan", "ppapnet", "acgan"):
         model = tmp_path / f"{kind}.pt"

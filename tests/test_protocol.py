@@ -136,6 +136,7 @@ def _digits(n: int = 60) -> ImageSet:
     return load_dataset("builtin-mnist").subset(np.random.default_rng(0).permutation(5000)[:n])
 
 
+@pytest.mark.slow
 def test_privpix_fit_trains_writes_and_the_model_file_carries_its_training_parameters(run, tmp_path):
     model = tmp_path / "acgan.pt"
     args = [f"--param={k}={v}" for k, v in TINY_GAN.items()]
@@ -166,6 +167,7 @@ def test_privpix_fit_trains_writes_and_the_model_file_carries_its_training_param
     assert r.exit_code != 0 and "exists; pass --force" in r.output
 
 
+@pytest.mark.slow
 def test_fit_refuses_what_has_no_model_and_unfitted_mechanisms_refuse_to_release(run, tmp_path):
     r = run("fit", "--method", "pixel-laplace", "--dataset", "builtin-mnist", "--output", tmp_path / "m.pt")
     assert r.exit_code == 2 and "has no model file to write" in r.output and not (tmp_path / "m.pt").exists()
@@ -176,6 +178,7 @@ def test_fit_refuses_what_has_no_model_and_unfitted_mechanisms_refuse_to_release
             m.release(_digits(4), 0)
 
 
+@pytest.mark.slow
 def test_the_bench_trains_a_gan_itself_once_per_run(tmp_path, monkeypatch):
     from privpix.bench import BenchConfig, run_bench
     from privpix.mechanisms.neural import ppsgan
@@ -194,6 +197,7 @@ def test_the_bench_trains_a_gan_itself_once_per_run(tmp_path, monkeypatch):
     assert res["cells"][0]["parameters"]["width"] == 4
 
 
+@pytest.mark.slow
 def test_evaluate_is_the_grid_without_attacks_and_audit(run, tmp_path):
     from privpix.evaluation import evaluate
 

@@ -77,6 +77,7 @@ def fits(sixty):
     return plain, public
 
 
+@pytest.mark.slow
 def test_the_public_set_never_enters_the_release(fits):
     plain, public = fits
     # Same seed: the same feature map and the same noise, so the released embedding is bit for bit the same;
@@ -115,6 +116,7 @@ def test_a_bad_public_set_fails_before_the_private_release(sixty, monkeypatch):
     assert mech.meta_ is None
 
 
+@pytest.mark.slow
 def test_a_public_set_sharing_images_with_the_private_one_is_refused(sixty):
     # builtin-mnist holds the very digits of `sixty`: they would be exposed through the pretraining without noise.
     mech = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, public="builtin-mnist", **TINY)

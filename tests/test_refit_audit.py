@@ -73,6 +73,7 @@ def digits() -> ImageSet:
     return load_dataset("builtin-mnist").subset(np.arange(20))
 
 
+@pytest.mark.slow
 def test_honest_synthesizer_is_consistent_on_its_statistic(digits):
     res = audit(ToySynth(epsilon=1.0, delta=1e-5), digits, trials=1000, seed=0)
     assert res.verdict == "consistent" and res.refutable
@@ -113,6 +114,7 @@ def test_statistic_target_needs_a_statistic(digits):
         audit(ToySynth(epsilon=1.0, delta=1e-5), digits, trials=20, target="embedding")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["dp-merf", "dp-hp"])
 def test_real_synthesizers_statistic_audit(method, digits, monkeypatch):
     """The synthesizers' own released statistic (the noisy embedding), refitted per trial: consistent as built,
@@ -130,6 +132,7 @@ def test_real_synthesizers_statistic_audit(method, digits, monkeypatch):
     assert broken.verdict == "violated", broken.to_dict()
 
 
+@pytest.mark.slow
 def test_refit_trials_on_workers_give_the_same_audit(digits):
     """Every refit trial is seeded on its own: two worker processes give the bound one process gives."""
     from privpix.executor import make_executor, using

@@ -66,6 +66,8 @@ def test_mixed_sizes_name_the_size_option(run, tmp_path):
     assert r.exit_code == 2 and "--size HxW" in r.output and not (tmp_path / "out").exists()
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_a_synthesizer_release_from_a_folder_records_no_path(run, tmp_path, digits):
     """The input folder's path reached the manifest ("source") and the guarantee's caveat ("fitted on <path>"); it
     does only with --record-source."""
@@ -85,6 +87,8 @@ def test_a_synthesizer_release_from_a_folder_records_no_path(run, tmp_path, digi
     assert "Jane_Doe_scans" in json.loads((tmp_path / "out2" / "manifest.json").read_text())["source"]
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_no_resume_hint_where_resume_cannot_work(run, tmp_path, monkeypatch):
     """A release that fits on the private images without a seed cannot be resumed (a second fit is a second DP
     release): a failure says so, keeps no staging, and does not suggest --resume."""
@@ -109,6 +113,7 @@ def test_no_resume_hint_where_resume_cannot_work(run, tmp_path, monkeypatch):
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["release", "fit"])
 def test_a_size_that_cannot_fit_in_memory_is_refused_before_reading(run, tmp_path, command):
     """--size on --dataset: 5,000 built-in digits at 8192 x 8192 would need terabytes; refused up front, naming the

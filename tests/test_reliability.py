@@ -68,33 +68,49 @@ def _published(out: Path) -> bool:
 # ------------------------------------------------------------------------------------------------ ledger
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_concurrent_releases_never_overspend_the_ledger(tmp_path):
-    """Four rounds of two releases started together on a budget of 4.5: exactly four publish, all are charged
-    (before the lock, 8 of 8 published and the ledger recorded 4)."""
+    """Three releases of ε = 1 on a budget of 2.5, started while the test holds the ledger's lock, so all three wait
+    on it at once (each says so) and then race for it: exactly two publish and both are charged. Without the lock
+    none of them waits and the test fails every time (issue 30: before, nothing forced the overlap and a missing
+    lock was caught in about 40 % of runs)."""
+    import threading
+    import time
+
+    from filelock import FileLock
+
     src = _folder(tmp_path / "in")
     ledger = tmp_path / "ledger.json"
-    outs = []
-    for rnd in range(4):
-        pair = [tmp_path / f"out{rnd}{k}" for k in "ab"]
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-m", "privpix", *_release_args(src, o, "--ledger", ledger, "--budget", 4.5)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for o in pair
-        ]
-        for p in procs:
-            _, err = p.communicate(timeout=120)
-            assert p.returncode in (0, 2), err
-            if p.returncode == 2:
-                assert "remains" in err and len(err.strip().splitlines()) == 1
-        outs += pair
+    PrivacyLedger(2.5).save(ledger)
+    outs = [tmp_path / f"out{k}" for k in range(3)]
+    lock = FileLock(str(ledger.resolve()) + ".lock")
+    lock.acquire()
+    procs, errs = [], []
+    try:
+        for o in outs:
+            p = subprocess.Popen([sys.executable, "-m", "privpix", *_release_args(src, o, "--ledger", ledger)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+            lines: list[str] = []
+            threading.Thread(target=lambda p=p, lines=lines: lines.extend(p.stderr), daemon=True).start()
+            procs.append(p)
+            errs.append(lines)
+        deadline = time.time() + 120
+        while not all(any("waiting for the ledger" in ln for ln in lines) for lines in errs):
+            assert time.time() < deadline, errs
+            assert all(p.poll() is None for p in procs), ("a release did not wait for the ledger", errs)
+            time.sleep(0.05)
+    finally:
+        lock.release()
+    codes = [p.wait(timeout=120) for p in procs]
+    time.sleep(0.2)
+    assert sorted(codes) == [0, 0, 2], (codes, errs)
+    refused = errs[codes.index(2)]
+    assert any("remains" in ln for ln in refused), refused
     published = [o for o in outs if _published(o)]
     book = PrivacyLedger.load(ledger)
-    assert len(published) == 4
-    assert book.spent_epsilon == pytest.approx(4.0)
+    assert len(published) == 2 and len(book.entries) == 2
+    assert book.spent_epsilon == pytest.approx(2.0)
     assert all(e.status == "charged" for e in book.entries)
     assert all(not o.exists() for o in outs if o not in published)  # a refused release leaves no folder
 
@@ -243,6 +259,7 @@ def _snapshot(out: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and not p.name.startswith(".")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["staged", "journal", "swapping"])
 def test_sigkill_never_loses_the_earlier_release_or_leaves_a_half_one(tmp_path, point):
     src = _folder(tmp_path / "in")
@@ -277,6 +294,7 @@ def test_sigkill_never_loses_the_earlier_release_or_leaves_a_half_one(tmp_path, 
     assert verify_manifest(out) == [] and len(list(out.glob("*.png"))) == 6
 
 
+@pytest.mark.slow
 def test_sigkill_while_staging_then_rerun_cleans_the_staging(tmp_path):
     src = _folder(tmp_path / "in")
     out = tmp_path / "out"
@@ -422,6 +440,7 @@ def test_skipped_names_cannot_fake_an_error_line(tmp_path, run):
     assert r.exit_code == 0 and not any(line.startswith("error:") for line in r.stderr.splitlines())
 
 
+@pytest.mark.slow
 def test_demo_never_deletes_a_foreign_config(tmp_path, run):
     proj = tmp_path / "proj"
     proj.mkdir()
@@ -433,6 +452,8 @@ def test_demo_never_deletes_a_foreign_config(tmp_path, run):
     assert (proj / "config.json").read_text() == '{"app": "mine"}'
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 @needs_unshare
 def test_ledger_in_a_read_only_folder_publishes_nothing(tmp_path):
     """A real EROFS (a read-only bind mount in a private mount namespace; root ignores permission bits)."""

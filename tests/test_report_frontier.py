@@ -192,6 +192,7 @@ class RefitOnly(Mechanism):
         return rng.random((n, *shape)), np.zeros(n, np.int64)
 
 
+@pytest.mark.slow
 def test_bench_marks_a_refit_only_mechanism_not_audited_without_refitting():
     from privpix.evaluation.grid import NOT_AUDITED_REFIT, bench_audit
 

@@ -51,6 +51,7 @@ def _write_pngs(folder: Path, images: np.ndarray, classes: int = 2) -> None:
         Image.fromarray(img).save(d / f"{i:04d}.png")
 
 
+@pytest.mark.integration
 def test_block_and_shard_sizes_follow_the_image_size_not_the_workers():
     assert block_size(None, (28, 28, 1)) == 256
     assert block_size(None, (4000, 3000, 3)) == 1  # a 12 MP photo: one per block
@@ -62,6 +63,8 @@ def test_block_and_shard_sizes_follow_the_image_size_not_the_workers():
     assert shard_size(4559, 256, (218, 178, 3), workers=2) == 768  # CelebA photos: six shards
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_same_seed_same_pixels_whatever_the_workers_backend_or_shards(tmp_path):
     src = GeneratedSource(700, (16, 16, 3), seed=1)
     results = []
@@ -111,6 +114,7 @@ def test_labels_are_dropped_unless_asked(tmp_path, run):
     assert all("/" not in f["name"] for f in m["files"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["parquet", "webdataset"])
 def test_cli_shard_formats_round_trip_as_input(tmp_path, run, fmt):
     images = np.random.default_rng(2).integers(0, 256, size=(20, 8, 8, 1), dtype=np.uint8)
@@ -128,6 +132,7 @@ def test_cli_shard_formats_round_trip_as_input(tmp_path, run, fmt):
     assert read_manifest(again)["images"] == 20
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shard", ["4", "6"])
 def test_every_copy_of_an_earlier_shards_image_is_skipped(tmp_path, run, shard):
     """Copies at positions 1, 8 and 9 (two in a later shard): one image out, whatever the shard size."""
@@ -145,6 +150,7 @@ def test_every_copy_of_an_earlier_shards_image_is_skipped(tmp_path, run, shard):
     assert read_manifest(out)["images"] == 10 and "08.bmp" in r.output and "09.bmp" in r.output
 
 
+@pytest.mark.slow
 def test_duplicates_across_shards_are_released_once(tmp_path, run):
     rng = np.random.default_rng(3)
     images = rng.integers(0, 256, size=(12, 6, 6, 3), dtype=np.uint8)
@@ -185,6 +191,8 @@ def _kill_mid_release(args: list, out: Path, *, shards: int, delay: float) -> No
     proc.wait()
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_a_killed_release_resumes_redoing_only_unfinished_shards(tmp_path, run):
     """A real SIGKILL in the middle of a release; --resume finishes it, with the pixels of an uninterrupted run
     and one ledger charge."""
@@ -230,6 +238,7 @@ def test_a_killed_release_resumes_redoing_only_unfinished_shards(tmp_path, run):
     assert kept and kept <= released  # moved into the release as they were, not redone
 
 
+@pytest.mark.integration
 def test_a_failed_release_keeps_its_shards_and_resumes_after_the_fix(tmp_path, run):
     """An error in one shard (an image that cannot be decoded) stops the release with its finished shards kept;
     after the file is fixed, --resume redoes only the rest, and the ledger is charged once."""
@@ -253,6 +262,8 @@ def test_a_failed_release_keeps_its_shards_and_resumes_after_the_fix(tmp_path, r
     assert [e.status for e in book.entries] == ["charged"] and book.spent_epsilon == 1.0
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_a_fresh_run_drops_the_killed_runs_reservation(tmp_path, run):
     """Without --resume, the killed run's unpublished work is removed and its reservation released: one charge."""
     images = np.random.default_rng(8).integers(0, 256, size=(120, 16, 16, 3), dtype=np.uint8)
@@ -269,6 +280,8 @@ def test_a_fresh_run_drops_the_killed_runs_reservation(tmp_path, run):
     assert [e.status for e in book.entries] == ["charged"] and book.spent_epsilon == 1.0
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_a_finished_shard_whose_input_changed_is_done_again(tmp_path, run):
     """A file replaced one for one after the kill (same name, other pixels): its finished shard is read again."""
     images = np.random.default_rng(9).integers(0, 256, size=(40, 8, 8, 3), dtype=np.uint8)
@@ -291,6 +304,8 @@ def test_resume_refuses_an_unseeded_fit_on_the_private_images(tmp_path, run):
     assert r.exit_code != 0 and "unseeded fit cannot be repeated" in r.output
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_resume_refuses_other_settings_and_nothing_to_resume(tmp_path, run):
     images = np.random.default_rng(5).integers(0, 256, size=(40, 8, 8, 3), dtype=np.uint8)
     _write_pngs(tmp_path / "in", images)
@@ -322,3 +337,26 @@ def test_resume_refuses_other_settings_and_nothing_to_resume(tmp_path, run):
     r = run(*args)
     assert r.exit_code == 0 and "--resume" in r.output
     assert json.loads((out / "manifest.json").read_text())["images"] == 40
+
+
+def test_every_block_draws_its_own_noise(tmp_path, run):
+    """Six flat grey images, two per block: the noise (released minus original) of no two images is the same. One
+    stream for every block (a seed reused across blocks) adds the same noise to the first image of each block."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    levels = [100 + 12 * i for i in range(6)]
+    for i, level in enumerate(levels):
+        Image.fromarray(np.full((8, 8), level, np.uint8)).save(folder / f"{i:02d}.png")
+    out = tmp_path / "out"
+    # ε = 60 per pixel: Laplace noise of scale 255/60 ≈ 4 levels; the mean of 64 pixels tells the 12-level steps apart.
+    r = run("release", "--input", folder, "--method", "pixel-laplace", "--epsilon", "60", "--param",
+            "sensitivity=bound", "--param", "unit=pixel", "--seed", "3", "--block-size", "2",
+            "--output", out)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    noises = []
+    for f in read_manifest(out)["files"]:
+        if f["name"].endswith(".png"):
+            img = np.asarray(Image.open(out / f["name"]), dtype=int)
+            level = min(levels, key=lambda v: abs(v - img.mean()))
+            noises.append((img - level).tobytes())
+    assert len(noises) == 6 and len(set(noises)) == 6

@@ -36,6 +36,8 @@ def _manifest(folder):
     return json.loads((folder / "manifest.json").read_text())
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_release_from_a_model_file_writes_labels_for_every_image(run, model, tmp_path):
     out = tmp_path / "synth"
     res = run("release", "--method", "dp-merf", *CLAIM, "--param", f"model={model}", "--param", "n=40",
@@ -94,6 +96,7 @@ def test_synthesize_draws_n_labelled_images(model):
         get_mechanism("pixel-laplace", epsilon=1.0).synthesize(3, 0, (28, 28, 1))
 
 
+@pytest.mark.slow
 def test_release_of_images_still_returns_one_image_per_input(model):
     digits = load_dataset("builtin-mnist").subset(np.arange(11))
     rel = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, model=str(model)).release(digits, 0)

@@ -17,7 +17,6 @@ mid-cell loses only that cell), so a grid can also be extended with new methods 
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 import time
@@ -28,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from privpix import __version__
+from privpix import __version__, strict_json
 from privpix.accounting import write_text_atomic
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError, PrivpixError
@@ -104,8 +103,14 @@ def environment() -> dict[str, Any]:
     return env
 
 
+# The records' fields that may be null for a reason other than a NaN: a mechanism that takes no ε.
+_NULLABLE = frozenset({"epsilon", "claimed_epsilon", "claimed_epsilon_requested"})
+
+
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Lines of a JSONL file; a torn last line (a run killed mid-write) is dropped and the file repaired."""
+    """Records of a JSONL file, with ``null`` read back as ``NaN`` in their numeric fields (everything but
+    ``_NULLABLE``; strict JSON has no NaN). A torn last line (a run killed mid-write) is dropped and the file
+    repaired."""
     if not path.exists():
         return []
     lines = path.read_text().splitlines()
@@ -114,17 +119,19 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            out.append(json.loads(line))
+            record = json.loads(line)
         except json.JSONDecodeError:
             if i != len(lines) - 1:
                 raise PrivpixError(f"{path}: line {i + 1} is not JSON; the file is damaged") from None
-            write_text_atomic(path, "".join(json.dumps(r, default=float) + "\n" for r in out))
+            write_text_atomic(path, "".join(strict_json.dumps(r, default=float) + "\n" for r in out))
+            continue
+        out.append(strict_json.nan_fields(record, [k for k in record if k not in _NULLABLE]))
     return out
 
 
 def _append(path: Path, record: dict[str, Any]) -> None:
     with path.open("a") as fh:
-        fh.write(json.dumps(record, default=float) + "\n")
+        fh.write(strict_json.dumps(record, default=float) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
 
@@ -240,18 +247,10 @@ def write_results(
         "cells": cells,
         "audits": audits,
     }
-    write_text_atomic(out / "results.json", json.dumps(results, indent=1, default=_json_default))
+    write_text_atomic(out / "results.json", strict_json.dumps(results, indent=1))
     grids = []
     if test is not None and fitted is not None:
         points = grid_points(config.methods, config.epsilons)
         grids = sample_grids(points, fitted, test, config.seed, credit(config.dataset.split(":")[0]))
     write_report(out / "report.html", results, grids)
     return results
-
-
-def _json_default(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return str(x)
-    if isinstance(x, np.generic):
-        return x.item()
-    return str(x)

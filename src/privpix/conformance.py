@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+from sklearn.base import clone
 
 from privpix.data import ImageSet, load_dataset
 from privpix.evaluation.audit import neighbour_pairs
@@ -38,8 +39,8 @@ def check_mechanism(name: str, workdir: str | Path) -> list[str]:
     gives the same release and another seed another one (when it declares itself randomized); its guarantee
     has the model the class declares and a sound guarantee states a finite per-image ε; a release folder's
     manifest records exactly ``get_params()`` (feature releases, which have no release folder yet: the
-    parameters survive JSON); audit neighbour pairs can be built. A mechanism that releases a model
-    (``output == "model"``) is checked by :func:`_check_model` instead.
+    parameters survive JSON); ``sklearn.base.clone`` rebuilds it; audit neighbour pairs can be built. A
+    mechanism that releases a model (``output == "model"``) is checked by :func:`_check_model` instead.
     """
     cls = MECHANISMS[name]
     work = Path(workdir)
@@ -62,6 +63,10 @@ def _check_case(cls: type[Mechanism], case: ConformanceCase, work: Path) -> list
     mech = fit_as_declared(get_mechanism(cls.name, epsilon, delta, **params), private=images)
     caps = mech.capabilities()
     out: list[str] = []
+    # scikit-learn's clone (grid searches, pipelines) rebuilds an unfitted twin from get_params(deep=False).
+    twin = clone(mech)
+    if type(twin) is not type(mech) or twin.get_params() != mech.get_params():
+        out.append("sklearn.base.clone does not rebuild it with the same parameters")
     if caps.fixed_shape is not None and caps.fixed_shape != images.shape:
         out.append(f"declares the fixed shape {caps.fixed_shape} but its conformance images are {images.shape}")
     if caps.output == "model":

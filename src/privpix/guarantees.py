@@ -7,11 +7,11 @@ words, and the text rendering says that the ε is a noise knob only.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from privpix import strict_json
 from privpix.errors import ParameterError
 
 Model = Literal["central-dp", "local-dp", "empirical", "none"]
@@ -72,7 +72,7 @@ class Guarantee:
         return d
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+        return strict_json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Guarantee:

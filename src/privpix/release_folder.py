@@ -36,6 +36,7 @@ import numpy as np
 from filelock import FileLock, Timeout
 from PIL import Image
 
+from privpix import strict_json
 from privpix.accounting import write_text_atomic
 from privpix.data.files import sha256_file
 from privpix.errors import DataError, ParameterError
@@ -325,7 +326,7 @@ class ReleaseWriter:
                 self.stage.mkdir(mode=0o700)  # the plan and shard records name sources: owner only
                 if self.plan is not None:
                     (self.stage / SHARDS).mkdir()
-                    write_text_atomic(self.stage / PLAN, json.dumps(self.plan, indent=2, default=_json_default))
+                    write_text_atomic(self.stage / PLAN, strict_json.dumps(self.plan, indent=2, default=None))
         except OSError as exc:
             self._release_lock()
             raise ParameterError(f"--output {self.out}: cannot write there ({exc.strerror or exc})") from None
@@ -404,7 +405,7 @@ class ReleaseWriter:
         for f in self._files:  # one mtime for all: the write order would otherwise show the input order
             os.utime(self.stage / f["name"], (stamp, stamp))
         _fsync_tree(self.stage)
-        write_text_atomic(self.stage / MANIFEST, json.dumps(manifest, indent=2, default=_json_default))
+        write_text_atomic(self.stage / MANIFEST, strict_json.dumps(manifest, indent=2, default=None))
         _checkpoint("staged")
         journal = {
             "staging": self.stage.name,
@@ -559,9 +560,3 @@ def _roll_forward(out: Path) -> bool:
     shutil.rmtree(stage, ignore_errors=True)
     jpath.unlink(missing_ok=True)
     return replaced
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    raise TypeError(f"not JSON serialisable: {type(o)}")

@@ -35,14 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from privpix import __version__
+from privpix import __version__, strict_json
 from privpix.data.formats import FORMATS, Item, check_class_names, finish, write_shard
 from privpix.errors import DataError, ParameterError
 from privpix.executor import Executor
 from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Mechanism
 from privpix.noise import RNG, SecureRandom
-from privpix.release_folder import PLAN, SHARDS, OpaqueNames, ReleaseWriter, _json_default, read_manifest
+from privpix.release_folder import PLAN, SHARDS, OpaqueNames, ReleaseWriter, read_manifest
 
 # Values (pixels x channels) released together in one block, and kept in memory per shard as uint8 output.
 BLOCK_VALUES = 1 << 25
@@ -263,7 +263,7 @@ def _record_path(stage: Path, index: int) -> Path:
 def _write_record(stage: Path, index: int, record: dict[str, Any]) -> None:
     from privpix.accounting import write_text_atomic
 
-    write_text_atomic(_record_path(stage, index), json.dumps(record, default=_json_default))
+    write_text_atomic(_record_path(stage, index), strict_json.dumps(record, default=None))
 
 
 def _load_record(stage: Path, index: int) -> dict[str, Any]:
@@ -366,7 +366,7 @@ class ShardedRelease:
         return {
             "privpix_version": __version__,
             "mechanism": self.mechanism.name,
-            "parameters": json.loads(json.dumps(self.mechanism.parameters(), default=_json_default)),
+            "parameters": json.loads(strict_json.dumps(self.mechanism.parameters(), default=None)),
             "input": self.input_id,
             "images": self.n,
             "shape": list(self.shape),

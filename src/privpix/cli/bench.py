@@ -11,6 +11,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from privpix import strict_json
 from privpix.cli.app import console, main
 from privpix.cli.options import (
     _check_methods,
@@ -140,7 +141,7 @@ def audit(
     out = {"dataset": spec, **res.to_dict()}
     if json_path:
         with _writing(json_path, "--json"):
-            write_text_atomic(Path(json_path), json.dumps(out, indent=2, default=float))
+            write_text_atomic(Path(json_path), strict_json.dumps(out, indent=2, default=float))
     if quiet:
         return
     one_run = res.kind == "one-run"

@@ -3,13 +3,13 @@ quality of releases on a dataset's train/test split."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 from rich.markup import escape
 from rich.table import Table
 
+from privpix import strict_json
 from privpix.cli.app import console, err_console, main
 from privpix.cli.options import (
     _check_methods,
@@ -89,7 +89,7 @@ def mechanisms(as_json: bool) -> None:
             }
         )
     if as_json:
-        click.echo(json.dumps(items, indent=2))
+        click.echo(strict_json.dumps(items, indent=2))
         return
     table = Table(title="mechanisms")
     for col in ("name", "guarantee model", "what holds", "ε", "paper", "parameters (default)", "summary"):
@@ -156,7 +156,7 @@ def evaluate(
         from privpix.accounting import write_text_atomic
 
         with _writing(json_path, "--json"):
-            write_text_atomic(Path(json_path), json.dumps(rows, indent=2, default=float))
+            write_text_atomic(Path(json_path), strict_json.dumps(rows, indent=2, default=float))
         if not quiet:
             console.print(f"wrote {escape(json_path)}", highlight=False)
     if report_path:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import click
 
+from privpix import strict_json
 from privpix.cli.app import err_console, main
 from privpix.cli.options import _check_output_path, _params, _plain, _size, _writing
 
@@ -266,7 +267,7 @@ def train(
         raise ParameterError("give only one of --test-dataset or --test-input")
     if json_path:
         with _writing(json_path, "--json"):
-            write_text_atomic(Path(json_path), json.dumps(result, indent=2, default=str))
+            write_text_atomic(Path(json_path), strict_json.dumps(result, indent=2, default=str))
     if not quiet:
         eps = "∞" if math.isinf(reports.epsilon) else f"{reports.epsilon:g}"
         line = f"{classifier} on {len(reports)} reports (d = {reports.d}, m = {reports.n_features}, ε/feature = {eps})"

@@ -257,8 +257,11 @@ class Mechanism:
         """Cross-parameter validation; override when parameters constrain each other (validation only: it runs
         before every fit and release, so it must not reset fitted state)."""
 
-    def get_params(self) -> dict[str, Any]:
-        """Every parameter in force, defaults included (``epsilon``/``delta`` when the mechanism takes them)."""
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """Every parameter in force, defaults included (``epsilon``/``delta`` when the mechanism takes them).
+
+        ``deep`` is scikit-learn's signature (``sklearn.base.clone`` passes ``deep=False``); a mechanism holds no
+        nested estimators, so both give the same dict."""
         out: dict[str, Any] = {}
         if self.uses_epsilon:
             out["epsilon"] = self.epsilon

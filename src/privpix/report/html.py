@@ -88,7 +88,8 @@ def sample_grid_png(original: np.ndarray, released: dict[str, np.ndarray], capti
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # Wide tables (the attack table has a column per attack) scroll inside the page instead of overflowing it.
+    return f"<div class='wide'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 def _figs(plots: Sequence[str]) -> str:
@@ -115,6 +116,14 @@ def _fmt(x: Any) -> str:
     if isinstance(x, float):
         return "∞" if math.isinf(x) else f"{x:.4g}"
     return html.escape(str(x))
+
+
+def eps_text(x: float | None) -> str:
+    """An audited ε, a bound or a ceiling: all with two decimals, so a bound and the ceiling it is compared with
+    never read as different precisions ("10.4" beside "10.39")."""
+    if x is None or math.isnan(x):
+        return "—"
+    return "∞" if math.isinf(x) else f"{x:.2f}"
 
 
 def summary_rows(rows: Sequence[dict]) -> list[dict[str, Any]]:
@@ -147,6 +156,7 @@ body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#22
 table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:4px 8px}
 th{background:#f2f2f2}.bad{color:#b00020;font-weight:600}.good{color:#1b5e20;font-weight:600}
 .figs img{max-width:49%}.note{background:#fff8e1;border-left:4px solid #ffb300;padding:.6em 1em}
+.wide{max-width:100%;overflow-x:auto}
 """
 
 
@@ -224,12 +234,12 @@ def bound_text(a: dict[str, Any], html_: bool = False) -> str:
     bound = a["audited_epsilon_lower"]
     if bound is None or math.isnan(bound):
         return "—"
-    head = f"<b>{bound:.3g}</b>" if html_ else f"{bound:.2f}"
+    head = f"<b>{eps_text(bound)}</b>" if html_ else eps_text(bound)
     curve = a.get("curve_epsilon_lower")
     if not a.get("curve") or curve is None or math.isnan(curve):
         return head
     sep = "<br>" if html_ else " "
-    detail = f"raw {a['raw_epsilon_lower']:.3g}, {a['curve']} curve {curve:.3g}"
+    detail = f"raw {eps_text(a['raw_epsilon_lower'])}, {a['curve']} curve {eps_text(curve)}"
     return f"{head}{sep}({html.escape(detail) if html_ else detail})"
 
 
@@ -292,7 +302,7 @@ def _audit_rows(cells: Sequence[dict], audits: Sequence[dict]) -> list[list[str]
                 _fmt(a["unit"]),
                 _fmt(a["claimed_epsilon"]),
                 bound_text(a, html_=True),
-                _fmt(a["max_auditable_epsilon"]),
+                eps_text(a["max_auditable_epsilon"]),
                 _verdict_html(a),
                 _fmt(f"{a['pair']}; {a['statistic']}"),
                 _fmt(g.per_image_epsilon if g and g.sound else None),

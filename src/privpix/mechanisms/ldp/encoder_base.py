@@ -12,7 +12,6 @@ taken by another class (:func:`~privpix.mechanisms.ldp.mechanism.register_ldp`),
 from __future__ import annotations
 
 import io
-import json
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from privpix import strict_json
 from privpix.accounting import write_bytes_atomic
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
@@ -168,7 +168,7 @@ class Encoder:
         path = Path(path)
         buf = io.BytesIO()
         arrays = {f"state_{k}": v for k, v in self._state().items()}
-        np.savez_compressed(buf, meta=np.array(json.dumps(self.describe())), **arrays)
+        np.savez_compressed(buf, meta=np.array(strict_json.dumps(self.describe(), default=None)), **arrays)
         write_bytes_atomic(path, buf.getvalue())
         return path
 

@@ -7,6 +7,7 @@ import json
 import pickle
 from pathlib import Path
 
+from privpix import strict_json
 from privpix.errors import DataError, require_torch
 
 
@@ -16,7 +17,7 @@ def save_model_file(path: str | Path, state: dict, meta: dict) -> Path:
     from privpix.accounting import write_bytes_atomic
 
     buf = io.BytesIO()
-    torch.save({"meta": json.dumps(meta), "state": state}, buf)
+    torch.save({"meta": strict_json.dumps(meta, default=None), "state": state}, buf)
     write_bytes_atomic(Path(path), buf.getvalue())
     return Path(path)
 

@@ -1,0 +1,56 @@
+"""The suite's own promises (issue 30): derandomized property tests, marked data tests, and a loud failure when
+the data sets are missing."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from hypothesis import settings
+
+
+def test_property_tests_are_derandomized():
+    if os.environ.get("HYPOTHESIS_PROFILE", "privpix") == "privpix":
+        assert settings.default.derandomize and settings.default.database is None
+
+
+def test_a_test_that_reads_the_data_sets_is_marked_data(request, data_dir):
+    assert request.node.get_closest_marker("data") is not None
+
+
+@pytest.mark.integration
+def test_missing_data_sets_fail_loudly_and_name_the_way_out(tmp_path):
+    probe = tmp_path / "test_probe.py"
+    probe.write_text(
+        textwrap.dedent("""
+        def test_reads(data_dir):
+            assert data_dir
+    """)
+    )
+    conftest = os.path.join(os.path.dirname(__file__), "conftest.py")
+    (tmp_path / "conftest.py").write_text(open(conftest, encoding="utf-8").read())
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    data: reads the data sets\n")
+    env = {**os.environ, "PRIVPIX_DATA": str(tmp_path / "no-such-folder")}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(probe)]
+    r = subprocess.run([*run, "--rootdir", str(tmp_path)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 1 and "1 error" in r.stdout, r.stdout  # the fixture fails: an error, not a skip
+    assert "real datasets not available" in r.stdout and "-m 'not data'" in r.stdout
+    r = subprocess.run([*run, "-m", "not data"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 5 and "1 deselected" in r.stdout, r.stdout  # 5: nothing left to run, nothing failed
+
+
+def test_the_readme_python_example_runs_as_written(data_dir, monkeypatch, capsys):
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    assert blocks, "README.md has no python example"
+    monkeypatch.setenv("PRIVPIX_DATA", str(data_dir))
+    for code in blocks:
+        scope: dict = {}
+        exec(compile(code, "README.md", "exec"), scope)
+    assert scope["pixels"].shape == (200, 112, 92, 1) and scope["pixels"].dtype.name == "float32"
+    assert "unit" in capsys.readouterr().out
