@@ -387,6 +387,8 @@ def test_cli_two_party_workflow_on_mnist(run, data_dir, tmp_path):
         rep,
         "--classifier",
         "nb",
+        "--encoder",
+        enc,
         "--test-dataset",
         "mnist:train",
         "--limit",

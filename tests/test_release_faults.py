@@ -123,3 +123,85 @@ def test_a_size_that_cannot_fit_in_memory_is_refused_before_reading(run, tmp_pat
             "--delta", 1e-5, *extra, "--output", tmp_path / "out")  # fmt: skip
     assert r.exit_code == 2 and "--size 8192x8192" in r.output and "GiB" in r.output
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.integration
+def test_ctrl_c_stops_a_release_on_workers_at_once_and_says_so(tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while two workers each run a shard that
+    takes 30 s: the release stops within seconds, says what it is doing, and --resume then finishes it. Before, the
+    coordinator waited for the running shards (about 10 s in a real release, 30 s here)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    src = tmp_path / "in"
+    src.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(32):
+        Image.fromarray(rng.integers(0, 256, (8, 8), dtype=np.uint8)).save(src / f"{i:03d}.png")
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "privpix", "release", "--input", str(src), "--method", "pixel-laplace",
+            "--epsilon", "1", "--param", "sensitivity=bound", "--param", "unit=pixel", "--seed", "1",
+            "--shard-size", "8", "--block-size", "8", "--workers", "2", "--output", str(out)]  # fmt: skip
+    env = {**os.environ, "PRIVPIX_SHARD_DELAY": "30"}
+    p = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
+                         start_new_session=True)  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(p.stderr), daemon=True)
+    reader.start()
+    deadline = time.time() + 60
+    while not any("local worker processes" in ln for ln in lines):
+        assert time.time() < deadline and p.poll() is None, lines
+        time.sleep(0.05)
+    time.sleep(1.0)  # the workers are inside their 30 s shards
+    t0 = time.time()
+    os.killpg(p.pid, signal.SIGINT)
+    code = p.wait(timeout=60)
+    took = time.time() - t0
+    reader.join(timeout=5)
+    text = "".join(lines)
+    assert code == 130 and took < 5, (code, took, text)
+    assert "interrupted: stopping the 2 worker processes" in text and "--resume" in text
+    assert not (out / "manifest.json").exists()
+    r = subprocess.run([*args, "--resume", "-q"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((out / "manifest.json").read_text())["images"] == 32
+
+
+@pytest.mark.integration
+def test_ldp_outputs_name_no_input_folder_or_encoder_path_unless_asked(tmp_path, run):
+    """`ldp fit-encoder --input` and `ldp perturb --input` from a folder named after a person: neither the encoder
+    file nor the reports' manifest holds a path, unless --record-source. Whether the reported images were among
+    the encoder's fitting images is decided from the images themselves (digests), not from the paths."""
+    from privpix.mechanisms.ldp import load_encoder
+
+    people = tmp_path / "Jane_Roe_patient"
+    others = tmp_path / "other_owners"
+    for folder, seed in ((people, 1), (others, 2)):
+        for c in ("a", "b"):
+            (folder / c).mkdir(parents=True)
+            for i in range(12):
+                pix = np.random.default_rng(seed * 100 + i + (50 if c == "b" else 0)).integers(0, 256, (16, 16))
+                Image.fromarray(pix.astype(np.uint8)).save(folder / c / f"{i}.png")
+    enc = tmp_path / "enc.npz"
+    r = run("ldp", "fit-encoder", "--encoder", "hog-bovw", "--input", people, "--output", enc, "-q")
+    assert r.exit_code == 0, r.output
+    for reported, sound in ((people, False), (others, True)):
+        out = tmp_path / f"rep_{reported.name}"
+        r = run("ldp", "perturb", "--encoder", enc, "--epsilon", 1, "--input", reported, "--seed", 0, "--output", out)
+        assert r.exit_code == 0, r.output
+        manifest = (out / "manifest.json").read_text()
+        blob = manifest + json.dumps(load_encoder(enc).describe())  # the file is compressed: read what it holds
+        assert "Jane_Roe" not in blob and "other_owners" not in blob and str(tmp_path) not in blob
+        assert json.loads(manifest)["guarantee"]["sound"] is sound, manifest
+        assert ("24 of the reported images are among them" in manifest) is not sound
+    # Asked for, the paths are recorded (and the data user's `ldp train` can then find the encoder by itself).
+    out = tmp_path / "rep_recorded"
+    r = run("ldp", "perturb", "--encoder", enc, "--epsilon", 1, "--input", others, "--seed", 0, "--output", out,
+            "--record-source", "-q")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    m = json.loads((out / "manifest.json").read_text())
+    assert str(others) in json.dumps(m) and m["encoder_file"] == str(enc.resolve())

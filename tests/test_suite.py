@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -54,3 +55,23 @@ def test_the_readme_python_example_runs_as_written(data_dir, monkeypatch, capsys
         exec(compile(code, "README.md", "exec"), scope)
     assert scope["pixels"].shape == (200, 112, 92, 1) and scope["pixels"].dtype.name == "float32"
     assert "unit" in capsys.readouterr().out
+
+
+@pytest.mark.integration
+def test_the_package_exports_the_user_api_and_imports_light():
+    code = (
+        "import sys, privpix\n"
+        "heavy = [m for m in ('torch', 'sklearn', 'scipy') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "for name in privpix.__all__:\n"
+        "    assert getattr(privpix, name) is not None, name\n"
+        "from privpix import audit, get_mechanism, load_dataset, release\n"
+        "from privpix.publish import release_to_dir\n"
+        "assert release is release_to_dir and callable(audit) and callable(load_dataset)\n"
+        "assert get_mechanism('dp-pix', epsilon=1).name == 'dp-pix'\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    import privpix
+
+    assert (Path(privpix.__file__).parent / "py.typed").is_file()

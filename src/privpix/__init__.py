@@ -1,8 +1,61 @@
-"""privpix: publish image data privately, and measure what the publication protects."""
+"""privpix: publish image data privately, and measure what the publication protects.
+
+The user API, importable from here::
+
+    from privpix import load_dataset, get_mechanism, release, audit, PrivacyLedger, Guarantee
+
+``release`` is :func:`privpix.publish.release_to_dir` (a mechanism's release of every batch into a folder, with its
+manifest); ``audit`` is :func:`privpix.evaluation.audit.audit` (an empirical lower bound on ε). They load on first
+use, so ``import privpix`` stays light (no torch, no scikit-learn).
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from privpix.errors import BudgetExceededError, DataError, ParameterError, PrivpixError
 from privpix.guarantees import Guarantee
 
 __version__ = "0.1.0"
 
-__all__ = ["BudgetExceededError", "DataError", "Guarantee", "ParameterError", "PrivpixError", "__version__"]
+_LAZY = {
+    "load_dataset": ("privpix.data", "load_dataset"),
+    "get_mechanism": ("privpix.mechanisms", "get_mechanism"),
+    "PrivacyLedger": ("privpix.accounting", "PrivacyLedger"),
+    "release": ("privpix.publish", "release_to_dir"),
+    "audit": ("privpix.evaluation.audit", "audit"),
+}
+
+__all__ = [
+    "BudgetExceededError",
+    "DataError",
+    "Guarantee",
+    "ParameterError",
+    "PrivacyLedger",
+    "PrivpixError",
+    "__version__",
+    "audit",
+    "get_mechanism",
+    "load_dataset",
+    "release",
+]
+
+if TYPE_CHECKING:  # type checkers and IDEs see the real objects
+    from privpix.accounting import PrivacyLedger
+    from privpix.data import load_dataset
+    from privpix.evaluation.audit import audit
+    from privpix.mechanisms import get_mechanism
+    from privpix.publish import release_to_dir as release
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'privpix' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

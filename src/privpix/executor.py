@@ -44,6 +44,8 @@ class Executor:
     """Maps ``fn`` over tasks; subclasses say where the calls run. Use as a context manager."""
 
     engine = "inline"
+    # Told once, at once, when Ctrl-C stops work that is running elsewhere (the CLI prints it).
+    note: Callable[[str], None] | None = None
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
@@ -104,12 +106,33 @@ class LocalExecutor(Executor):
                 for fut in done:
                     i = pending.pop(fut)
                     yield i, fut.result()
+        except KeyboardInterrupt:
+            # The workers do not see the terminal's Ctrl-C (they descend from the forkserver, which ignores it), so
+            # waiting for them would take as long as their tasks: stop them instead.
+            if self.note is not None:
+                self.note(f"interrupted: stopping the {self.workers} worker processes and the tasks they run")
+            self._terminate()
+            raise
         finally:
-            # On an error or an interrupt: cancel what has not started and wait for what has, so no task is still
-            # writing after the caller cleaned up (a release's staging folder).
+            # On an error or an interrupt: cancel what has not started and wait for what has (or for the stopped
+            # workers' tasks to fail), so no task is still writing after the caller cleaned up (a release's staging
+            # folder).
             for fut in pending:
                 fut.cancel()
             wait(pending)
+
+    def _terminate(self) -> None:
+        """Stop every worker process now and wait until each has exited; the next map starts a fresh pool."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        # CPython's ProcessPoolExecutor keeps its worker processes here; it has no public way to stop running tasks.
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.join(timeout=5)
+        pool.shutdown(wait=False, cancel_futures=True)
 
     def describe(self) -> str:
         return f"{self.workers} local worker processes"

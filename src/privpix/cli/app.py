@@ -84,7 +84,8 @@ def _report(exc: Exception, debug: bool) -> None:
         _fail(_os_error_text(exc), 2)
     if isinstance(exc, MemoryError):
         what = str(exc) or "an allocation failed"
-        _fail(f"out of memory: {what} (try a smaller --size, --limit or --batch-size)", 2)
+        hint = "a smaller --size or --limit; for a release a smaller --block-size, for training --batch-size"
+        _fail(f"out of memory: {what} (try {hint})", 2)
     why = f"{type(exc).__name__}: {exc}"
     if len(why) > 300:  # torch lists every mismatched tensor; the first ones say enough
         why = why[:300].rstrip() + "…"

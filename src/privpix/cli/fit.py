@@ -232,6 +232,7 @@ def fit(method, dataset, input_dir, size, params, epsilon, delta, limit, ledger,
     from privpix.executor import make_executor, using
 
     with make_executor(engine, workers, scheduler) as executor, using(executor):
+        executor.note = _note
         fit_to_file(method, dataset, output, _params(params), epsilon=epsilon, delta=delta, limit=limit, seed=seed,
                     data_dir=data_dir, force=force, quiet=quiet, ledger=ledger, budget=budget,
                     delta_budget=delta_budget, input_dir=input_dir, size=_size(size))  # fmt: skip

@@ -18,11 +18,19 @@ import click
 
 from privpix import strict_json
 from privpix.cli.app import err_console, main
-from privpix.cli.options import _check_output_path, _params, _plain, _size, _writing
+from privpix.cli.options import INPUT_FOLDER, _check_output_path, _params, _plain, _size, _writing
+
+RECORD_SOURCE = click.option(
+    "--record-source",
+    is_flag=True,
+    help="Write the --input folder's path (and the encoder file's) into the output (off by default: paths can "
+    "name people).",
+)
 
 
-def _images(dataset, input_dir, data_dir, size, limit, seed, what="images"):
-    """(ImageSet, source description) from --dataset or --input, resized and limited as asked."""
+def _images(dataset, input_dir, data_dir, size, limit, seed, what="images", record_source=False):
+    """(ImageSet, source description) from --dataset or --input, resized and limited as asked. An --input folder
+    is described by its path only with ``record_source``."""
     import numpy as np
 
     from privpix.data import ImageSet, load_dataset, load_folder
@@ -32,7 +40,7 @@ def _images(dataset, input_dir, data_dir, size, limit, seed, what="images"):
     if (dataset is None) == (input_dir is None):
         raise ParameterError(f"give exactly one of --dataset NAME[:SPLIT] or --input DIR for the {what}")
     if input_dir is not None:
-        data, source = load_folder(input_dir), str(input_dir)
+        data, source = load_folder(input_dir), str(input_dir) if record_source else INPUT_FOLDER
     else:
         data, source = load_dataset(dataset, data_dir), dataset
         if not isinstance(data, ImageSet):
@@ -86,8 +94,11 @@ def ldp() -> None:
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None)
 @click.option("--output", required=True, type=click.Path(dir_okay=False), help="Encoder file to write (.npz).")
 @click.option("--force", is_flag=True, help="Replace an existing encoder file.")
+@RECORD_SOURCE
 @click.option("--quiet", "-q", is_flag=True)
-def fit_encoder(name, levels, params, dataset, input_dir, shape, size, limit, seed, data_dir, output, force, quiet):
+def fit_encoder(
+    name, levels, params, dataset, input_dir, shape, size, limit, seed, data_dir, output, force, record_source, quiet
+):
     """Fit an encoder and write the file the data owners will use."""
     from privpix.errors import ParameterError
     from privpix.mechanisms.ldp import make_encoder
@@ -111,7 +122,7 @@ def fit_encoder(name, levels, params, dataset, input_dir, shape, size, limit, se
             raise ParameterError("--shape: empty; expected HEIGHTxWIDTH, e.g. 28x28")
         enc.fit_unsupervised_shape(*hw)
     else:
-        data, source = _images(dataset, input_dir, data_dir, _size(size), limit, seed, "fitting images")
+        data, source = _images(dataset, input_dir, data_dir, _size(size), limit, seed, "fitting images", record_source)
         enc.fit(data, source=source, seed=seed, progress=not quiet)
     with _writing(out, "--output"):
         enc.save(out)
@@ -134,8 +145,10 @@ def fit_encoder(name, levels, params, dataset, input_dir, shape, size, limit, se
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None)
 @click.option("--output", required=True, type=click.Path(), help="Folder for reports.npz and manifest.json.")
 @click.option("--force", is_flag=True, help="Replace earlier reports in --output.")
+@RECORD_SOURCE
 @click.option("--quiet", "-q", is_flag=True)
-def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data_dir, output, force, quiet):
+def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data_dir, output, force, record_source,
+            quiet):  # fmt: skip
     """Encode the owners' images and perturb every feature with ε-LDP randomized response."""
     from tqdm import tqdm
 
@@ -151,7 +164,7 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
     if secure and seed is not None:
         raise ParameterError("--secure draws from the OS CSPRNG and takes no --seed")
     enc = load_encoder(encoder_file)
-    data, source = _images(dataset, input_dir, data_dir, None, limit, seed or 0, "owners' images")
+    data, source = _images(dataset, input_dir, data_dir, None, limit, seed or 0, "owners' images", record_source)
     data = _fit_to_encoder(data, enc, quiet)
     rng = make_rng(seed, secure=secure)
     out = Path(output)
@@ -172,7 +185,7 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
             force=force,
             extra={
                 "rng": "secure" if secure else ("seeded" if seed is not None else "os-seeded"),
-                "encoder_file": str(Path(encoder_file).resolve()),
+                **({"encoder_file": str(Path(encoder_file).resolve())} if record_source else {}),
             },
             inputs=inputs,
         )
@@ -244,7 +257,10 @@ def train(
         if encoder_file is None:
             encoder_file = json.loads((Path(reports_dir) / MANIFEST).read_text()).get("encoder_file")
             if not encoder_file or not isinstance(encoder_file, str):
-                raise ParameterError("give --encoder: the reports' manifest names no encoder file")
+                raise ParameterError(
+                    "give --encoder: the reports' manifest names no encoder file (`ldp perturb` records its path "
+                    "only with --record-source)"
+                )
         enc = load_encoder(encoder_file)
         # Same name and config is not enough: a pixel encoder for 8x8 images has the config of one for 28x28.
         keys = ("encoder", "config", "d", "image_shape", "n_features")

@@ -14,6 +14,9 @@ from rich.markup import escape
 
 from privpix.cli.app import console, err_console
 
+# How a command names an --input folder when --record-source is not given (a path can name a person).
+INPUT_FOLDER = "the --input folder"
+
 
 def executor_options(f):
     """``--workers``, ``--engine``, ``--scheduler``: where a command's work runs (:mod:`privpix.executor`)."""

@@ -15,12 +15,10 @@ import click
 from rich.markup import escape
 
 from privpix.cli.app import console, err_console, main
-from privpix.cli.options import _note, _params, _size, executor_options, notes_from_warnings
+from privpix.cli.options import INPUT_FOLDER, _note, _params, _size, executor_options, notes_from_warnings
 from privpix.data.files import DEFAULT_MAX_PIXELS
 
 SKIPPED_SHOWN = 20
-# How a release names an --input folder when --record-source is not given.
-INPUT_FOLDER = "the --input folder"
 
 
 def _printable(path: Path | str) -> str:
@@ -255,6 +253,7 @@ def release(
 
     # One executor for the whole command: a synthesizer's fit spreads its embedding sums over it too.
     with make_executor(engine, workers, scheduler) as executor, using(executor):
+        executor.note = _note
         run.executor = executor
         if synthetic:
             if source_map is not None:

@@ -22,11 +22,17 @@ import numpy as np
 from privpix import strict_json
 from privpix.accounting import write_bytes_atomic
 from privpix.data.imageset import ImageSet
+from privpix.data.overlap import image_digests
 from privpix.errors import ParameterError
 from privpix.mechanisms.base import MECHANISMS, Param
 from privpix.mechanisms.ldp.rr import value_dtype
 
 FORMAT = "privpix-ldp-encoder/1"
+
+
+def gray_digests(images: ImageSet | np.ndarray) -> frozenset[bytes]:
+    """:func:`privpix.data.overlap.image_digests` of the images as an encoder sees them (grey, [0, 1])."""
+    return image_digests(ImageSet(np.clip(as_gray(images), 0.0, 1.0).astype(np.float32)))
 
 
 def as_gray(images: ImageSet | np.ndarray, name: str = "images") -> np.ndarray:
@@ -77,6 +83,9 @@ class Encoder:
         self.n_features: int | None = None
         self.fitted_on: str = ""
         self.fit_seconds: float = 0.0
+        # SHA-256 of each fitting image as the encoder saw it (8-bit grey): what tells whether reported images were
+        # among them, without naming where they came from. Saved in the encoder file; empty for older files.
+        self.fit_digests: frozenset[bytes] = frozenset()
 
     def __repr__(self) -> str:
         cfg = ", ".join(f"{k}={v!r}" for k, v in self.config.items())
@@ -115,6 +124,7 @@ class Encoder:
         self.image_shape = (int(x.shape[1]), int(x.shape[2]))
         self._fit(x, labels, seed=seed, progress=progress)
         self.fitted_on = f"{source} ({len(x)} images{', labelled' if self.needs_labels else ''})"
+        self.fit_digests = gray_digests(x)
         self.fit_seconds = time.perf_counter() - t0
         self.n_features = int(self._encode(x[:1]).shape[1])
         return self
@@ -168,6 +178,7 @@ class Encoder:
         path = Path(path)
         buf = io.BytesIO()
         arrays = {f"state_{k}": v for k, v in self._state().items()}
+        arrays["fit_digests"] = np.frombuffer(b"".join(sorted(self.fit_digests)), np.uint8).reshape(-1, 32)
         np.savez_compressed(buf, meta=np.array(strict_json.dumps(self.describe(), default=None)), **arrays)
         write_bytes_atomic(path, buf.getvalue())
         return path

@@ -67,6 +67,7 @@ def load_encoder(path: str | Path) -> Encoder:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
             state = {k[len("state_") :]: z[k] for k in z.files if k.startswith("state_")}
+            digests = z["fit_digests"] if "fit_digests" in z.files else np.zeros((0, 32), np.uint8)
     except MemoryError:
         raise
     except Exception as exc:  # zip, zlib, npy and JSON parsers each raise their own kinds
@@ -87,6 +88,9 @@ def load_encoder(path: str | Path) -> Encoder:
         enc.n_features = int(meta["n_features"])
         enc.fitted_on = str(meta["fitted_on"])
         enc.fit_seconds = float(meta.get("fit_seconds", 0.0))
+        if digests.dtype != np.uint8 or digests.ndim != 2 or digests.shape[1] != 32:
+            raise ValueError(f"fit_digests has shape {digests.shape} and dtype {digests.dtype}, not (n, 32) uint8")
+        enc.fit_digests = frozenset(bytes(row) for row in digests)
         if enc.d < 2 or enc.n_features < 1 or h < 1 or w < 1 or h * w > MAX_IMAGE_PIXELS:
             raise ValueError(f"d = {enc.d}, m = {enc.n_features}, image size {h}x{w} are out of range")
         enc._load_state(state)

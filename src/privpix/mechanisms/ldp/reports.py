@@ -23,6 +23,7 @@ from privpix import __version__
 from privpix.data.imageset import ImageSet
 from privpix.errors import DataError, ParameterError
 from privpix.guarantees import Guarantee
+from privpix.mechanisms.ldp.encoder_base import gray_digests
 from privpix.mechanisms.ldp.encoders import Encoder
 from privpix.mechanisms.ldp.rr import check_epsilon, grr_perturb
 from privpix.noise import RNG, is_secure
@@ -56,11 +57,15 @@ def may_overlap(fitted_on: str, source: str) -> bool:
     return pa == pb or pa in pb.parents or pb in pa.parents
 
 
-def ldp_guarantee(epsilon: float, encoder: Encoder, source: str | None = None) -> Guarantee:
+def ldp_guarantee(
+    epsilon: float, encoder: Encoder, source: str | None = None, images: ImageSet | np.ndarray | None = None
+) -> Guarantee:
     """The guarantee of one owner's report: ε per feature, m·ε per image (sequential composition).
 
-    Not sound when the encoder was fitted on the very images being reported (``source`` equal to the
-    encoder's fitting source): the encoder is published to every owner and leaks its fitting data.
+    Not sound when the encoder was fitted on any of the images being reported: the encoder is published to every
+    owner and leaks its fitting data. With the reported ``images`` and an encoder that recorded its fitting
+    images' digests, that is decided exactly, image by image; otherwise (older encoder files) from the two
+    sources' descriptions (the same data set and split, or nested folders).
     """
     epsilon = check_epsilon(epsilon)
     m, d = int(encoder.n_features), int(encoder.d)
@@ -78,12 +83,18 @@ def ldp_guarantee(epsilon: float, encoder: Encoder, source: str | None = None) -
             f"the encoder was fitted on {fitted_on}; that data is not protected by the owners' perturbation "
             "and must be public or consented"
         )
-        if source and may_overlap(encoder.fitted_on, source):
+        if images is not None and encoder.fit_digests:
+            shared = sum(d in encoder.fit_digests for d in sorted(gray_digests(images)))
+            where = f"{shared} of the reported images are among them"
+        else:
+            shared = int(bool(source and may_overlap(encoder.fitted_on, source)))
+            where = f"the reported images ({source}) may be among them"
+        if shared:
             leaks = True
             caveats.append(
-                f"the encoder was fitted on the same images that are reported ({source}): the published encoder "
-                "depends on them, so the reports' ε does not bound what is revealed; fit it on a disjoint public "
-                "or consented split for the guarantee to hold"
+                f"the encoder was fitted on images that are reported ({where}): the published encoder depends on "
+                "them, so the reports' ε does not bound what is revealed; fit it on a disjoint public or consented "
+                "split for the guarantee to hold"
             )
     return Guarantee(
         model="local-dp",
@@ -145,7 +156,7 @@ def perturb(
         out[s : s + len(part)] = grr_perturb(encoder.encode(part), encoder.d, epsilon, rng)
         if on_batch is not None:
             on_batch(len(part))
-    g = ldp_guarantee(epsilon, encoder, source)
+    g = ldp_guarantee(epsilon, encoder, source, images)
     meta = {"source": source, "secure_rng": is_secure(rng), "seconds": round(time.perf_counter() - t0, 3)}
     return Reports(out, None if labels is None else np.asarray(labels), encoder.d, epsilon, g, encoder.describe(), meta)
 
