@@ -121,3 +121,12 @@ def test_outputs_get_ordinary_file_modes(bench_dir):
     umask = os.umask(0)
     os.umask(umask)
     assert (out / "report.html").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_a_larger_fitting_set_must_match_the_config(data, tmp_path):
+    train, test = data
+    cfg = BenchConfig(dataset="builtin-mnist", methods=["gaussian-blur"], epsilons=[1.0], fit_images=500)
+    with pytest.raises(ParameterError, match="fit_images"):
+        run_bench(train, test, cfg, tmp_path / "a")  # no fit_train given
+    with pytest.raises(ParameterError, match="fit_images"):
+        run_bench(train, test, cfg, tmp_path / "b", fit_train=train)  # 120 images, not 500

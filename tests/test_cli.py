@@ -182,6 +182,9 @@ def test_demo_runs_offline(run, tmp_path, monkeypatch):
     page = (tmp_path / "d" / "report.html").read_text()
     assert page.index("What should I use at my per-image budget?") < page.index("<h2>Guarantees</h2>")
     assert any(c["output"] == "synthetic-images" and c["guarantee"]["sound"] for c in res["cells"])
+    # The synthesizer learns from every training image the demo has (issue 29, item 7), not the cells' 200.
+    assert res["config"]["fit_images"] == 2500 and res["config"]["limit"] == 200
+    assert "fitted on 2500 training images" in page
     # A second demo in the same directory replaces the first (other ε, limit and trials: no resume conflict).
     r = run("demo", "--output", tmp_path / "d", "--epsilon", "2", "--limit", 100, "--audit-trials", 50, "-q")
     assert r.exit_code == 0, r.output

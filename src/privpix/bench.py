@@ -63,6 +63,9 @@ class BenchConfig:
     # The most audit trials per side the bench may raise to (to make claims up to ε = 10 refutable); None: the
     # audit's own cap. A smaller cap bounds the run's time; a claim that needs more is reported not refutable.
     audit_max_trials: int | None = None
+    # Mechanisms that fit on the private set (a synthesizer, a GAN) are fitted on this many training images (all the
+    # run has: ``run_bench``'s ``fit_train``) rather than only on the cells' ``limit``-ed ones; None: the cells'.
+    fit_images: int | None = None
 
     def identity(self) -> dict[str, Any]:
         """The part a resumed run must share with the stored one (cells are only comparable under it)."""
@@ -70,6 +73,7 @@ class BenchConfig:
         return {
             **({"delta": self.delta} if self.delta is not None else {}),
             **({"audit_max_trials": self.audit_max_trials} if self.audit_max_trials is not None else {}),
+            **({"fit_images": self.fit_images} if self.fit_images is not None else {}),
             "dataset": self.dataset,
             "seed": self.seed,
             "limit": self.limit,
@@ -144,10 +148,19 @@ def run_bench(
     progress: Callable[[str], None] | None = None,
     data_dir: str | None = None,
     executor: Executor | None = None,
+    fit_train: ImageSet | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) the grid of ``config`` into ``output``; returns the results JSON (also written). Each
-    mechanism is fitted once, as it declares: one that fits on the private set (a GAN) is trained on ``train``.
+    mechanism is fitted once, as it declares: one that fits on the private set (a GAN) is trained on ``train``, or
+    on ``fit_train`` when given (a larger private set that holds ``train``; ``config.fit_images`` must be its size).
     ``executor`` spreads the grid points over processes or a cluster (default: this process)."""
+    if (fit_train is None) != (config.fit_images is None) or (
+        fit_train is not None and len(fit_train) != config.fit_images
+    ):
+        raise ParameterError(
+            f"fit_train ({'none' if fit_train is None else len(fit_train)} images) and config.fit_images "
+            f"({config.fit_images}) must agree"
+        )
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     cfg_path = out / "config.json"
@@ -175,7 +188,8 @@ def run_bench(
     done = {(c["method"], eps_key(c["epsilon"]), c["repeat"]) for c in _read_jsonl(cells_path)}
     audited = {(a["method"], eps_key(a["claimed_epsilon_requested"])) for a in _read_jsonl(audits_path)}
     t_run = time.perf_counter()
-    fitted = FittedMechanisms(config.params, train, config.seed, data_dir, config.delta)
+    fit_set = train if fit_train is None else fit_train
+    fitted = FittedMechanisms(config.params, fit_set, config.seed, data_dir, config.delta)
     run_grid(
         train,
         test,

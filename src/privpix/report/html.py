@@ -592,6 +592,11 @@ def render_report(results: dict[str, Any], grids: Sequence[tuple[str, str]] = ()
         f"<p>Dataset <b>{html.escape(cfg['dataset'])}</b>; methods {html.escape(', '.join(cfg['methods']))}; "
         f"ε ∈ {html.escape(str(cfg['epsilons']))}; {cfg.get('repeats', 1)} repeat(s); seed {cfg.get('seed', 0)}"
         + (f"; attribute attacked: {html.escape(str(attribute))}" if attribute else "")
+        + (
+            f"; mechanisms that fit on the private images were fitted on {int(cfg['fit_images'])} training images"
+            if cfg.get("fit_images")
+            else ""
+        )
         + (f"; δ = {cfg['delta']:g} for the (ε, δ) mechanisms" if cfg.get("delta") is not None else "")
         + f" · privpix {__version__}</p>",
         *(f"<p class='note'>{html.escape(n)}</p>" for n in results.get("notes", ())),
