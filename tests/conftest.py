@@ -119,3 +119,34 @@ def strict_loads(text: str):
         raise AssertionError(f"{token} is not JSON")
 
     return json.loads(text, parse_constant=refuse)
+
+
+def start_all_waiting_on_the_ledger(ledger, commands, timeout: float = 120.0):
+    """Start every ``privpix`` command (argument lists) while holding ``ledger``'s lock, and return once each has
+    said it waits for that lock (then the lock is released and they race for it): ``(processes, stderr lines of
+    each)``. This forces the overlap a concurrency test needs: without the lock, no command waits and this fails."""
+    import sys
+    import threading
+    import time
+
+    from filelock import FileLock
+
+    lock = FileLock(str(ledger.resolve()) + ".lock")
+    lock.acquire()
+    procs, errs = [], []
+    try:
+        for cmd in commands:
+            p = subprocess.Popen([sys.executable, "-m", "privpix", *map(str, cmd)], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)  # fmt: skip
+            lines: list[str] = []
+            threading.Thread(target=lambda p=p, lines=lines: lines.extend(p.stderr), daemon=True).start()
+            procs.append(p)
+            errs.append(lines)
+        deadline = time.time() + timeout
+        while not all(any("waiting for the ledger" in ln for ln in lines) for lines in errs):
+            assert time.time() < deadline, errs
+            assert all(p.poll() is None for p in procs), ("a command did not wait for the ledger", errs)
+            time.sleep(0.05)
+    finally:
+        lock.release()
+    return procs, errs

@@ -9,14 +9,13 @@ import json
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from filelock import FileLock
 
+from conftest import start_all_waiting_on_the_ledger
 from privpix.accounting import LEDGER_FORMAT, PrivacyLedger, open_ledger, reserved_fit
 from privpix.cli.fit import fit_to_file
 from privpix.composition import NoiseEvent, compose
@@ -316,24 +315,7 @@ def test_concurrent_fits_and_releases_never_overspend_the_ledger(tmp_path):
            "unit=image", "--epsilon", "3", "--workers", "1", "--ledger", str(ledger), "-q"]  # fmt: skip
     cmds = [[*fit, "--output", str(tmp_path / "f0.pt")], [*fit, "--output", str(tmp_path / "f1.pt")],
             [*rel, "--output", str(tmp_path / "r0")], [*rel, "--output", str(tmp_path / "r1")]]  # fmt: skip
-    lock = FileLock(str(ledger.resolve()) + ".lock")
-    lock.acquire()
-    procs, errs = [], []
-    try:
-        for cmd in cmds:
-            p = subprocess.Popen([sys.executable, "-m", "privpix", *cmd], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)  # fmt: skip
-            lines: list[str] = []
-            threading.Thread(target=lambda p=p, lines=lines: lines.extend(p.stderr), daemon=True).start()
-            procs.append(p)
-            errs.append(lines)
-        deadline = time.time() + 120
-        while not all(any("waiting for the ledger" in ln for ln in lines) for lines in errs):
-            assert time.time() < deadline, errs
-            assert all(p.poll() is None for p in procs), errs
-            time.sleep(0.1)
-    finally:
-        lock.release()
+    procs, errs = start_all_waiting_on_the_ledger(ledger, cmds)
     codes = [p.wait(timeout=300) for p in procs]
     time.sleep(0.2)
     assert sorted(codes) == [0, 0, 2, 2], (codes, errs)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import needs_unshare
+from conftest import needs_unshare, start_all_waiting_on_the_ledger
 from privpix.accounting import PrivacyLedger, open_ledger
 from privpix.errors import BudgetExceededError, DataError, ParameterError
 from privpix.guarantees import Guarantee
@@ -75,33 +75,13 @@ def test_concurrent_releases_never_overspend_the_ledger(tmp_path):
     on it at once (each says so) and then race for it: exactly two publish and both are charged. Without the lock
     none of them waits and the test fails every time (issue 30: before, nothing forced the overlap and a missing
     lock was caught in about 40 % of runs)."""
-    import threading
     import time
-
-    from filelock import FileLock
 
     src = _folder(tmp_path / "in")
     ledger = tmp_path / "ledger.json"
     PrivacyLedger(2.5).save(ledger)
     outs = [tmp_path / f"out{k}" for k in range(3)]
-    lock = FileLock(str(ledger.resolve()) + ".lock")
-    lock.acquire()
-    procs, errs = [], []
-    try:
-        for o in outs:
-            p = subprocess.Popen([sys.executable, "-m", "privpix", *_release_args(src, o, "--ledger", ledger)],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-            lines: list[str] = []
-            threading.Thread(target=lambda p=p, lines=lines: lines.extend(p.stderr), daemon=True).start()
-            procs.append(p)
-            errs.append(lines)
-        deadline = time.time() + 120
-        while not all(any("waiting for the ledger" in ln for ln in lines) for lines in errs):
-            assert time.time() < deadline, errs
-            assert all(p.poll() is None for p in procs), ("a release did not wait for the ledger", errs)
-            time.sleep(0.05)
-    finally:
-        lock.release()
+    procs, errs = start_all_waiting_on_the_ledger(ledger, [_release_args(src, o, "--ledger", ledger) for o in outs])
     codes = [p.wait(timeout=120) for p in procs]
     time.sleep(0.2)
     assert sorted(codes) == [0, 0, 2], (codes, errs)
