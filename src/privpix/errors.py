@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+from collections.abc import Callable, Iterator
+
 
 class PrivpixError(Exception):
     """Base class: an error the user can fix (bad parameter, missing file, exhausted budget)."""
@@ -22,6 +26,20 @@ class BudgetExceededError(PrivpixError):
 class PrivpixWarning(UserWarning):
     """Something the user should change to get what they want (not an error: the work goes on); the CLI prints it
     as a one-line note."""
+
+
+@contextlib.contextmanager
+def privpix_warnings_to(emit: Callable[[str], None]) -> Iterator[None]:
+    """Inside the block, each :class:`PrivpixWarning` (every one, even a repeat) goes to ``emit`` as its message
+    once the block ends; any other warning is shown as Python would have shown it."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PrivpixWarning)
+        yield
+    for w in caught:
+        if issubclass(w.category, PrivpixWarning):
+            emit(str(w.message))
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 def check_positive(name: str, value: float, *, allow_zero: bool = False) -> float:

@@ -29,52 +29,42 @@ _TOKENS = {math.inf: "\x00privpix:+inf\x00", -math.inf: "\x00privpix:-inf\x00"}
 _NUMBERS = {json.dumps(_TOKENS[math.inf]): "1e999", json.dumps(_TOKENS[-math.inf]): "-1e999"}
 
 
-def clean(obj: Any) -> Any:
-    """``obj`` with ``NaN`` (Python or NumPy) replaced by ``None``, NumPy scalars and arrays turned into Python
-    values, tuples into lists and paths into strings; anything else is returned unchanged (infinities included:
-    :func:`dumps` writes them)."""
-    if isinstance(obj, float):
-        return None if math.isnan(obj) else obj
-    if isinstance(obj, dict):
-        return {k: clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [clean(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return clean(obj.tolist())
-    if isinstance(obj, np.generic):
-        return clean(obj.item())
-    if isinstance(obj, PurePath):
-        return str(obj)
-    return obj
-
-
 def dumps(obj: Any, *, default: Callable[[Any], Any] | None = str, **kwargs: Any) -> str:
-    """``json.dumps`` of :func:`clean` (``obj``), strict: ``NaN`` and infinities become ``null``. ``default``
-    converts objects JSON has no type for (``str`` unless given; ``None`` makes them an error), and its result is
-    cleaned too."""
+    """``json.dumps`` of ``obj``, strict: ``NaN`` becomes ``null`` and ``±∞`` the numbers ``±1e999``; NumPy scalars
+    and arrays become Python values, tuples lists, paths strings. ``default`` converts objects JSON has no type for
+    (``str`` unless given; ``None`` makes them an error), and its result is converted the same way."""
 
     def fallback(x: Any) -> Any:
         if default is None:
             raise TypeError(f"{type(x).__name__} is not JSON serializable")
-        return _tokens(clean(default(x)))
+        return _jsonable(default(x))
 
-    text = json.dumps(_tokens(clean(obj)), allow_nan=False, default=fallback, **kwargs)
+    text = json.dumps(_jsonable(obj), allow_nan=False, default=fallback, **kwargs)
     for token, number in _NUMBERS.items():
         text = text.replace(token, number)
     return text
 
 
-def _tokens(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return _TOKENS[obj] if math.isinf(obj) else obj
+def _jsonable(obj: Any) -> Any:
+    """``obj`` ready for ``json.dumps(allow_nan=False)``, in one pass: ``NaN`` → ``None``, an infinity → its token."""
+    if isinstance(obj, float):  # NumPy's float64 too
+        if math.isnan(obj):
+            return None
+        return _TOKENS[obj] if math.isinf(obj) else float(obj)
     if isinstance(obj, str):
         if obj in _TOKENS.values():
             raise ValueError("a string equal to privpix's infinity token cannot be written")
         return obj
     if isinstance(obj, dict):
-        return {k: _tokens(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_tokens(v) for v in obj]
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        return _jsonable(obj.item())
+    if isinstance(obj, PurePath):
+        return str(obj)
     return obj
 
 

@@ -36,22 +36,12 @@ def _note(msg: str) -> None:
     err_console.print(f"[yellow]note:[/yellow] {escape(msg)}", highlight=False)
 
 
-@contextlib.contextmanager
-def notes_from_warnings() -> Iterator[None]:
+def notes_from_warnings() -> contextlib.AbstractContextManager[None]:
     """privpix's warnings raised inside (a fit too short for its data, say) printed as one-line notes; any other
     warning is shown as Python would have shown it."""
-    import warnings
+    from privpix.errors import privpix_warnings_to
 
-    from privpix.errors import PrivpixWarning
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", PrivpixWarning)
-        yield
-    for w in caught:
-        if issubclass(w.category, PrivpixWarning):
-            _note(str(w.message))
-        else:
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return privpix_warnings_to(_note)
 
 
 def _plain(text: str) -> None:

@@ -9,7 +9,6 @@ and stores the records in a resumable folder. Records are plain JSON objects, ty
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 import numpy as np
 
 from privpix.data.imageset import ImageSet
-from privpix.errors import PrivpixWarning
+from privpix.errors import privpix_warnings_to
 from privpix.evaluation.quality import entropy
 from privpix.evaluation.runner import cell_seed, evaluate_cell
 from privpix.executor import Executor, one_thread_in_workers
@@ -259,11 +258,8 @@ def _run_point(task: _PointTask) -> tuple[Mechanism, list[CellRecord], AuditReco
     point, train, test = task.point, task.train, task.test
     lines: list[str] = []
     # A fit's advice (a generator trained too briefly, say) goes into the progress lines, not raw to a worker's stderr.
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", PrivpixWarning)
+    with privpix_warnings_to(lambda message: lines.append(f"{point.method} ε={point.epsilon}: note: {message}")):
         mech = task.fitted(point)
-    lines += [f"{point.method} ε={point.epsilon}: note: {w.message}" for w in caught
-              if issubclass(w.category, PrivpixWarning)]  # fmt: skip
     cells: list[CellRecord] = []
     for rep in range(task.repeats):
         if (*point.key, rep) in task.skip_cells:

@@ -30,9 +30,10 @@ from privpix.mechanisms.ldp.rr import value_dtype
 FORMAT = "privpix-ldp-encoder/1"
 
 
-def gray_digests(images: ImageSet | np.ndarray) -> frozenset[bytes]:
-    """:func:`privpix.data.overlap.image_digests` of the images as an encoder sees them (grey, [0, 1])."""
-    return image_digests(ImageSet(np.clip(as_gray(images), 0.0, 1.0).astype(np.float32)))
+def gray_images(images: ImageSet | np.ndarray) -> ImageSet:
+    """The images as an encoder sees them (grey, [0, 1]), for the overlap checks shared with every public set
+    (:mod:`privpix.data.overlap`: SHA-256 of the 8-bit pixels)."""
+    return ImageSet(np.clip(as_gray(images), 0.0, 1.0).astype(np.float32))
 
 
 def as_gray(images: ImageSet | np.ndarray, name: str = "images") -> np.ndarray:
@@ -124,7 +125,7 @@ class Encoder:
         self.image_shape = (int(x.shape[1]), int(x.shape[2]))
         self._fit(x, labels, seed=seed, progress=progress)
         self.fitted_on = f"{source} ({len(x)} images{', labelled' if self.needs_labels else ''})"
-        self.fit_digests = gray_digests(x)
+        self.fit_digests = image_digests(gray_images(x))
         self.fit_seconds = time.perf_counter() - t0
         self.n_features = int(self._encode(x[:1]).shape[1])
         return self

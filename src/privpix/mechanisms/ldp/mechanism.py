@@ -19,13 +19,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privpix.data.imageset import ImageSet
-from privpix.data.overlap import image_digests, shared_count
+from privpix.data.overlap import shared_count
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param, register
 from privpix.mechanisms.ldp.bnn import BNNEncoder
 from privpix.mechanisms.ldp.dcaconv import DCAConvEncoder
-from privpix.mechanisms.ldp.encoder_base import ENCODERS, Encoder, as_gray
+from privpix.mechanisms.ldp.encoder_base import ENCODERS, Encoder, gray_images
 from privpix.mechanisms.ldp.encoders import HogBovwEncoder, PixelEncoder, load_encoder
 from privpix.mechanisms.ldp.reports import may_overlap
 from privpix.mechanisms.ldp.rr import grr_perturb
@@ -230,7 +230,7 @@ class LDPFeatures(Mechanism):
         enc = self.encoder_class(**self._encoder_params())
         enc.fit(data, source=source, seed=seed)
         self.encoder_, self.loaded_from_, self.fitted_with_ = enc, "", self._fit_key()
-        self.fit_digests_ = image_digests(_gray(data))
+        self.fit_digests_ = enc.fit_digests  # hashed once, by the encoder's own fit
         self.fit_names_ = frozenset(map(str, data.names)) if data.names is not None else frozenset()
         return self
 
@@ -310,7 +310,9 @@ class LDPFeatures(Mechanism):
         if enc is None or not enc.uses_fitting_data:
             return ""
         if self.loaded_from_ == "":
-            if shared_count(self.fit_digests_, _gray(images)):
+            # An overlap makes the guarantee unsound rather than refusing the release: paper 000's protocol fits the
+            # encoder on data that may hold the reported images, and stays reproducible; the guarantee says why.
+            if shared_count(self.fit_digests_, gray_images(images)):
                 return "some released images are among the encoder's fitting images"
             if images.names is not None and self.fit_names_ & set(map(str, images.names)):
                 return "some released images carry the names of the encoder's fitting images"
@@ -386,14 +388,6 @@ def load_public(spec: str) -> ImageSet:
 def _conformance_data() -> tuple[str, ImageSet]:
     """The public spec and 24 labelled images of the other split (scikit-learn's digits, no data folder)."""
     return "digits:train", load_public("digits:test").subset(np.arange(0, 720, 30))
-
-
-def _gray(images: ImageSet) -> ImageSet:
-    """The images as the encoder sees them (grey), for the overlap check shared with every public set
-    (privpix.data.overlap: 8-bit pixels' SHA-256). An overlap makes the guarantee unsound here rather than refusing
-    the release: paper 000's protocol fits the encoder on data that may hold the reported images, and stays
-    reproducible; the guarantee says why it is not sound."""
-    return ImageSet(np.clip(as_gray(images), 0.0, 1.0).astype(np.float32))
 
 
 # -------------------------------------------------------------------------------------------- mechanisms

@@ -21,9 +21,10 @@ import numpy as np
 
 from privpix import __version__
 from privpix.data.imageset import ImageSet
+from privpix.data.overlap import shared_count
 from privpix.errors import DataError, ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.ldp.encoder_base import gray_digests
+from privpix.mechanisms.ldp.encoder_base import gray_images
 from privpix.mechanisms.ldp.encoders import Encoder
 from privpix.mechanisms.ldp.rr import check_epsilon, grr_perturb
 from privpix.noise import RNG, is_secure
@@ -84,7 +85,7 @@ def ldp_guarantee(
             "and must be public or consented"
         )
         if images is not None and encoder.fit_digests:
-            shared = sum(d in encoder.fit_digests for d in sorted(gray_digests(images)))
+            shared = shared_count(encoder.fit_digests, gray_images(images))
             where = f"{shared} of the reported images are among them"
         else:
             shared = int(bool(source and may_overlap(encoder.fitted_on, source)))
