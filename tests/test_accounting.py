@@ -106,6 +106,21 @@ def test_add_remove_events_are_charged_for_a_replacement():
     assert entry.epsilon == pytest.approx(2.0) and entry.delta == pytest.approx((1 + np.e) * 1e-5)
 
 
+def test_events_of_both_relations_are_charged_only_the_replace_one_claim_they_prove():
+    """dp-teacher composes a replace-one Gaussian and add/remove DP-SGD steps into one replace-one claim: the ledger
+    charges that claim (no doubling) because the events compose to it; a claim the events do not reach is refused."""
+    mech = get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, teacher_batch_size=100, teacher_epochs=2)
+    events = list(mech.privacy_events((28, 28, 1), 1000))
+    assert {e.relation for e in events} == {"replace-one", "add-remove"}
+    book = PrivacyLedger(100.0, 1e-3)
+    entry = book.spend(mech.guarantee((28, 28, 1)), events=events)
+    assert entry.epsilon == 1.0 and entry.delta == 1e-5
+    understated = Guarantee(model="central-dp", epsilon=0.5, delta=1e-5, unit="image", per_image_epsilon=0.5,
+                            sound=True)  # fmt: skip
+    with pytest.raises(BudgetExceededError, match="do not compose to the claimed replace-one"):
+        book.spend(understated, events=events)
+
+
 def test_a_new_ledger_without_a_delta_budget_names_the_option():
     book = PrivacyLedger(10.0)
     with pytest.raises(BudgetExceededError, match="--delta-budget"):

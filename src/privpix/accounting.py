@@ -226,7 +226,14 @@ class PrivacyLedger:
         assert guarantee.per_image_epsilon is not None  # sound guarantees always state it
         relations = {e.relation for e in events or ()}
         if len(relations) > 1:
-            raise ValueError(f"one event's noise is stated for one neighbouring relation, got {sorted(relations)}")
+            # Events of both relations: a mechanism that composed them itself into a replace-one claim (dp-teacher's
+            # embedding and DP-SGD steps). Its ε needs no doubling, but only if its events prove it under replace-one.
+            if compose(list(events or ()), guarantee.delta)[0] > guarantee.per_image_epsilon * (1 + 1e-9):
+                raise BudgetExceededError(
+                    f"events stated for {sorted(relations)} do not compose to the claimed replace-one "
+                    f"ε={guarantee.per_image_epsilon:g} at δ={guarantee.delta:g}"
+                )
+            relations = {LEDGER_RELATION}
         relation = relations.pop() if relations else LEDGER_RELATION
         eps, delta = replace_one(guarantee.per_image_epsilon, guarantee.delta, relation)
         return LedgerEntry(label, eps, delta, guarantee.to_dict(), status, run, self.next_id, kind,
@@ -246,7 +253,7 @@ class PrivacyLedger:
             return after
         what = {"fit": "fit", "model": "the model's fit"}.get(entry.kind, "release")
         needs = f"{what} needs per-image ε={entry.epsilon:.4g}" + (f", δ={entry.delta:g}" if entry.delta else "")
-        if entry.events and entry.events[0].relation != LEDGER_RELATION:
+        if entry.events and {e.relation for e in entry.events} == {"add-remove"}:
             needs += " (its add/remove guarantee, doubled by group privacy for one image replaced)"
         if not math.isfinite(after.epsilon):
             hint = (

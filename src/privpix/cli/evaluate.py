@@ -63,14 +63,16 @@ def datasets(data_dir: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def mechanisms(as_json: bool) -> None:
     """List every mechanism with its guarantee model and parameters."""
-    from privpix.mechanisms import MECHANISMS
+    from privpix.mechanisms import ALIASES, MECHANISMS, parse_method_spec
 
     items = []
     for name in sorted(MECHANISMS):
         cls = MECHANISMS[name]
+        aliases = [a for a in sorted(ALIASES) if parse_method_spec(a)[0] == name]
         items.append(
             {
                 "name": name,
+                "aliases": [{"alias": a, "spec": ALIASES[a][0], "why": ALIASES[a][1]} for a in aliases],
                 "model": cls.guarantee_model,
                 "soundness": cls.soundness,
                 "uses_epsilon": cls.uses_epsilon,
@@ -97,7 +99,7 @@ def mechanisms(as_json: bool) -> None:
     for it in items:
         params = "\n".join(f"{p['name']}={p['default']}" for p in it["parameters"])
         table.add_row(
-            it["name"],
+            it["name"] + "".join(f"\n(alias: {a['alias']})" for a in it["aliases"]),
             it["model"],
             it["soundness"],
             "yes" if it["uses_epsilon"] else "no",

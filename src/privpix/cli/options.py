@@ -113,7 +113,10 @@ def _size(text: str | None, name: str = "--size") -> tuple[int, int] | None:
 
 
 def _split_methods(spec: str) -> list[str]:
-    """Split on commas outside brackets: 'a,b[x=1,y=2]' → ['a', 'b[x=1,y=2]']."""
+    """Split on commas outside brackets: 'a,b[x=1,y=2]' → ['a', 'b[x=1,y=2]']; an alias becomes the mechanism it
+    stands for (``dp-synth`` → ``dp-teacher``), so rows and reports name the real method."""
+    from privpix.mechanisms.base import canonical_spec
+
     out, depth, cur = [], 0, ""
     for ch in spec:
         depth += ch == "["
@@ -125,7 +128,7 @@ def _split_methods(spec: str) -> list[str]:
             cur += ch
     if cur.strip():
         out.append(cur.strip())
-    return out
+    return [canonical_spec(m) for m in out]
 
 
 def _check_methods(methods: Sequence[str], common: dict[str, str], option: str) -> None:

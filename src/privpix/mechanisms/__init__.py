@@ -3,6 +3,7 @@
 # Each import registers its mechanisms (dp_sgd imports torch and Opacus only when used).
 from privpix.mechanisms import dp_sgd, matrix, pca_inverse, pixel  # noqa: F401
 from privpix.mechanisms.base import (
+    ALIASES,
     MECHANISMS,
     Capabilities,
     ConformanceCase,
@@ -23,6 +24,7 @@ from privpix.mechanisms.neural import ae, gan  # noqa: F401  (registers; imports
 from privpix.mechanisms.synthesis import dp_merf  # noqa: F401  (registers; imports torch only when used)
 
 __all__ = [
+    "ALIASES",
     "MECHANISMS",
     "Capabilities",
     "ConformanceCase",

@@ -145,6 +145,9 @@ class CalibratedModel(TrainedModel):
     # How far below the claimed ε the accountant's ε for the recorded noise may lie (the calibration's search
     # tolerance); above the claim it may not lie at all.
     calibration_tolerance: ClassVar[float] = 1e-6
+    # The accountant a fit's ε comes from, when it is not the one its meta records for its noise (a mechanism that
+    # composes several releases, dp-teacher); None: ``meta["accountant"]``.
+    accountant_name: ClassVar[str | None] = None
     # Set by `privpix fit --ledger` before save_model: the ledger entry that charged this fit ({"path", "entry"}).
     ledger_entry_: dict | None = None
 
@@ -181,9 +184,10 @@ class CalibratedModel(TrainedModel):
         if isinstance(claim, bool) or not isinstance(claim, int | float) or not math.isfinite(claim) or claim <= 0:
             raise DataError(f"{where} records no valid ε ({claim!r}); refit it")
         if not claim * (1 - self.calibration_tolerance) <= eps <= claim:
+            accountant = self.accountant_name or meta.get("accountant")
             raise DataError(
                 f"{where} claims ε={claim:.6g} at δ={meta.get('delta')!r}, but the noise it records gives "
-                f"ε={eps:.6g} ({meta.get('accountant')}): the file was edited or damaged; refuse to release from it"
+                f"ε={eps:.6g} ({accountant}): the file was edited or damaged; refuse to release from it"
             )
         fit = meta.get("fit")
         if fit is not None:
@@ -232,7 +236,7 @@ class CalibratedModel(TrainedModel):
         meta["fit"] = {
             "guarantee": self.guarantee(shape).to_dict(),
             "events": [e.to_dict() for e in events],
-            "accountant": meta.get("accountant"),
+            "accountant": self.accountant_name or meta.get("accountant"),
             "ledger": self.ledger_entry_ if self.ledger_entry_ is not None else _recorded_ledger(meta),
         }
         return super().save_model(path)

@@ -230,8 +230,12 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
         """One Gaussian release of the embedding, noise multiplier z for (ε, δ) (its sensitivity 2/n normalised);
         in the secure mode, the exact discrete Gaussian's RDP-derived (ε, δ)."""
         self._check_delta()
-        z = noise_multiplier(self.epsilon, self.delta, self.secure)
-        return (_event(z, self.delta, self.secure),)
+        return (_event(self._embedding_noise_multiplier(), self.delta, self.secure),)
+
+    def _embedding_noise_multiplier(self) -> float:
+        """z of the one embedding release: calibrated to the whole (ε, δ) here; a mechanism that spends part of
+        its budget elsewhere (``dp-teacher``) gives the embedding its share."""
+        return noise_multiplier(self.epsilon, self.delta, self.secure)
 
     def _recompute(self, meta: dict) -> tuple[float, tuple[NoiseEvent, ...]]:
         """The float mode: σ = z·2/n and ε = the analytic Gaussian's for z; the secure mode: σ = z·2·(2^20 +
@@ -331,7 +335,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
         else:
             clean = embed_net.mean_embedding(x, labels, featurize, width, k, share, parts)
             del x, parts
-            z = noise_multiplier(self.epsilon, self.delta)
+            z = self._embedding_noise_multiplier()
             sigma = z * sensitivity(n)
             noisy = clean + gaussian(noise_rng, sigma, clean.shape)
             del clean
@@ -435,7 +439,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
             return embed_net.embedding_of_sum(rel.noisy_total, n, rel.scale)
         if rng is None:
             return clean.copy()
-        return clean + gaussian(rng, noise_multiplier(self.epsilon, self.delta) * sensitivity(n), clean.shape)
+        return clean + gaussian(rng, self._embedding_noise_multiplier() * sensitivity(n), clean.shape)
 
     def _read_model(self, path: str):
         gen, embedding, meta = self.load_model(path)
@@ -483,7 +487,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """(ε, δ)-DP for one image and its label of the private set replaced (central DP, per image ε = ε)."""
         self._check_delta()
-        z = noise_multiplier(self.epsilon, self.delta, self.secure)
+        z = self._embedding_noise_multiplier()
         caveats = [
             "replace-one neighbours: private sets of the same size n that differ in one (image, label) pair; n, "
             "the image shape, the K classes and the kernel are public. Adding or removing an image is covered "

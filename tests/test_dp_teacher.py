@@ -1,0 +1,231 @@
+"""dp-teacher (issue 29, items 1 and 5): the two releases composed to the claim, the images dp-merf's, the labels
+the teacher's, the model file, the refusals, and the ``dp-synth`` alias."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from privpix.composition import NoiseEvent, compose
+from privpix.data import ImageSet
+from privpix.errors import DataError, ParameterError
+from privpix.mechanisms import ALIASES, get_mechanism, mechanism_class, parse_method_spec
+from privpix.mechanisms.base import canonical_spec
+from privpix.mechanisms.synthesis import dp_teacher
+
+TINY = {"n_features": 64, "epochs": 1, "batch_size": 20, "width": 16, "channels": 4, "teacher_epochs": 1,
+        "teacher_batch_size": 10}  # fmt: skip
+MERF = {k: v for k, v in TINY.items() if not k.startswith("teacher_")}
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def fitted(sixty):
+    return get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, **TINY).fit(sixty, seed=0)
+
+
+@pytest.mark.parametrize(("epsilon", "n", "batch"), [(1.0, 55_000, 4096), (10.0, 55_000, 4096), (0.5, 60, 10)])
+def test_the_two_releases_compose_to_the_claim_by_the_ledgers_accountant(epsilon, n, batch):
+    mech = get_mechanism("dp-teacher", epsilon=epsilon, delta=1e-5, teacher_batch_size=batch)
+    events = mech.privacy_events((28, 28, 1), n)
+    assert [e.kind for e in events] == ["gaussian", "sampled-gaussian"]
+    spent = compose(list(events), 1e-5)[0]
+    assert epsilon * (1 - dp_teacher.TOLERANCE) <= spent <= epsilon
+    # The embedding's share is its own analytic-Gaussian calibration: alone it spends (1 - share)·ε at δ.
+    alone = compose([events[0]], 1e-5)[0]
+    assert alone == pytest.approx(0.25 * epsilon, rel=2e-3)
+    # A larger share gives the teacher less noise, the embedding more.
+    more = get_mechanism("dp-teacher", epsilon=epsilon, delta=1e-5, teacher_batch_size=batch, teacher_share=0.9)
+    e2 = more.privacy_events((28, 28, 1), n)
+    assert e2[1].noise_multiplier < events[1].noise_multiplier and e2[0].noise_multiplier > events[0].noise_multiplier
+
+
+def test_the_calibration_brackets_from_both_sides_and_refuses_what_it_cannot_reach():
+    # A large ε with few steps: the noise that meets the claim is far below 1, and it is still found to 0.1 %.
+    mech = get_mechanism("dp-teacher", epsilon=50.0, delta=1e-5, teacher_batch_size=30, teacher_epochs=1)
+    events = mech.privacy_events((28, 28, 1), 60)
+    assert events[1].noise_multiplier < 0.5
+    assert 50 * (1 - dp_teacher.TOLERANCE) <= compose(list(events), 1e-5)[0] <= 50
+    q, steps = dp_teacher.teacher_sampling(1000, 100, 1)
+    with pytest.raises(ParameterError, match="the embedding alone spends"):
+        dp_teacher.teacher_noise(1.0, 1e-5, 0.5, q, steps)  # an embedding noise that alone spends more than ε
+
+
+def test_the_teacher_is_charged_for_a_replacement_not_an_addition():
+    """Its steps are stated for add/remove (Opacus's relation) and composed by the REPLACE_ONE PLD: the same noise
+    costs more under replace-one than Opacus's add/remove ε."""
+    from privpix.mechanisms.dp_sgd import epsilon_of
+
+    q, steps = dp_teacher.teacher_sampling(55_000, 4096, 15)
+    z = 4.0
+    replace_eps = compose([NoiseEvent.sampled_gaussian(z, q, steps)], 1e-5)[0]
+    assert replace_eps > 1.5 * epsilon_of(z, q, steps, 1e-5)
+
+
+def test_the_images_are_dp_merfs_and_the_labels_the_teachers(fitted, sixty):
+    rel = fitted.release(sixty, 5)
+    # Same seed, ε of the embedding's share: the same embedding, generator and draws as dp-merf's.
+    merf = get_mechanism("dp-merf", epsilon=0.25, delta=1e-5, **MERF).fit(sixty, seed=0)
+    np.testing.assert_array_equal(fitted.embedding_, merf.embedding_)
+    np.testing.assert_array_equal(rel.images.images, merf.release(sixty, 5).images.images)
+    np.testing.assert_array_equal(rel.images.labels, fitted.predict(rel.images))
+    assert rel.guarantee.sound and rel.guarantee.epsilon == 1.0 and rel.guarantee.model == "central-dp"
+    text = " ".join(rel.guarantee.caveats)
+    assert "composed by dp-accounting's pessimistic PLD under replace-one" in text and "teacher" in text
+
+
+def test_same_seed_same_release_and_the_model_file_releases_it_under_its_claim(fitted, sixty, tmp_path):
+    again = get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, **TINY).fit(sixty, seed=0)
+    a, b = fitted.release(sixty, 3), again.release(sixty, 3)
+    np.testing.assert_array_equal(a.images.images, b.images.images)
+    np.testing.assert_array_equal(a.images.labels, b.images.labels)
+    path = fitted.save_model(tmp_path / "t.pt")
+    loaded = get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, model=str(path)).fit()
+    c = loaded.release(sixty, 3)
+    np.testing.assert_array_equal(a.images.images, c.images.images)
+    np.testing.assert_array_equal(a.images.labels, c.images.labels)
+    assert loaded.teacher_epochs == 1 and loaded.teacher_batch_size == 10  # the file's parameters in force
+    assert [e.to_dict() for e in loaded.privacy_events(sixty.shape)] == [
+        e.to_dict() for e in fitted.privacy_events(sixty.shape)
+    ]
+
+
+def test_a_file_whose_teacher_noise_was_edited_is_refused(fitted, tmp_path):
+    import torch
+
+    path = fitted.save_model(tmp_path / "t.pt")
+    blob = torch.load(path, weights_only=True)
+    meta = json.loads(blob["meta"])
+    meta["teacher_noise_multiplier"] *= 0.5  # half the noise, same claim
+    blob["meta"] = json.dumps(meta)
+    torch.save(blob, path)
+    with pytest.raises(DataError, match="but the noise it records gives ε="):
+        get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, model=str(path)).fit()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("teacher_steps", 7), ("teacher_sample_rate", 0.2), ("teacher_accountant", "RDP"), ("teacher_share", 0.5)],
+)
+def test_a_file_whose_teacher_record_disagrees_is_refused(fitted, tmp_path, field, value):
+    import torch
+
+    path = fitted.save_model(tmp_path / "t.pt")
+    blob = torch.load(path, weights_only=True)
+    meta = json.loads(blob["meta"])
+    meta[field] = value
+    blob["meta"] = json.dumps(meta)
+    torch.save(blob, path)
+    with pytest.raises(DataError, match="records noise that does not add up"):
+        get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, model=str(path)).fit()
+
+
+def test_a_file_without_the_teachers_weights_is_refused(fitted, tmp_path):
+    import torch
+
+    path = fitted.save_model(tmp_path / "t.pt")
+    blob = torch.load(path, weights_only=True)
+    blob["state"] = {k: v for k, v in blob["state"].items() if not k.startswith("teacher.")}
+    torch.save(blob, path)
+    with pytest.raises(DataError):
+        get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, model=str(path)).fit()
+
+
+def test_the_fit_keeps_the_teachers_loss_out_of_the_model_file(fitted, tmp_path):
+    import torch
+
+    assert fitted.history_ is not None and len(fitted.history_["loss"]) == 1
+    meta = json.loads(torch.load(fitted.save_model(tmp_path / "t.pt"), weights_only=True)["meta"])
+    assert not [key for key in meta if key.startswith("teacher") and ("loss" in key or "seconds" in key)]
+    assert meta["fit"]["accountant"] == dp_teacher.ACCOUNTANT
+
+
+def test_refuses_what_it_cannot_claim_before_reading_the_images(sixty, monkeypatch):
+    from privpix.mechanisms.synthesis import embedding
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("read the private images before refusing")
+
+    monkeypatch.setattr(embedding, "_parallel_chunk_sums", no_read)
+    with pytest.raises(ParameterError, match="ScatterNet needs h and w divisible by 4"):
+        get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, **{**TINY, "generator": "mlp"}).fit(
+            sixty.resized(30, 30), seed=0
+        )
+    with pytest.raises(ParameterError, match=r"secure=true is not available.*floating-point"):
+        get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, secure=True)
+    with pytest.raises(ParameterError, match="teacher_share must be in"):
+        get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, teacher_share=1.0)
+    with pytest.raises(ParameterError, match="teacher_batch_size=4096 exceeds the 60 private images"):
+        get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, **MERF).fit(sixty, seed=0)
+    with pytest.raises(ParameterError, match="use dp-merf for one class or unlabelled"):
+        get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, **TINY).fit(ImageSet(sixty.images), seed=0)
+    with pytest.raises(ParameterError, match="contradicts the 10 classes"):
+        get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, n_classes=5, **TINY).fit(sixty, seed=0)
+    assert get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5).secure_params() is None
+    assert get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5).released_statistic(sixty, None, seed=0) is None
+    with pytest.raises(ParameterError, match="n_classes"):
+        get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, **TINY).fit(replace(sixty, class_names=None), seed=0)
+
+
+def test_dp_synth_is_an_alias_resolved_at_construction():
+    assert "dp-synth" in ALIASES
+    mech = get_mechanism("dp-synth", epsilon=1.0, delta=1e-5, n=10)
+    assert type(mech) is mechanism_class("dp-teacher") and mech.name == "dp-teacher" and mech.n == 10
+    assert parse_method_spec("dp-synth[teacher_share=0.5]") == ("dp-teacher", {"teacher_share": "0.5"})
+    assert canonical_spec("dp-synth[n=10]") == "dp-teacher[n=10]" and canonical_spec("dp-merf") == "dp-merf"
+    from privpix.cli.options import _split_methods
+
+    assert _split_methods("dp-synth,dp-merf[epochs=2]") == ["dp-teacher", "dp-merf[epochs=2]"]
+
+
+def test_an_alias_that_pins_a_parameter_refuses_a_contradiction(monkeypatch):
+    from privpix.mechanisms import base
+
+    monkeypatch.setitem(base.ALIASES, "dp-quick", ("dp-teacher[teacher_epochs=2]", "a test alias"))
+    assert parse_method_spec("dp-quick[n=5]") == ("dp-teacher", {"teacher_epochs": "2", "n": "5"})
+    assert get_mechanism("dp-quick", epsilon=1.0, delta=1e-5).teacher_epochs == 2
+    with pytest.raises(ParameterError, match="dp-quick pins teacher_epochs=2"):
+        parse_method_spec("dp-quick[teacher_epochs=3]")
+    with pytest.raises(ValueError, match="alias"):
+        from privpix.mechanisms import register
+
+        register(type("Shadow", (mechanism_class("dp-merf"),), {"name": "dp-synth"}))
+
+
+def test_privpix_mechanisms_shows_the_alias_with_the_real_method():
+    from privpix.cli import main
+
+    out = CliRunner().invoke(main, ["mechanisms", "--json"])
+    assert out.exit_code == 0, out.output
+    items = {it["name"]: it for it in json.loads(out.output)}
+    assert "dp-synth" not in items
+    assert [a["alias"] for a in items["dp-teacher"]["aliases"]] == ["dp-synth"]
+    assert all(it["aliases"] == [] for name, it in items.items() if name != "dp-teacher")
+
+
+@pytest.mark.slow
+def test_a_ledger_charges_the_fit_its_composed_claim_and_a_release_from_it_nothing(run, tmp_path):
+    from privpix.accounting import PrivacyLedger
+
+    ledger, model = tmp_path / "ledger.json", tmp_path / "t.pt"
+    params = [a for k, v in TINY.items() for a in ("--param", f"{k}={v}")]
+    r = run("fit", "--method", "dp-synth", "--dataset", "builtin-mnist", "--limit", 60, "--epsilon", 1, "--delta",
+            1e-5, *params, "--seed", 0, "--workers", 1, "--output", model, "--ledger", ledger, "--budget", 2,
+            "--delta-budget", 1e-5)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    book = PrivacyLedger.load(ledger)
+    (entry,) = book.entries
+    assert [e.kind for e in entry.events] == ["gaussian", "sampled-gaussian"]
+    assert 1 - dp_teacher.TOLERANCE <= book.spent_epsilon <= 1.0
+    r = run("release", "--method", "dp-synth", "--epsilon", 1, "--delta", 1e-5, "--param", f"model={model}",
+            "--param", "n=30", "--workers", 1, "--output", tmp_path / "out", "--ledger", ledger)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["mechanism"] == "dp-teacher" and manifest["parameters"]["teacher_share"] == 0.75
+    assert len(manifest["labels"]) == 30
+    assert PrivacyLedger.load(ledger).spent_epsilon == book.spent_epsilon
