@@ -29,7 +29,10 @@ def fitted(sixty):
     return get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, **TINY).fit(sixty, seed=0)
 
 
-@pytest.mark.parametrize(("epsilon", "n", "batch"), [(1.0, 55_000, 4096), (10.0, 55_000, 4096), (0.5, 60, 10)])
+@pytest.mark.parametrize(
+    ("epsilon", "n", "batch"),
+    [(1.0, 55_000, 4096), pytest.param(10.0, 55_000, 4096, marks=pytest.mark.slow), (0.5, 60, 10)],
+)
 def test_the_two_releases_compose_to_the_claim_by_the_ledgers_accountant(epsilon, n, batch):
     mech = get_mechanism("dp-teacher", epsilon=epsilon, delta=1e-5, teacher_batch_size=batch)
     events = mech.privacy_events((28, 28, 1), n)
@@ -45,15 +48,34 @@ def test_the_two_releases_compose_to_the_claim_by_the_ledgers_accountant(epsilon
     assert e2[1].noise_multiplier < events[1].noise_multiplier and e2[0].noise_multiplier > events[0].noise_multiplier
 
 
-def test_the_calibration_brackets_from_both_sides_and_refuses_what_it_cannot_reach():
-    # A large ε with few steps: the noise that meets the claim is far below 1, and it is still found to 0.1 %.
-    mech = get_mechanism("dp-teacher", epsilon=50.0, delta=1e-5, teacher_batch_size=30, teacher_epochs=1)
-    events = mech.privacy_events((28, 28, 1), 60)
-    assert events[1].noise_multiplier < 0.5
-    assert 50 * (1 - dp_teacher.TOLERANCE) <= compose(list(events), 1e-5)[0] <= 50
-    q, steps = dp_teacher.teacher_sampling(1000, 100, 1)
+@pytest.fixture
+def model_epsilon(monkeypatch):
+    """teacher_noise on a stand-in accountant, ε(z_g, z_t) = 1/z_g + 2/z_t (decreasing in z_t, as every
+    accountant's): the bisection's logic in milliseconds, where dp-accounting takes seconds per call."""
+    monkeypatch.setattr(dp_teacher, "composed_epsilon", lambda zg, zt, q, steps, delta: 1 / zg + 2 / zt)
+    dp_teacher.teacher_noise.cache_clear()
+    yield
+    dp_teacher.teacher_noise.cache_clear()
+
+
+@pytest.mark.parametrize("epsilon", [0.2, 1.0, 3.0, 50.0, 900.0])
+def test_the_calibration_brackets_from_both_sides_to_the_smallest_noise(model_epsilon, epsilon):
+    # z_t = 2 / (ε - 1/z_g) with z_g = 10: from 20 (ε = 0.2) down to 0.0022 (ε = 900), far below the first guess 1.
+    z = dp_teacher.teacher_noise(epsilon, 1e-5, 10.0, 0.1, 10)
+    exact = 2 / (epsilon - 0.1)
+    assert exact <= z <= exact / (1 - dp_teacher.TOLERANCE) ** 2
+    assert epsilon * (1 - dp_teacher.TOLERANCE) <= 1 / 10 + 2 / z <= epsilon
+
+
+def test_the_calibration_refuses_what_it_cannot_reach(model_epsilon, monkeypatch):
     with pytest.raises(ParameterError, match="the embedding alone spends"):
-        dp_teacher.teacher_noise(1.0, 1e-5, 0.5, q, steps)  # an embedding noise that alone spends more than ε
+        dp_teacher.teacher_noise(0.05, 1e-5, 10.0, 0.1, 10)  # 1/z_g = 0.1 > ε
+    with pytest.raises(ParameterError, match="almost no teacher noise"):
+        dp_teacher.teacher_noise(5000.0, 1e-5, 10.0, 0.1, 10)  # would need z_t = 0.0004
+    # An accountant whose ε jumps in steps of 0.5 (a coarse grid) cannot be met to 0.1 %: refused, not written.
+    monkeypatch.setattr(dp_teacher, "composed_epsilon", lambda zg, zt, q, steps, delta: 0.5 * -(-4 // zt))
+    with pytest.raises(ParameterError, match="cannot calibrate"):
+        dp_teacher.teacher_noise(1.7, 1e-5, 10.0, 0.1, 10)
 
 
 def test_the_teacher_is_charged_for_a_replacement_not_an_addition():

@@ -616,8 +616,8 @@ MECHANISMS: dict[str, type[Mechanism]] = {}
 # Names that stand for a registered mechanism (with parameters pinned), resolved when a spec is parsed: the object
 # built, its manifest and its report carry the real name. The value is (spec it resolves to, why one would pick it).
 ALIASES: dict[str, tuple[str, str]] = {
-    "dp-synth": ("dp-teacher", "the recommended DP synthesizer for labelled images (the most accurate synthetic "
-                 "images on MNIST and Fashion-MNIST at ε = 1 and 10; benchmarks/results/dp_synthesis_protocol.md)"),
+    "dp-synth": ("dp-teacher", "the recommended DP synthesizer for labelled sets of ten thousand images or more "
+                 "(docs/synthesis.md, 'Which to pick'; benchmarks/results/dp_synthesis_protocol.md)"),
 }  # fmt: skip
 
 
