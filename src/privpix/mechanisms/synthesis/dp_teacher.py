@@ -271,16 +271,8 @@ class DPTeacher(DPMERF):
         self.history_ = {**history, "teacher_seconds": round(time.perf_counter() - t0, 3)}
         return gen, meta
 
-    def _read_model(self, path: str):
-        gen, meta = super()._read_model(path)
-        self.teacher_ = self._teacher_from(path, meta)
-        return gen, meta
-
-    @staticmethod
-    def _teacher_from(path: str, meta: dict):
-        from privpix.mechanisms.neural.modelfile import build_from_file, load_model_file
-
-        state, _ = load_model_file(path, FORMAT, DPTeacher.name)
+    def _read_extra(self, path: str, state: dict, meta: dict) -> None:
+        from privpix.mechanisms.neural.modelfile import build_from_file
 
         def build():
             from privpix.mechanisms import dp_sgd_net
@@ -289,21 +281,12 @@ class DPTeacher(DPMERF):
             net.load_state_dict({k.removeprefix("teacher."): v for k, v in state.items() if k.startswith("teacher.")})
             return net
 
-        net = build_from_file(path, DPTeacher.name, build)
-        net.eval()
-        return net
+        self.teacher_ = build_from_file(path, self.name, build)
+        self.teacher_.eval()
 
-    def _write_model(self, path: Path) -> Path:
-        """dp-merf's file (generator, noisy embedding, meta) plus the teacher's weights."""
-        from privpix.errors import require_torch
-        from privpix.mechanisms.neural.modelfile import save_model_file
-
-        gen, meta = self._load()
-        torch = require_torch(self.name)
-        state = {f"generator.{k}": v for k, v in gen.state_dict().items()}
-        state["embedding"] = torch.from_numpy(np.asarray(self.embedding_, dtype=np.float64))
-        state.update({f"teacher.{k}": v for k, v in self.teacher_.state_dict().items()})
-        return save_model_file(path, state, {"format": FORMAT, **meta})
+    def _extra_state(self) -> dict:
+        """The teacher's weights beside dp-merf's generator and embedding."""
+        return {f"teacher.{k}": v for k, v in self.teacher_.state_dict().items()}
 
     # ------------------------------------------------------------------------------------------- releasing
 
@@ -323,10 +306,7 @@ class DPTeacher(DPMERF):
         from privpix.mechanisms import dp_sgd_net
 
         images, _ = super()._synthesize(n, shape, rng)
-        labels = np.concatenate(
-            [dp_sgd_net.predict(self.teacher_, images[i : i + 4096]) for i in range(0, n, 4096)]
-        ) if n else np.zeros(0, np.int64)  # fmt: skip
-        return images, labels
+        return images, dp_sgd_net.predict(self.teacher_, images)  # in chunks, as the teacher's own predict
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """(ε, δ)-DP for one image and its label of the private set replaced: the embedding release and the

@@ -442,14 +442,29 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
         return clean + gaussian(rng, self._embedding_noise_multiplier() * sensitivity(n), clean.shape)
 
     def _read_model(self, path: str):
-        gen, embedding, meta = self.load_model(path)
+        gen, embedding, meta, state = self._load_parts(path)
+        self._read_extra(path, state, meta)
         self.embedding_ = embedding
         self.label_probs_ = split_embedding(embedding, meta["n_classes"], meta["count_share"])[1]
         return gen, meta
 
+    def _read_extra(self, path: str, state: dict, meta: dict) -> None:
+        """Read what a subclass stores beside the generator and the embedding (:meth:`_extra_state`) from the
+        file's ``state``, read once."""
+
+    def _extra_state(self) -> dict:
+        """Tensors a subclass stores beside the generator and the embedding (prefixed keys); none here."""
+        return {}
+
     @classmethod
     def load_model(cls, path: str | Path):
         """(generator, noisy embedding, meta) from a file written by :meth:`save_model`; weights only."""
+        gen, embedding, meta, _ = cls._load_parts(path)
+        return gen, embedding, meta
+
+    @classmethod
+    def _load_parts(cls, path: str | Path):
+        """:meth:`load_model`'s (generator, embedding, meta) and the file's whole state dict."""
         from privpix.mechanisms.neural.modelfile import build_from_file, load_model_file
 
         state, meta = load_model_file(path, cls.FORMAT, cls.name)
@@ -469,7 +484,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
 
         gen, embedding = build_from_file(path, cls.name, build)
         gen.eval()
-        return gen, embedding, meta
+        return gen, embedding, meta, state
 
     def _write_model(self, path: Path) -> Path:
         """The generator weights, the noisy embedding, the guarantee's ε, δ and n, every training parameter."""
@@ -480,6 +495,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
         torch = require_torch(self.name)
         state = {f"generator.{k}": v for k, v in gen.state_dict().items()}
         state["embedding"] = torch.from_numpy(np.asarray(self.embedding_, dtype=np.float64))
+        state.update(self._extra_state())
         return save_model_file(path, state, {"format": self.FORMAT, **meta})
 
     # -------------------------------------------------------------------------------------- releasing
