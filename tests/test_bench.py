@@ -130,3 +130,39 @@ def test_a_larger_fitting_set_must_match_the_config(data, tmp_path):
         run_bench(train, test, cfg, tmp_path / "a")  # no fit_train given
     with pytest.raises(ParameterError, match="fit_images"):
         run_bench(train, test, cfg, tmp_path / "b", fit_train=train)  # 120 images, not 500
+
+
+def test_the_demo_fits_on_every_unscored_image_and_on_no_scored_one():
+    # Issue 29, item 7: the demo's synthesizer learns from all the images it has, except those it is scored on.
+    from privpix.bench import demo_fit_set
+    from privpix.data import load_pair
+
+    train, test = load_pair("builtin-mnist", None, 300, 0, None, False)
+    fit = demo_fit_set("builtin-mnist", test, 0)
+    full_train, full_test = load_pair("builtin-mnist", None, None, 0, None, False)
+    assert len(fit) == len(full_train) + len(full_test) - len(test) == 4700
+    assert not np.isin(fit.names, test.names).any()
+    assert np.isin(train.names, fit.names).all() and len(set(fit.names)) == len(fit)
+    # Each image keeps its own label and pixels: the rows are the originals, not a shuffle of them.
+    both = full_train.concat(full_test)
+    at = {name: i for i, name in enumerate(both.names)}
+    rows = np.array([at[name] for name in fit.names])
+    assert np.array_equal(both.labels[rows], fit.labels) and np.array_equal(both.images[rows], fit.images)
+    assert fit.class_names == full_train.class_names
+
+
+def test_image_sets_concatenate_only_when_they_agree():
+    from privpix.data.imageset import ImageSet
+
+    a = ImageSet(np.full((2, 4, 4, 1), 255, np.uint8), labels=np.array([0, 1]), class_names=("a", "b"))
+    b = ImageSet(np.ones((3, 4, 4, 1), np.float32), labels=np.array([1, 1, 0]), class_names=("a", "b"))
+    ab = a.concat(b)
+    # uint8 0–255 beside float [0, 1]: one scale, every pixel 1.0, not 255 beside 1.
+    assert ab.images.dtype == np.float32 and np.all(ab.images == 1.0)
+    assert ab.labels.tolist() == [0, 1, 1, 1, 0] and len(ab.names) == 5
+    with pytest.raises(ParameterError, match="concat: images are"):
+        a.concat(ImageSet(np.zeros((1, 5, 4, 1), np.uint8), labels=np.array([0]), class_names=("a", "b")))
+    with pytest.raises(ParameterError, match="class names differ"):
+        a.concat(ImageSet(np.zeros((1, 4, 4, 1), np.uint8), labels=np.array([0]), class_names=("x", "y")))
+    with pytest.raises(ParameterError, match="labels on one set only"):
+        a.concat(ImageSet(np.zeros((1, 4, 4, 1), np.uint8), class_names=("a", "b")))

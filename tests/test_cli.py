@@ -166,7 +166,7 @@ def test_evaluate_json(run, data_dir, tmp_path):
 
 @pytest.mark.slow
 def test_demo_runs_offline(run, tmp_path, monkeypatch):
-    from privpix.cli.bench import DEMO_METHODS
+    from privpix.bench import DEMO_METHODS
 
     monkeypatch.setenv("PRIVPIX_DATA", str(tmp_path / "nothing-here"))
     r = run("demo", "--output", tmp_path / "d", "--epsilon", "1", "--limit", 200, "--audit-trials", 200, "-q")
@@ -182,9 +182,10 @@ def test_demo_runs_offline(run, tmp_path, monkeypatch):
     page = (tmp_path / "d" / "report.html").read_text()
     assert page.index("What should I use at my per-image budget?") < page.index("<h2>Guarantees</h2>")
     assert any(c["output"] == "synthetic-images" and c["guarantee"]["sound"] for c in res["cells"])
-    # The synthesizer learns from every training image the demo has (issue 29, item 7), not the cells' 200.
-    assert res["config"]["fit_images"] == 2500 and res["config"]["limit"] == 200
-    assert "fitted on 2500 training images" in page
+    # The synthesizer learns from every image the demo does not score (issue 29, item 7): 2,500 training images
+    # and the 2,300 test images beside the 200 scored, not the cells' 200.
+    assert res["config"]["fit_images"] == 4800 and res["config"]["limit"] == 200
+    assert "fitted on 4800 images, none of them scored as a test image" in page
     # A second demo in the same directory replaces the first (other ε, limit and trials: no resume conflict).
     r = run("demo", "--output", tmp_path / "d", "--epsilon", "2", "--limit", 100, "--audit-trials", 50, "-q")
     assert r.exit_code == 0, r.output

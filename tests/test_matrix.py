@@ -17,6 +17,19 @@ def test_monotone_post_processing():
     assert np.allclose(out[0, :2], 12.0)  # the paper's example {10, 14, 9}: PAVA pools the first two
 
 
+def test_monotone_post_processing_is_the_bounded_least_squares_projection():
+    # The clip of the unbounded PAVA solution is the projection onto non-increasing sequences >= 0: the same
+    # numbers as scikit-learn's bounded isotonic regression, on rows with negative and tied noisy values.
+    from sklearn.isotonic import IsotonicRegression
+
+    rng = np.random.default_rng(0)
+    rows = np.concatenate([rng.normal(0, 5, (200, 12)), np.round(rng.normal(2, 3, (50, 12)))])
+    iso = IsotonicRegression(increasing=False, y_min=0.0)
+    expected = np.stack([iso.fit_transform(np.arange(12), r) for r in rows])
+    assert np.allclose(monotone_singular_values(rows), expected, rtol=0, atol=1e-12)
+    assert monotone_singular_values(np.zeros((3, 0))).shape == (3, 0)
+
+
 def _faces(n=6, seed=0):
     rng = np.random.default_rng(seed)
     return ImageSet(rng.integers(0, 256, (n, 20, 16, 1), dtype=np.uint8))

@@ -28,7 +28,6 @@ import secrets
 import sys
 import time
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ import numpy as np
 from privpix import __version__, strict_json
 from privpix.data.formats import FORMATS, Item, check_class_names, finish, write_shard
 from privpix.errors import DataError, ParameterError
-from privpix.executor import Executor
+from privpix.executor import Executor, one_thread
 from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Mechanism
 from privpix.noise import RNG, SecureRandom
@@ -133,23 +132,8 @@ def _label_name(label: int, label_names: Sequence[str] | None) -> str:
 
 def run_shard(task: ShardTask) -> dict[str, Any]:
     """Release one shard into the staging folder and write its record last; returns the record."""
-    with one_torch_thread():
+    with one_thread():
         return _run_shard(task)
-
-
-@contextmanager
-def one_torch_thread():
-    """One torch thread while a shard runs, in a worker process or in this one: a mechanism's torch output then
-    does not depend on how many threads the process that ran it had."""
-    torch = sys.modules.get("torch")
-    before = torch.get_num_threads() if torch is not None else None
-    if torch is not None:
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        if torch is not None and before is not None:
-            torch.set_num_threads(before)
 
 
 def _run_shard(task: ShardTask) -> dict[str, Any]:
@@ -217,6 +201,8 @@ def _run_shard(task: ShardTask) -> dict[str, Any]:
         del out
     stage = Path(task.stage)
     if os.environ.get(DELAY_ENV):  # test hook: slow shards down so a test's SIGKILL lands mid-release
+        # Said on stderr, so a test signals once the workers are inside their shards, not after a guessed delay.
+        print(f"{DELAY_ENV}: shard {task.index} sleeps {os.environ[DELAY_ENV]} s", file=sys.stderr, flush=True)
         time.sleep(float(os.environ[DELAY_ENV]))
     written = write_shard(task.fmt, stage, task.index, task.n_shards, items, compress_level=task.compress_level,
                           class_names=task.label_names)  # fmt: skip

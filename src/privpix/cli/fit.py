@@ -56,6 +56,7 @@ def fit_to_file(
     any training (refused over budget), and the model file records the entry; releases from the file are then
     post-processing and charge nothing more (docs/accounting.md)."""
     from privpix.errors import ParameterError
+    from privpix.executor import one_thread
     from privpix.mechanisms import Mechanism, get_mechanism, mechanism_class
 
     out = Path(output)
@@ -91,7 +92,8 @@ def fit_to_file(
         how = "OS entropy" if seed is None else f"seed {seed}"
         _plain(f"privpix fit: {method} on {what} ({len(data)} items), {how} → {out}")
     t0 = time.perf_counter()
-    with notes_from_warnings():
+    # One torch thread, as in every fit privpix runs: the same seed then gives the same model on any machine.
+    with notes_from_warnings(), one_thread(load=True):
         if ledger is None:
             mech.fit(data, seed=seed)
             with _writing(out, "--output"):

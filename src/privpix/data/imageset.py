@@ -133,6 +133,37 @@ class ImageSet:
             class_names=self.class_names,
         )
 
+    def concat(self, other: ImageSet) -> ImageSet:
+        """This set followed by ``other``: same image shape and class names, and the same metadata present on both
+        (labels, subjects, attribute names), so no image silently loses what the other half has."""
+        if other.shape != self.shape:
+            raise ParameterError(f"concat: images are {self.shape} and {other.shape}")
+        if other.class_names != self.class_names:
+            raise ParameterError(f"concat: class names differ ({self.class_names} and {other.class_names})")
+        for key in ("labels", "subjects"):
+            if (getattr(self, key) is None) != (getattr(other, key) is None):
+                raise ParameterError(f"concat: {key} on one set only")
+        if set(self.attributes) != set(other.attributes):
+            raise ParameterError(
+                f"concat: attributes differ ({sorted(self.attributes)} and {sorted(other.attributes)})"
+            )
+
+        def joined(a, b):
+            return None if a is None else np.concatenate([a, b])
+
+        same = self.images.dtype == other.images.dtype  # uint8 0–255 beside float [0, 1] must not mix scales
+        return ImageSet(
+            images=np.concatenate([self.images, other.images] if same else [self.as_float(), other.as_float()]),
+            labels=joined(self.labels, other.labels),
+            subjects=joined(self.subjects, other.subjects),
+            attributes={
+                k: np.concatenate([np.asarray(v), np.asarray(other.attributes[k])]) for k, v in self.attributes.items()
+            },
+            names=np.concatenate([self.names, other.names]),
+            source=self.source,
+            class_names=self.class_names,
+        )
+
     def with_images(self, images: np.ndarray) -> ImageSet:
         """The same metadata over new images (e.g. a release)."""
         if len(images) != len(self):

@@ -19,7 +19,7 @@ from privpix.data.imageset import ImageSet
 from privpix.errors import privpix_warnings_to
 from privpix.evaluation.quality import entropy
 from privpix.evaluation.runner import cell_seed, evaluate_cell
-from privpix.executor import Executor, one_thread_in_workers
+from privpix.executor import Executor, one_thread
 from privpix.mechanisms.base import Mechanism, mechanism_class, method_params, ready_mechanism
 
 if TYPE_CHECKING:
@@ -253,8 +253,13 @@ class _PointTask:
 
 
 def _run_point(task: _PointTask) -> tuple[Mechanism, list[CellRecord], AuditRecord | None, list[str]]:
-    """Fit the point's mechanism, run its cells and its audit; returns them with the progress lines."""
-    one_thread_in_workers()
+    """Fit the point's mechanism, run its cells and its audit; returns them with the progress lines. One torch
+    thread wherever it runs, so a point's numbers do not depend on the executor (:func:`one_thread`)."""
+    with one_thread(load=True):
+        return _point(task)
+
+
+def _point(task: _PointTask) -> tuple[Mechanism, list[CellRecord], AuditRecord | None, list[str]]:
     point, train, test = task.point, task.train, task.test
     lines: list[str] = []
     # A fit's advice (a generator trained too briefly, say) goes into the progress lines, not raw to a worker's stderr.

@@ -748,8 +748,19 @@ def fit_as_declared(
     """Fit ``mech`` on what its :meth:`Mechanism.capabilities` say it fits on: the ``private`` images (or
     records; read only when it fits on the private set), the public data set it names (read from ``data_dir``),
     its model file, or nothing; ``seed`` seeds a fit that draws randomness (training). The one fitting step that
-    release, evaluate, bench and audit share; returns ``mech``."""
+    release, evaluate, bench and audit share; returns ``mech``. A fit on data runs with one torch thread, so the
+    same seed fits the same model on any machine (:func:`privpix.executor.one_thread`)."""
+    from privpix.executor import one_thread
+
     caps = mech.capabilities()
+    if caps.fits_on in ("private", "public"):
+        with one_thread(load=True):
+            return _fit_as_declared(mech, caps, private, data_dir, seed)
+    return _fit_as_declared(mech, caps, private, data_dir, seed)
+
+
+def _fit_as_declared(mech: Mechanism, caps: Capabilities, private: ImageSet | RecordSet | None,
+                     data_dir: str | os.PathLike | None, seed: int | None) -> Mechanism:  # fmt: skip
     if caps.fits_on == "public":
         if not caps.public_data:
             raise ParameterError(f"{mech.name}: fits on public images; name them (e.g. --param public=NAME:SPLIT)")

@@ -593,7 +593,8 @@ def render_report(results: dict[str, Any], grids: Sequence[tuple[str, str]] = ()
         f"ε ∈ {html.escape(str(cfg['epsilons']))}; {cfg.get('repeats', 1)} repeat(s); seed {cfg.get('seed', 0)}"
         + (f"; attribute attacked: {html.escape(str(attribute))}" if attribute else "")
         + (
-            f"; mechanisms that fit on the private images were fitted on {int(cfg['fit_images'])} training images"
+            f"; mechanisms that fit on the private images were fitted on {int(cfg['fit_images'])} images, none of "
+            "them scored as a test image"
             if cfg.get("fit_images")
             else ""
         )
