@@ -357,38 +357,19 @@ class DPSGD(CalibratedModel):
 
         if self.features == "pixels" and min(dp_sgd_net.conv_sides(h, w)) < 1:
             raise ParameterError(f"{self.name}: images of {h}x{w} are too small for the CNN (at least 14x14)")
-        q, per_epoch, steps, z = self._calibration(n)
+        q, _, steps, z = self._calibration(n)
         seeded = seed is not None
         rng = make_rng(int(seed)) if seeded else None
-        init_seed, sample_seed, noise_seed = torch_seed(rng), torch_seed(rng), torch_seed(rng)
-        from opacus.accountants import RDPAccountant
-
-        accountant = RDPAccountant()
-        net = dp_sgd_net.build_network((h, w, c), self.n_classes, init_seed, self.features)
+        seeds = (torch_seed(rng), torch_seed(rng), torch_seed(rng))
         t0 = time.perf_counter()
-        inputs = dp_sgd_net.training_inputs(net, dp_sgd_net.to_tensor(data.as_float()))
-        on_epoch = None if self._on_epoch is None else (lambda epoch, _part, f=self._on_epoch: f(epoch, net))
-        history = dp_sgd_net.train_dp_sgd(
-            dp_sgd_net.trained_part(net),
-            inputs,
-            dp_sgd_net.torch.from_numpy(labels.astype(np.int64)),
-            noise_multiplier=z,
-            max_grad_norm=self.max_grad_norm,
-            batch_size=float(self.batch_size),
-            steps_per_epoch=per_epoch,
-            epochs=self.epochs,
-            lr=self.lr,
-            lr_decay=self.lr_decay,
-            momentum=self.momentum,
-            sample_seed=sample_seed,
-            noise_seed=noise_seed,
-            accountant=accountant,
-            on_epoch=on_epoch,
-        )
-        taken = sum(k for _, _, k in accountant.history)
+        net, history, accountant = dp_sgd_net.fit_classifier(
+            data.as_float(), labels, self.n_classes, self.features, steps=steps, epochs=self.epochs, seeds=seeds,
+            on_epoch=self._on_epoch, noise_multiplier=z, max_grad_norm=self.max_grad_norm,
+            batch_size=float(self.batch_size), lr=self.lr, lr_decay=self.lr_decay, momentum=self.momentum,
+        )  # fmt: skip
         spent = float(accountant.get_epsilon(delta=self.delta, alphas=ALPHAS))
-        if taken != steps or spent > self.epsilon:  # pragma: no cover - guards the step hook
-            raise AssertionError(f"dp-sgd: {taken} noisy steps of {steps} planned, ε spent {spent}")
+        if spent > self.epsilon:  # pragma: no cover - guards the calibration
+            raise AssertionError(f"dp-sgd: ε spent {spent} > {self.epsilon}")
         meta = {
             **self._meta_head((h, w, c), n, data.class_names),
             "sample_rate": q,

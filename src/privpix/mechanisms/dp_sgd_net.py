@@ -144,6 +144,54 @@ def to_tensor(images: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(np.asarray(images, dtype=np.float32).transpose(0, 3, 1, 2)))
 
 
+class FittedClassifier(NamedTuple):
+    net: nn.Module  # in eval mode
+    history: dict[str, list[float]]  # per-epoch loss and seconds: noise-free statistics, never written to a file
+    accountant: Any  # the Opacus RDP accountant that recorded every noisy step
+
+
+def fit_classifier(
+    images: np.ndarray,
+    labels: np.ndarray,
+    n_classes: int,
+    features: str,
+    *,
+    steps: int,
+    epochs: int,
+    seeds: tuple[int, int, int],
+    on_epoch: Callable[[int, nn.Module], None] | None = None,
+    **dp_sgd: Any,
+) -> FittedClassifier:
+    """Build the classifier of ``features`` for (n, h, w, c) float ``images`` in [0, 1], compute its training inputs
+    once, and train it with :func:`train_dp_sgd` (``dp_sgd``: noise_multiplier, max_grad_norm, batch_size, lr,
+    lr_decay, momentum) for ``epochs`` x ``steps / epochs`` Poisson-sampled noisy steps. ``seeds``: (weights,
+    sampling, noise). Refuses to return a network that took any other number of noisy steps than ``steps``: the
+    guarantee is computed from that count. ``on_epoch(epoch, whole network)`` runs after each epoch."""
+    init_seed, sample_seed, noise_seed = seeds
+    from opacus.accountants import RDPAccountant
+
+    net = build_network(images.shape[1:], n_classes, init_seed, features)
+    inputs = training_inputs(net, to_tensor(images))
+    accountant = RDPAccountant()
+    history = train_dp_sgd(
+        trained_part(net),
+        inputs,
+        torch.from_numpy(np.asarray(labels, dtype=np.int64)),
+        steps_per_epoch=steps // epochs,
+        epochs=epochs,
+        sample_seed=sample_seed,
+        noise_seed=noise_seed,
+        accountant=accountant,
+        on_epoch=None if on_epoch is None else (lambda epoch, _part: on_epoch(epoch, net)),
+        **dp_sgd,
+    )
+    taken = sum(k for _, _, k in accountant.history)
+    if taken != steps:  # pragma: no cover - guards the step hook
+        raise AssertionError(f"DP-SGD: {taken} noisy steps of {steps} planned")
+    net.eval()
+    return FittedClassifier(net, history, accountant)
+
+
 def train_dp_sgd(
     net: TanhCNN,
     x: torch.Tensor,

@@ -238,29 +238,18 @@ class DPTeacher(DPMERF):
         n = len(data)
         q, steps, _, z_t = self._calibration(n)  # refused (batch > n, budget) before the private images are read
         gen, meta = super()._train(data, seed)
-        from opacus.accountants import RDPAccountant
-
         from privpix.mechanisms import dp_sgd_net
 
         # Its own stream: the generator's draws stay those of a dp-merf fit with the same seed.
         rng = np.random.default_rng([int(seed), 29]) if seed is not None else None
-        init_seed, sample_seed, noise_seed = torch_seed(rng), torch_seed(rng), torch_seed(rng)
         t0 = time.perf_counter()
-        net = dp_sgd_net.build_network(data.shape, self.n_classes, init_seed, "scatternet")
-        inputs = dp_sgd_net.training_inputs(net, dp_sgd_net.to_tensor(data.as_float()))
-        accountant = RDPAccountant()  # only counts the steps the optimizer takes (its ε is not the claim's)
-        history = dp_sgd_net.train_dp_sgd(
-            dp_sgd_net.trained_part(net), inputs, dp_sgd_net.torch.from_numpy(labels.astype(np.int64)),
-            noise_multiplier=z_t, max_grad_norm=self.teacher_max_grad_norm, batch_size=float(self.teacher_batch_size),
-            steps_per_epoch=steps // self.teacher_epochs, epochs=self.teacher_epochs, lr=self.teacher_lr,
-            lr_decay=1.0, momentum=self.teacher_momentum, sample_seed=sample_seed, noise_seed=noise_seed,
-            accountant=accountant,
+        # Its accountant only counts the steps the optimizer takes (its ε is not the claim's: the PLD composition is).
+        self.teacher_, history, _ = dp_sgd_net.fit_classifier(
+            data.as_float(), labels, self.n_classes, "scatternet", steps=steps, epochs=self.teacher_epochs,
+            seeds=(torch_seed(rng), torch_seed(rng), torch_seed(rng)), noise_multiplier=z_t,
+            max_grad_norm=self.teacher_max_grad_norm, batch_size=float(self.teacher_batch_size), lr=self.teacher_lr,
+            lr_decay=1.0, momentum=self.teacher_momentum,
         )  # fmt: skip
-        taken = sum(k for _, _, k in accountant.history)
-        if taken != steps:  # pragma: no cover - guards the step hook
-            raise AssertionError(f"dp-teacher: {taken} noisy steps of {steps} planned")
-        net.eval()
-        self.teacher_ = net
         meta.update(
             teacher_sample_rate=q,
             teacher_steps=steps,
