@@ -570,7 +570,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cnn-epochs", type=int, default=10)
     ap.add_argument("--no-sklearn", action="store_true", help="skip the MLP / logreg comparison")
     ap.add_argument("--sklearn-seeds", default=None, help="run MLP / logreg only for these seeds (default: all)")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (1 on a busy machine)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads of the classifiers trained on the synthetic images (1 on a busy machine); a "
+        "synthesizer's fit always runs on one (privpix.threads.one_thread)",
+    )
     ap.add_argument("--data-dir", default=DATA)
     ap.add_argument("--out", default=str(OUT / "dp_synthesis_protocol"), help="results stem (.json, .md, folder)")
     ap.add_argument("--aggregate-only", action="store_true", help="rewrite the tables from the JSONL")

@@ -151,6 +151,16 @@ def test_the_demo_fits_on_every_unscored_image_and_on_no_scored_one():
     assert fit.class_names == full_train.class_names
 
 
+def test_a_bench_refuses_to_fit_on_the_images_it_scores(tmp_path):
+    from privpix.data import load_pair
+
+    train, test = load_pair("builtin-mnist", None, 50, 0, None, False)
+    cfg = BenchConfig(dataset="builtin-mnist", methods=["gaussian-blur"], epsilons=[1.0], fit_images=100)
+    with pytest.raises(ParameterError, match="fit_train holds test images"):
+        run_bench(train, test, cfg, tmp_path / "b", fit_train=train.concat(test))
+    assert not (tmp_path / "b").exists()
+
+
 def test_image_sets_concatenate_only_when_they_agree():
     from privpix.data.imageset import ImageSet
 

@@ -165,3 +165,26 @@ def test_local_workers_share_the_cores_instead_of_each_taking_them_all(monkeypat
         seen = [r for _, r in ex.map_unordered(_thread_settings, [0, 1, 2])]
     expect = max(1, default_workers() // 2)
     assert all(s["env"] == str(expect) and s["blas"] <= {expect} for s in seen), seen
+
+
+@pytest.mark.integration
+def test_one_thread_does_not_load_torch_and_pins_a_torch_loaded_inside():
+    # A numpy-only fit must not pay for importing torch; a torch the work loads itself starts with one thread, and
+    # the process's own count comes back after the block.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from privpix.threads import one_thread\n"
+        "from privpix.errors import require_torch\n"
+        "with one_thread():\n"
+        "    assert 'torch' not in sys.modules\n"
+        "    inside = require_torch('test').get_num_threads()\n"
+        "import torch\n"
+        "print(inside, torch.get_num_threads())\n"
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    env["OMP_NUM_THREADS"] = "2"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == ["1", "2"], out.stdout + out.stderr

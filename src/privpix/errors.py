@@ -73,4 +73,7 @@ def require_torch(purpose: str):
         import torch
     except ImportError:  # pragma: no cover - exercised only without the extra
         raise ParameterError(f"{purpose} needs PyTorch: pip install 'privpix[neural]'") from None
+    from privpix.threads import torch_loaded
+
+    torch_loaded(torch)  # loaded inside one_thread(): one thread from the start
     return torch

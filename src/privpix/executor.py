@@ -16,7 +16,6 @@ arrive changes nothing.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -24,6 +23,7 @@ from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from privpix.errors import ParameterError
+from privpix.threads import share_cores
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -39,24 +39,6 @@ def default_workers() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
-
-
-# The variables the BLAS and OpenMP runtimes read when they load (numpy's OpenBLAS, torch's OpenMP, MKL).
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-def share_cores(threads: int) -> None:
-    """In a worker process: at most ``threads`` BLAS/OpenMP threads (the cores divided among the workers). Each
-    runtime otherwise starts one thread per core in every worker, and their busy-waiting threads slow each other:
-    two workers auditing pca-inverse at once took 7 s each against 1.7 s alone, and 1.5–1.8 s with one thread each.
-    Set in the environment for runtimes loaded later, and through threadpoolctl for those already loaded."""
-    for var in THREAD_VARIABLES:
-        os.environ[var] = str(threads)
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return
-    threadpool_limits(threads)
 
 
 class Executor:
@@ -236,52 +218,6 @@ def make_executor(engine: str = "local", workers: int | None = None, scheduler: 
         return DaskExecutor(workers, scheduler)
     n = workers or default_workers()
     return Executor(1) if n == 1 else LocalExecutor(n)
-
-
-@contextmanager
-def one_thread(load: bool = False) -> Iterator[None]:
-    """One torch thread and one BLAS/OpenMP thread inside, in a worker process or in this one; the caller's counts
-    are restored after. A float product's rounding depends on how many threads split it, and a trained network
-    amplifies those last bits: a synthesizer fitted on 4,000 digits scored 0.783 with two torch threads and 0.787
-    with one, and the bench's attack scores moved in their 7th digit with numpy's BLAS threads. Shards, bench points
-    and fits run inside this, so the same seed gives the same numbers on any machine and any worker count (the cores
-    go to the worker processes instead of to threads). ``load``: import torch first if it is not yet (for work that
-    may import it inside); otherwise a process without torch loaded does not load it."""
-    import sys
-
-    if load and "torch" not in sys.modules:
-        try:
-            import torch
-        except ImportError:
-            pass
-    torch = sys.modules.get("torch")
-    before = torch.get_num_threads() if torch is not None else None
-    if torch is not None:
-        torch.set_num_threads(1)
-    try:
-        with _blas_threads(1):
-            yield
-    finally:
-        if torch is not None and before is not None:
-            torch.set_num_threads(before)
-
-
-def _blas_threads(n: int) -> contextlib.AbstractContextManager:
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=n)
-
-
-def one_thread_in_workers() -> None:
-    """In a worker process, torch gets one thread: the workers already fill the cores (two threads per worker
-    on two workers would fight over two cores)."""
-    import multiprocessing
-    import sys
-
-    if multiprocessing.parent_process() is not None and "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(1)
 
 
 def tree_reduce(parts: Iterable[T], combine: Callable[[T, T], T]) -> T:

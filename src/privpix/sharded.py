@@ -37,11 +37,12 @@ import numpy as np
 from privpix import __version__, strict_json
 from privpix.data.formats import FORMATS, Item, check_class_names, finish, write_shard
 from privpix.errors import DataError, ParameterError
-from privpix.executor import Executor, one_thread
+from privpix.executor import Executor
 from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Mechanism
 from privpix.noise import RNG, SecureRandom
 from privpix.release_folder import PLAN, SHARDS, OpaqueNames, ReleaseWriter, read_manifest
+from privpix.threads import one_thread
 
 # Values (pixels x channels) released together in one block, and kept in memory per shard as uint8 output.
 BLOCK_VALUES = 1 << 25

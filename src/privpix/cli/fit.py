@@ -56,8 +56,8 @@ def fit_to_file(
     any training (refused over budget), and the model file records the entry; releases from the file are then
     post-processing and charge nothing more (docs/accounting.md)."""
     from privpix.errors import ParameterError
-    from privpix.executor import one_thread
     from privpix.mechanisms import Mechanism, get_mechanism, mechanism_class
+    from privpix.threads import one_thread
 
     out = Path(output)
     _check_output_path(out, "--output")  # before hours of training, not after
@@ -93,7 +93,7 @@ def fit_to_file(
         _plain(f"privpix fit: {method} on {what} ({len(data)} items), {how} → {out}")
     t0 = time.perf_counter()
     # One torch thread, as in every fit privpix runs: the same seed then gives the same model on any machine.
-    with notes_from_warnings(), one_thread(load=True):
+    with notes_from_warnings(), one_thread():
         if ledger is None:
             mech.fit(data, seed=seed)
             with _writing(out, "--output"):

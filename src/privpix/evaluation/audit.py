@@ -767,12 +767,12 @@ class _RefitTrial:
 def _refit_trial(trial: _RefitTrial) -> np.ndarray:
     """One trial: a fresh copy fitted on the side, then the values of the images it synthesizes; every draw from
     the trial's own seed, so the trial gives the same output wherever it runs."""
-    from privpix.executor import one_thread_in_workers
+    from privpix.threads import one_thread
 
-    one_thread_in_workers()
-    rng = np.random.default_rng(trial.seed)
-    fresh = trial.kind(**trial.params).fit(trial.side, seed=int(rng.integers(0, 2**31)))
-    return fresh.synthesize(SYNTHETIC_PER_TRIAL, rng, trial.side.shape).values().ravel()
+    with one_thread():  # as every fit: the trial's output does not depend on where it ran
+        rng = np.random.default_rng(trial.seed)
+        fresh = trial.kind(**trial.params).fit(trial.side, seed=int(rng.integers(0, 2**31)))
+        return fresh.synthesize(SYNTHETIC_PER_TRIAL, rng, trial.side.shape).values().ravel()
 
 
 def _refit_outputs(kind: type[Mechanism], params: dict[str, Any], side: ImageSet, trials: int, rng) -> np.ndarray:

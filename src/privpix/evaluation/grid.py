@@ -19,8 +19,9 @@ from privpix.data.imageset import ImageSet
 from privpix.errors import privpix_warnings_to
 from privpix.evaluation.quality import entropy
 from privpix.evaluation.runner import cell_seed, evaluate_cell
-from privpix.executor import Executor, one_thread
+from privpix.executor import Executor
 from privpix.mechanisms.base import Mechanism, mechanism_class, method_params, ready_mechanism
+from privpix.threads import one_thread
 
 if TYPE_CHECKING:
     from privpix.evaluation.audit import AuditResult
@@ -255,7 +256,7 @@ class _PointTask:
 def _run_point(task: _PointTask) -> tuple[Mechanism, list[CellRecord], AuditRecord | None, list[str]]:
     """Fit the point's mechanism, run its cells and its audit; returns them with the progress lines. One torch
     thread wherever it runs, so a point's numbers do not depend on the executor (:func:`one_thread`)."""
-    with one_thread(load=True):
+    with one_thread():
         return _point(task)
 
 

@@ -749,12 +749,12 @@ def fit_as_declared(
     records; read only when it fits on the private set), the public data set it names (read from ``data_dir``),
     its model file, or nothing; ``seed`` seeds a fit that draws randomness (training). The one fitting step that
     release, evaluate, bench and audit share; returns ``mech``. A fit on data runs with one torch thread, so the
-    same seed fits the same model on any machine (:func:`privpix.executor.one_thread`)."""
-    from privpix.executor import one_thread
+    same seed fits the same model on any machine (:func:`privpix.threads.one_thread`)."""
+    from privpix.threads import one_thread
 
     caps = mech.capabilities()
     if caps.fits_on in ("private", "public"):
-        with one_thread(load=True):
+        with one_thread():
             return _fit_as_declared(mech, caps, private, data_dir, seed)
     return _fit_as_declared(mech, caps, private, data_dir, seed)
 

@@ -585,13 +585,14 @@ class _ChunkTask:
 
 
 def _chunk_task(task: _ChunkTask) -> list[np.ndarray]:
-    from privpix.executor import one_thread_in_workers
     from privpix.mechanisms.synthesis import embed_net
+    from privpix.threads import one_thread
 
-    one_thread_in_workers()
-    fresh = task.kind(**task.params)
-    featurize, width = fresh._featurizer(task.shape, task.feature_seed)
-    return embed_net.chunk_sums(task.x, task.labels, featurize, width, fresh.n_classes, fresh.count_share, task.bits)
+    with one_thread():
+        fresh = task.kind(**task.params)
+        featurize, width = fresh._featurizer(task.shape, task.feature_seed)
+        return embed_net.chunk_sums(task.x, task.labels, featurize, width, fresh.n_classes, fresh.count_share,
+                                    task.bits)  # fmt: skip
 
 
 def _parallel_chunk_sums(mech: MeanEmbeddingSynthesizer, shape: tuple[int, int, int], feature_seed: int,
