@@ -5,7 +5,7 @@ own training split: their fit on the private set, declared by the mechanisms. Th
 paper 003 is built for 64×64 RGB CelebA images and does not apply to either set; the LDP encoders of paper
 000 release report vectors, and their image form is ``ldp-pixel``.
 
-Run: ``.venv/bin/python benchmarks/bench_reports.py [--datasets orl,mnist]`` (about an hour on 2 cores)
+Run: ``.venv/bin/python benchmarks/bench_reports.py [--datasets orl,mnist] [--workers 2]`` (about an hour on 2 cores)
 → ``benchmarks/results/bench_<dataset>/{results.csv,results.json,audits.md,screenshot.png}``; the full
 ``report.html`` is written beside them (not committed: it embeds the sample images).
 """
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from privpix.bench import BenchConfig, run_bench
 from privpix.data import load_pair
+from privpix.executor import make_executor
 from privpix.mechanisms import mechanism_class
 from privpix.report.html import cell_means, verdict_text
 
@@ -113,6 +114,7 @@ def main() -> None:
     ap.add_argument("--datasets", default=",".join(RUNS))
     ap.add_argument("--epsilon", default="0.1,1,10")
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=1, help="worker processes for the grid points (same results)")
     args = ap.parse_args()
 
     def log(msg):
@@ -137,7 +139,9 @@ def main() -> None:
         train, test = load_pair(ds, None, run["limit"], cfg.seed, None, False)
         out = OUT / f"bench_{ds}"
         t0 = time.perf_counter()
-        res = run_bench(train, test, cfg, WORK / f"bench_{ds}", progress=lambda m, ds=ds: log(f"{ds}: {m}"))
+        with make_executor("local", args.workers) as ex:
+            res = run_bench(train, test, cfg, WORK / f"bench_{ds}", progress=lambda m, ds=ds: log(f"{ds}: {m}"),
+                            executor=ex)  # fmt: skip
         out.mkdir(parents=True, exist_ok=True)
         for name in ("results.csv", "results.json"):
             shutil.copy(WORK / f"bench_{ds}" / name, out / name)
