@@ -6,7 +6,6 @@ torch, can pin a torch loaded inside :func:`one_thread` without importing the ex
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from collections.abc import Iterator
@@ -22,12 +21,10 @@ def share_cores(threads: int) -> None:
     runtime otherwise starts one thread per core in every worker, and their busy-waiting threads slow each other:
     two workers auditing pca-inverse at once took 7 s each against 1.7 s alone, and 1.5–1.8 s with one thread each.
     Set in the environment for runtimes loaded later, and through threadpoolctl for those already loaded."""
+    from threadpoolctl import threadpool_limits
+
     for var in THREAD_VARIABLES:
         os.environ[var] = str(threads)
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return
     threadpool_limits(threads)
 
 
@@ -47,6 +44,8 @@ def one_thread() -> Iterator[None]:
     points, audit trials and fits run inside this, so the same seed gives the same numbers on any machine and any
     worker count (the cores go to the worker processes instead of to threads). torch is not loaded for this: if
     the work loads it (through :func:`privpix.errors.require_torch`), it starts with one thread."""
+    from threadpoolctl import threadpool_limits  # here, not at import: 36 ms on every CLI start
+
     global _depth, _torch_default
     torch = sys.modules.get("torch")
     before = torch.get_num_threads() if torch is not None else None
@@ -54,7 +53,7 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(1)
     _depth += 1
     try:
-        with _blas_threads(1):
+        with threadpool_limits(limits=1):
             yield
     finally:
         _depth -= 1
@@ -66,18 +65,11 @@ def one_thread() -> Iterator[None]:
 
 
 def torch_loaded(torch: Any) -> None:
-    """privpix has just loaded ``torch``: inside :func:`one_thread` it gets one thread at once, as it would have on
-    entering the block."""
+    """Called each time privpix asks for ``torch`` (:func:`privpix.errors.require_torch`), so also right after it
+    first loads it: inside :func:`one_thread` a torch loaded there gets one thread at once, as it would have on
+    entering the block; elsewhere, or when it already has one thread, nothing happens."""
     global _torch_default
     if _depth and torch.get_num_threads() != 1:
         if _torch_default is None:
             _torch_default = torch.get_num_threads()
         torch.set_num_threads(1)
-
-
-def _blas_threads(n: int) -> contextlib.AbstractContextManager:
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=n)
