@@ -2,7 +2,7 @@
 
 For each case an obfuscator is trained (Algorithm 1, early stopping), then every release setting (σ² of g, K
 of f, with or without f, and the Gaussian-noise baseline) is measured with the paper's protocol
-(:mod:`privpix.evaluation.obfuscation`): weak adversary (trained on original data), strong adversary
+(:mod:`privpix.mechanisms.neural.obfuscation`): weak adversary (trained on original data), strong adversary
 (trained on released data of a disjoint split), utility provider (trained on released data, tested on the
 original test data and on released test data). Convex-hull AUC with both origins; the decorrelation check.
 
@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from privpix.data import celeba_64, load_dataset
-from privpix.evaluation.obfuscation import (
+from privpix.evaluation.tradeoff import convex_hull_auc
+from privpix.mechanisms.neural.obfuscation import (
     AttributeData,
     decorrelation,
     gaussian_noise_release,
@@ -32,7 +33,6 @@ from privpix.evaluation.obfuscation import (
     obfuscator_release,
     train_inferrer,
 )
-from privpix.evaluation.tradeoff import convex_hull_auc
 from privpix.mechanisms.neural.obfuscator import train_obfuscator
 from privpix.mechanisms.neural.records import encode_records, fit_record_encoding
 

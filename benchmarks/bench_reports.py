@@ -22,7 +22,7 @@ from privpix.bench import BenchConfig, run_bench
 from privpix.data import load_pair
 from privpix.executor import make_executor
 from privpix.mechanisms import mechanism_class
-from privpix.report.html import cell_means, verdict_text
+from privpix.report.summaries import cell_means, verdict_text
 
 ROOT = Path(__file__).parent
 OUT = ROOT / "results"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from privpix.data import load_dataset
 from privpix.evaluation import evaluate
-from privpix.report.html import summary_rows
+from privpix.report.summaries import summary_rows
 
 METHODS = [
     "pixel-laplace",  # paper 001's LAP: data-derived column sensitivity (not DP)

@@ -251,7 +251,7 @@ def test_categorical_reports_get_a_likelihood_ratio_on_the_right_coordinate():
     """Randomized response over d = 37 values (a HOG-BoVW count feature): x₀ reports 1, x₁ reports 0 on coordinate
     3, five other coordinates report the same value on both sides. A mean shift hides coordinate 3 among the
     others; the categorical statistic finds it, and its held-out test bounds ε near the true 4."""
-    from privpix.evaluation.audit import _statistics
+    from privpix.evaluation.audit.bounds import _statistics
 
     rng, eps, d, n = np.random.default_rng(0), 4.0, 37, 4000
 

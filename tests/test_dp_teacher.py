@@ -14,7 +14,7 @@ from privpix.composition import NoiseEvent, compose
 from privpix.data import ImageSet
 from privpix.errors import DataError, ParameterError
 from privpix.mechanisms import ALIASES, get_mechanism, mechanism_class, parse_method_spec
-from privpix.mechanisms.base import canonical_spec
+from privpix.mechanisms.registry import canonical_spec
 from privpix.mechanisms.synthesis import dp_teacher
 
 TINY = {"n_features": 64, "epochs": 1, "batch_size": 20, "width": 16, "channels": 4, "teacher_epochs": 1,
@@ -206,9 +206,9 @@ def test_dp_synth_is_an_alias_resolved_at_construction():
 
 
 def test_an_alias_that_pins_a_parameter_refuses_a_contradiction(monkeypatch):
-    from privpix.mechanisms import base
+    from privpix.mechanisms import registry
 
-    monkeypatch.setitem(base.ALIASES, "dp-quick", ("dp-teacher[teacher_epochs=2]", "a test alias"))
+    monkeypatch.setitem(registry.ALIASES, "dp-quick", ("dp-teacher[teacher_epochs=2]", "a test alias"))
     assert parse_method_spec("dp-quick[n=5]") == ("dp-teacher", {"teacher_epochs": "2", "n": "5"})
     assert get_mechanism("dp-quick", epsilon=1.0, delta=1e-5).teacher_epochs == 2
     with pytest.raises(ParameterError, match="dp-quick pins teacher_epochs=2"):

@@ -127,7 +127,7 @@ def test_a_full_disk_names_the_output(run, report_dir, tmp_path, monkeypatch):
     def full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")  # write() names no file
 
-    monkeypatch.setattr("privpix.accounting.write_text_atomic", full)
+    monkeypatch.setattr("privpix.fileio.write_text_atomic", full)
     out = tmp_path / "result.json"
     r = run("ldp", "train", "--reports", report_dir, "--classifier", "nb", "--json", out, "-q")
     _one_error_line(r, f"--json {out}: No space left on device")

@@ -41,6 +41,16 @@ def _imports(mods: dict[str, Path], name: str) -> set[str]:
     return found
 
 
+@pytest.mark.integration
+def test_the_layers_hold():
+    """pyproject.toml's import-linter contracts: each layer imports only from the layers below it (lazy imports
+    inside functions included), and mechanisms never reach evaluation, report, publishing or the command line."""
+    exe = Path(sys.executable).parent / "lint-imports"
+    assert exe.is_file(), "import-linter is a dev dependency: pip install -e '.[dev]'"
+    r = subprocess.run([str(exe), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "0 broken" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
+
+
 def test_no_import_circles_in_the_package():
     mods = _modules()
     graph = {m: _imports(mods, m) for m in mods}

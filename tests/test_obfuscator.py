@@ -143,7 +143,7 @@ def test_cli_train_and_release_on_celeba(run, data_dir, tmp_path):
 
 
 def test_inferrer_learns_and_is_reproducible():
-    from privpix.evaluation.inference import NeuralInferrer, build_inferrer
+    from privpix.mechanisms.neural.inference import NeuralInferrer, build_inferrer
 
     x, _, priv = _toy_records(600)
     a = NeuralInferrer("tabular", epochs=15, seed=3).fit(x[:500], priv[:500])
@@ -163,7 +163,7 @@ def test_inferrer_learns_and_is_reproducible():
 
 @pytest.mark.slow
 def test_protocol_noise_baseline_and_decorrelation():
-    from privpix.evaluation.obfuscation import (
+    from privpix.mechanisms.neural.obfuscation import (
         AttributeData,
         decorrelation,
         gaussian_noise_release,

@@ -19,7 +19,9 @@ from privpix.data import ImageSet, load_dataset
 from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Capabilities, Mechanism
 from privpix.neighbours import OneOfBatch
-from privpix.report.html import budget_answers, frontier_plot, frontier_points, render_report
+from privpix.report.html import render_report
+from privpix.report.plots import frontier_plot
+from privpix.report.summaries import budget_answers, frontier_points
 
 
 def _cell(method: str, eps: float | None, acc: float, g: Guarantee, output: str = "images", rep: int = 0) -> dict:

@@ -34,8 +34,8 @@ def _fitters():
     """One small training per kind of model privpix trains; each returns something holding its weights."""
     from privpix.evaluation.attacks import reconstruction
     from privpix.evaluation.cnn import CNNClassifier
-    from privpix.evaluation.inference import NeuralInferrer
     from privpix.mechanisms.ldp.encoders import make_encoder
+    from privpix.mechanisms.neural.inference import NeuralInferrer
     from privpix.mechanisms.neural.obfuscator import train_obfuscator
     from privpix.mechanisms.neural.ppsgan import TrunkClassifier, train_ppsgan
 

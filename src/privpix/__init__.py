@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from privpix.errors import BudgetExceededError, DataError, ParameterError, PrivpixError
 from privpix.guarantees import Guarantee
-
-__version__ = "0.1.0"
+from privpix.version import __version__
 
 _LAZY = {
     "load_dataset": ("privpix.data", "load_dataset"),

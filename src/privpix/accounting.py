@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -35,6 +34,7 @@ from privpix.composition import (
     replace_one,
 )
 from privpix.errors import BudgetExceededError, DataError, ParameterError, check_delta, check_positive
+from privpix.fileio import write_text_atomic
 from privpix.guarantees import Guarantee
 
 # What touched the private data: a release, a fit, a model's fit charged afterwards (`privpix ledger charge`).
@@ -576,32 +576,3 @@ def open_ledger(
         yield LedgerSession(p, ledger)
     finally:
         lock.release()
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader sees the old file or the whole new one, never a part."""
-    write_bytes_atomic(path, text.encode())
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        # mkstemp makes the file private (0600); give it the mode a plain open() would (0666 minus umask).
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        # Name the file the caller asked for, not the temporary one.
-        raise OSError(exc.errno, exc.strerror, str(path)) from None
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

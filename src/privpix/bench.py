@@ -27,8 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from privpix import __version__, strict_json
-from privpix.accounting import write_text_atomic
+from privpix import strict_json
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError, PrivpixError
 from privpix.evaluation import attacks
@@ -41,7 +40,9 @@ from privpix.evaluation.grid import (
     sample_grids,
 )
 from privpix.executor import Executor
-from privpix.mechanisms.base import mechanism_class
+from privpix.fileio import write_text_atomic
+from privpix.mechanisms.registry import mechanism_class
+from privpix.version import __version__
 
 
 @dataclass

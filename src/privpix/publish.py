@@ -12,10 +12,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from privpix import __version__
-from privpix.accounting import write_text_atomic
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
+from privpix.fileio import write_text_atomic
 from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Mechanism
 from privpix.noise import RNG
@@ -36,6 +35,7 @@ from privpix.release_folder import (  # noqa: F401  (re-exported: the public nam
     recover,
     verify_manifest,
 )
+from privpix.version import __version__
 
 # ------------------------------------------------------------------------------------------------ releases
 

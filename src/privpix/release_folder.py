@@ -37,9 +37,8 @@ from filelock import FileLock, Timeout
 from PIL import Image
 
 from privpix import strict_json
-from privpix.accounting import write_text_atomic
-from privpix.data.files import sha256_file
 from privpix.errors import DataError, ParameterError
+from privpix.fileio import sha256_file, write_text_atomic
 
 MANIFEST = "manifest.json"
 RECORDS = "records.csv"

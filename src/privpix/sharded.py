@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from privpix import __version__, strict_json
+from privpix import strict_json
 from privpix.data.formats import FORMATS, Item, check_class_names, finish, write_shard
 from privpix.errors import DataError, ParameterError
 from privpix.executor import Executor
@@ -43,6 +43,7 @@ from privpix.mechanisms.base import Mechanism
 from privpix.noise import RNG, SecureRandom
 from privpix.release_folder import PLAN, SHARDS, OpaqueNames, ReleaseWriter, read_manifest
 from privpix.threads import one_thread
+from privpix.version import __version__
 
 # Values (pixels x channels) released together in one block, and kept in memory per shard as uint8 output.
 BLOCK_VALUES = 1 << 25
@@ -51,6 +52,9 @@ MAX_BLOCK = 256
 # Shards of fewer values than this are not worth a process (starting two takes about a second): a small release
 # runs in one shard, in this process.
 MIN_SHARD_VALUES = 1 << 24
+# For a mechanism that declares its cost (Capabilities.seconds_per_value), a shard is worth a process from this
+# much work: two starts cost about a second.
+MIN_SHARD_SECONDS = 2.0
 PLAN_VERSION = 1
 DELAY_ENV = "PRIVPIX_SHARD_DELAY"
 
@@ -63,13 +67,19 @@ def block_size(caps_batch: int | None, shape: tuple[int, int, int]) -> int:
     return max(1, min(MAX_BLOCK, BLOCK_VALUES // max(1, math.prod(shape))))
 
 
-def shard_size(n: int, block: int, shape: tuple[int, int, int], workers: int) -> int:
+def shard_size(
+    n: int, block: int, shape: tuple[int, int, int], workers: int, seconds_per_value: float | None = None
+) -> int:
     """Images per shard: a whole number of blocks, four shards per worker when there is enough work (at least
-    :data:`MIN_SHARD_VALUES` values each), and at most :data:`SHARD_VALUES` of output per shard (a worker holds
-    one shard's output before writing it)."""
+    :data:`MIN_SHARD_VALUES` values each, or :data:`MIN_SHARD_SECONDS` of the mechanism's declared
+    ``seconds_per_value``, whichever is fewer), and at most :data:`SHARD_VALUES` of output per shard (a worker
+    holds one shard's output before writing it)."""
     values = max(1, math.prod(shape))
+    least = MIN_SHARD_VALUES
+    if seconds_per_value is not None:
+        least = max(1, min(least, int(MIN_SHARD_SECONDS / seconds_per_value)))
     by_memory = max(1, SHARD_VALUES // values)
-    by_balance = max(-(-MIN_SHARD_VALUES // values), math.ceil(n / (4 * max(1, workers))))
+    by_balance = max(-(-least // values), math.ceil(n / (4 * max(1, workers))))
     size = min(by_memory, by_balance)
     return max(block, (size + block - 1) // block * block)
 
@@ -248,7 +258,7 @@ def _record_path(stage: Path, index: int) -> Path:
 
 
 def _write_record(stage: Path, index: int, record: dict[str, Any]) -> None:
-    from privpix.accounting import write_text_atomic
+    from privpix.fileio import write_text_atomic
 
     write_text_atomic(_record_path(stage, index), strict_json.dumps(record, default=None))
 
@@ -276,7 +286,7 @@ def _summary(record: dict[str, Any]) -> dict[str, Any]:
 def _read_record(stage: Path, index: int) -> dict[str, Any] | None:
     """A finished shard's record, or None when the shard must be (re)done: no record, or a file it lists is
     missing or changed (checked by sha256)."""
-    from privpix.data.files import sha256_file
+    from privpix.fileio import sha256_file
 
     p = _record_path(stage, index)
     if not p.is_file():
@@ -367,7 +377,8 @@ class ShardedRelease:
         }
 
     def plan(self, workers: int, run: str | None = None, ledger: str | None = None) -> dict[str, Any]:
-        size = self.shard or shard_size(self.n, self.block, self.shape, workers)
+        cost = self.mechanism.capabilities().seconds_per_value
+        size = self.shard or shard_size(self.n, self.block, self.shape, workers, cost)
         size = (size + self.block - 1) // self.block * self.block
         return {
             "version": PLAN_VERSION,

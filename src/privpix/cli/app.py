@@ -16,8 +16,8 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from privpix import __version__
 from privpix.errors import PrivpixError
+from privpix.version import __version__
 
 # A wide console even when piped, so tables stay one row per line in logs. No emoji codes: a dataset split in a
 # message ("builtin-mnist:train: ...") must print as typed, not as ":train:" turned into a picture.

@@ -97,11 +97,11 @@ def audit(
     (--workers, --engine), each seeded on its own, so the bound does not depend on where they ran."""
     import numpy as np
 
-    from privpix.accounting import write_text_atomic
     from privpix.data import ImageSet, load_dataset
     from privpix.data.memory import check_resize_fits
     from privpix.errors import ParameterError
     from privpix.evaluation.audit import audit as run_audit
+    from privpix.fileio import write_text_atomic
     from privpix.mechanisms import fit_as_declared, get_mechanism
 
     mech = get_mechanism(method, epsilon, delta, **_params(params))
@@ -314,7 +314,7 @@ def bench(
 def print_audit_table(res: dict, title: str) -> None:
     """The bench's summary on the console: per (method, ε) the claim, the audited bound, the verdict, and the
     mean utility and re-identification over repeats."""
-    from privpix.report.html import bound_text, cell_means, verdict_text
+    from privpix.report.summaries import bound_text, cell_means, verdict_text
 
     table = Table(title=title)
     for col in ("method", "ε", "sound", "claimed (unit)", "audited ≥", "verdict", "accuracy", "re-id (best)"):
@@ -438,7 +438,7 @@ def demo(output, dataset, epsilons, limit, audit_trials, audit_max_trials, seed,
 
 def _print_budget_answers(cells: list[dict]) -> None:
     """The report's first answer on the console: the most useful sound release within each per-image budget."""
-    from privpix.report.html import budget_answers
+    from privpix.report.summaries import budget_answers
 
     for budget, best in budget_answers(cells):
         if best is None:

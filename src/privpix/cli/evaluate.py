@@ -155,7 +155,7 @@ def evaluate(
                                    delta)  # fmt: skip
     _print_summary(rows, quiet)
     if json_path:
-        from privpix.accounting import write_text_atomic
+        from privpix.fileio import write_text_atomic
 
         with _writing(json_path, "--json"):
             write_text_atomic(Path(json_path), strict_json.dumps(rows, indent=2, default=float))
@@ -182,7 +182,7 @@ def _run_evaluation(train, test, methods, epsilons, repeats, seed, common, datas
 def _print_summary(rows, quiet):
     if quiet:
         return
-    from privpix.report.html import summary_rows
+    from privpix.report.summaries import summary_rows
 
     table = Table(title="evaluation (mean over repeats)")
     for col in ("method", "ε", "accuracy", "F1", "acc. release-all", "PSNR", "SSIM", "entropy", "guarantee"):

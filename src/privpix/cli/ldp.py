@@ -221,11 +221,11 @@ def train(
     """Fit a classifier on perturbed reports and (optionally) score it on clean test images."""
     import numpy as np
 
-    from privpix.accounting import write_text_atomic
     from privpix.errors import ParameterError
-    from privpix.learners import CLASSIFIERS, make_classifier
+    from privpix.fileio import write_text_atomic
     from privpix.mechanisms.base import Param
     from privpix.mechanisms.ldp import load_encoder
+    from privpix.mechanisms.ldp.learners import CLASSIFIERS, make_classifier
     from privpix.mechanisms.ldp.reports import MANIFEST, read_reports
 
     if json_path:

@@ -115,7 +115,7 @@ def _size(text: str | None, name: str = "--size") -> tuple[int, int] | None:
 def _split_methods(spec: str) -> list[str]:
     """Split on commas outside brackets: 'a,b[x=1,y=2]' → ['a', 'b[x=1,y=2]']; an alias becomes the mechanism it
     stands for (``dp-synth`` → ``dp-teacher``), so rows and reports name the real method."""
-    from privpix.mechanisms.base import canonical_spec
+    from privpix.mechanisms.registry import canonical_spec
 
     out, depth, cur = [], 0, ""
     for ch in spec:
@@ -134,7 +134,7 @@ def _split_methods(spec: str) -> list[str]:
 def _check_methods(methods: Sequence[str], common: dict[str, str], option: str) -> None:
     """Every method known and its ``--param`` values consistent with what it pins, before any data is loaded."""
     from privpix.errors import ParameterError
-    from privpix.mechanisms.base import method_params
+    from privpix.mechanisms.registry import method_params
 
     if not methods:
         raise ParameterError(f"{option}: no method given")

@@ -1,16 +1,14 @@
 """Datasets: staged real datasets in their original formats, built-in offline sets, and image folders."""
 
 from privpix.data.files import DEFAULT_MAX_PIXELS, read_image, set_mode
+from privpix.data.folders import iter_folder, list_image_files, load_folder
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.loaders import (
     DATASETS,
     ENV_VAR,
     DatasetInfo,
     celeba_64,
-    iter_folder,
-    list_image_files,
     load_dataset,
-    load_folder,
     parse_dataset_spec,
     resolve_data_dir,
 )

@@ -356,11 +356,3 @@ def is_image_file(path: Path) -> bool:
             return im.format is not None
     except _DECODE_ERRORS:
         return False
-
-
-def sha256_file(path: Path) -> str:
-    """The sha256 of a file's bytes, read in blocks (a release folder's check and the duplicate finder's)."""
-    import hashlib
-
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()

@@ -15,10 +15,9 @@ builtin-mnist, digits, lfw-subset   per class, first half train / second half te
 from __future__ import annotations
 
 import csv
-import hashlib
 import os
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,17 +25,11 @@ import numpy as np
 import pandas as pd
 
 from privpix.data.files import (
-    DEFAULT_MAX_PIXELS,
-    IMAGE_EXTENSIONS,
-    ImageHeader,
-    check_max_pixels,
-    is_image_file,
-    read_header,
     read_idx,
     read_image,
     require_file,
-    sha256_file,
 )
+from privpix.data.folders import _concat
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import DataError, ParameterError
 
@@ -92,19 +85,6 @@ def _idx_loader(folder: str, class_names: tuple[str, ...]) -> Callable[..., Imag
         return _concat([tr, te])
 
     return load
-
-
-def _concat(sets: list[ImageSet]) -> ImageSet:
-    first = sets[0]
-    return ImageSet(
-        np.concatenate([s.images for s in sets]),
-        labels=None if first.labels is None else np.concatenate([s.labels for s in sets]),
-        subjects=None if first.subjects is None else np.concatenate([s.subjects for s in sets]),
-        attributes={k: np.concatenate([s.attributes[k] for s in sets]) for k in first.attributes},
-        names=np.concatenate([s.names for s in sets]),
-        source=first.source,
-        class_names=first.class_names,
-    )
 
 
 def _halves(full: ImageSet, split: str | None) -> ImageSet:
@@ -334,231 +314,6 @@ def load_lfw_subset(root: Path | None = None, split: str | None = None) -> Image
     imgs = np.clip(np.rint(x * 255), 0, 255).astype(np.uint8)
     full = ImageSet(imgs, labels=labels, source="lfw-subset", class_names=("non-face", "face"))
     return _halves(full, split)
-
-
-# ------------------------------------------------------------------------------------------------ folders
-
-
-def _rel(path: Path, root: Path) -> str:
-    try:
-        return path.relative_to(root).as_posix()
-    except ValueError:
-        return str(path)
-
-
-@dataclass(frozen=True)
-class _FolderEntry:
-    path: Path
-    cls: str | None
-    header: ImageHeader
-
-
-def _walk(root: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
-    """Every regular file under ``root`` in sorted path order (symlinked folders followed once each), and the
-    entries passed over with why: hidden files and files in hidden folders, broken links, special files, and
-    folders reached a second time through a link (which would otherwise give their images twice)."""
-    files: list[Path] = []
-    skipped: list[tuple[Path, str]] = []
-    # Hidden folders are walked only to report their files; they keep their own record of folders seen, so a
-    # visible link into a hidden folder still releases its images.
-    seen_visible = {os.path.realpath(root): root}
-    seen_hidden: dict[str, Path] = {}
-
-    def visit(folder: Path, hidden_in: str | None) -> None:
-        try:
-            names = sorted(os.listdir(folder))
-        except OSError as exc:
-            raise DataError(f"{folder}: cannot list the folder ({exc.strerror or exc})") from None
-        for name in names:
-            p = folder / name
-            rel = _rel(p, root)
-            hidden = hidden_in or (rel if name.startswith(".") else None)
-            if p.is_dir():
-                seen = seen_visible if hidden is None else seen_hidden
-                real = os.path.realpath(p)
-                if real in seen:
-                    if hidden is None:
-                        skipped.append((p, f"same folder as {_rel(seen[real], root) or '.'} (link)"))
-                    continue
-                seen[real] = p
-                visit(p, hidden)
-            elif hidden is not None:
-                skipped.append((p, "hidden file" if hidden == rel else f"in hidden folder {hidden}"))
-            elif p.is_file():
-                files.append(p)
-            elif p.is_symlink():
-                skipped.append((p, "broken link"))
-            else:
-                skipped.append((p, "not a regular file"))
-
-    visit(root, None)
-    return files, skipped
-
-
-def _scan_folder(
-    folder: str | os.PathLike, max_pixels: int | None
-) -> tuple[Path, list[_FolderEntry], list[tuple[Path, str]]]:
-    """``(root, images, skipped)``: every image once, with its class folder and header (sizes checked against
-    ``max_pixels`` before any decoding), and every other file with the reason it was passed over."""
-    root = Path(folder).expanduser()
-    if not root.is_dir():
-        raise DataError(f"{root}: input folder does not exist")
-    check_max_pixels(max_pixels)
-    paths, skipped = _walk(root)
-    real_root = root.resolve()
-    # One file reached by two names (symlink, hard link) is one record: release it once.
-    by_inode: dict[tuple[int, int], Path] = {}
-    candidates: list[_FolderEntry] = []
-    for p in paths:
-        if not p.resolve().is_relative_to(real_root):
-            # A link planted in an upload must not publish files from elsewhere on the machine.
-            skipped.append((p, "link to a file outside the input folder"))
-            continue
-        st = p.stat()
-        key = (st.st_dev, st.st_ino)
-        if key in by_inode:
-            skipped.append((p, f"same file as {_rel(by_inode[key], root)} (link)"))
-            continue
-        by_inode[key] = p
-        if p.suffix.lower() not in IMAGE_EXTENSIONS and not is_image_file(p):
-            skipped.append((p, "not an image"))
-            continue
-        parts = p.relative_to(root).parts
-        candidates.append(_FolderEntry(p, parts[0] if len(parts) > 1 else None, read_header(p, max_pixels)))
-    # Byte-identical copies are one record too. Only files whose sizes collide are hashed.
-    sizes: dict[int, int] = {}
-    for e in candidates:
-        n = e.path.stat().st_size
-        sizes[n] = sizes.get(n, 0) + 1
-    by_digest: dict[str, Path] = {}
-    images: list[_FolderEntry] = []
-    for e in candidates:
-        if sizes[e.path.stat().st_size] > 1:
-            try:
-                digest = sha256_file(e.path)
-            except OSError as exc:
-                raise DataError(f"{e.path}: cannot be read ({exc.strerror or exc})") from None
-            if digest in by_digest:
-                skipped.append((e.path, f"duplicate of {_rel(by_digest[digest], root)}"))
-                continue
-            by_digest[digest] = e.path
-        images.append(e)
-    if images and any(e.cls is None for e in images) and any(e.cls is not None for e in images):
-        raise DataError(f"{root}: mixes images at the top level with class sub-folders; use one layout")
-    if not images:
-        raise DataError(f"{root}: no image files found (PNG, JPEG, PGM, GIF, BMP, TIFF, WebP)")
-    skipped.sort(key=lambda item: item[0].relative_to(root).parts if item[0].is_relative_to(root) else ())
-    return root, images, skipped
-
-
-def list_image_files(
-    folder: str | os.PathLike, *, max_pixels: int | None = DEFAULT_MAX_PIXELS
-) -> tuple[list[tuple[Path, str | None]], list[tuple[Path, str]]]:
-    """Image files under ``folder``: flat, or one sub-folder per class. Returns ``(images, skipped)``.
-
-    ``images`` pairs each file with its class folder name (``None`` when flat); each image appears once: a
-    second name for the same file (symlink, hard link) or a byte-identical copy is skipped, since releasing
-    one image twice doubles its privacy cost. ``skipped`` pairs every file passed over with a one-line reason:
-    ``"hidden file"``, ``"in hidden folder .x"``, ``"not an image"``, ``"duplicate of a.png"``, ``"same file as
-    a.png (link)"``, ``"same folder as cats (link)"``, ``"broken link"``, ``"not a regular file"``.
-
-    Every image header is read (nothing is decoded): a file over ``max_pixels`` pixels, or an unreadable file
-    with an image extension, raises :class:`DataError` naming it.
-    """
-    _, images, skipped = _scan_folder(folder, max_pixels)
-    return [(e.path, e.cls) for e in images], skipped
-
-
-def _resize(img: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """Anti-aliased resize of a uint8 (h, w, c) image, one channel at a time in float32 (bounded memory)."""
-    from skimage.transform import resize
-
-    out = np.empty((*size, img.shape[2]), np.uint8)
-    for k in range(img.shape[2]):
-        r = resize(img[..., k].astype(np.float32), size, anti_aliasing=True, preserve_range=True)
-        out[..., k] = np.clip(np.rint(r), 0, 255)
-    return out
-
-
-def iter_folder(
-    folder: str | os.PathLike,
-    batch_size: int = 256,
-    mode: str | None = None,
-    size: tuple[int, int] | None = None,
-    *,
-    max_pixels: int | None = DEFAULT_MAX_PIXELS,
-    on_skip: Callable[[Path, str], None] | None = None,
-) -> Iterator[ImageSet]:
-    """Stream a folder as ImageSet batches of up to ``batch_size`` images (see :func:`list_image_files` for what
-    is read). All images must share one size unless ``size`` resizes them. ``mode`` ('L' or 'RGB') is the same
-    for every batch; when not given it is 'L' only if every file is grey by its header (:func:`set_mode`),
-    else 'RGB'. Each image is decoded as docs/decoding.md states, after its header passed ``max_pixels``.
-
-    An image whose decoded pixels equal an earlier one's (the same picture saved twice, in another format or at
-    another compression) is released once: it is skipped and ``on_skip(path, reason)`` is told."""
-    if mode not in (None, "L", "RGB"):
-        raise ParameterError(f"mode must be 'L', 'RGB' or None, got {mode!r}")
-    if batch_size < 1:
-        raise ParameterError(f"batch size must be >= 1, got {batch_size}")
-    root, files, _ = _scan_folder(folder, max_pixels)
-    if mode is None:
-        mode = "L" if all(e.header.grey for e in files) else "RGB"
-    classes = sorted({e.cls for e in files if e.cls is not None})
-    class_index = {c: i for i, c in enumerate(classes)}
-    shape = None
-    seen: dict[str, Path] = {}
-    for start in range(0, len(files), batch_size):
-        chunk = files[start : start + batch_size]
-        batch = None
-        kept: list[_FolderEntry] = []
-        for e in chunk:
-            img = read_image(e.path, mode, max_pixels=max_pixels)
-            digest = hashlib.sha256(np.ascontiguousarray(img).data).hexdigest() + str(img.shape)
-            if digest in seen:
-                if on_skip is not None:
-                    on_skip(e.path, f"same pixels as {_rel(seen[digest], root)}")
-                continue
-            seen[digest] = e.path
-            i = len(kept)
-            kept.append(e)
-            if size is not None:
-                img = _resize(img, size)
-            if shape is None:
-                shape = img.shape
-            elif img.shape != shape:
-                raise DataError(
-                    f"{e.path}: image is {img.shape[1]}x{img.shape[0]}x{img.shape[2]}, but earlier images are "
-                    f"{shape[1]}x{shape[0]}x{shape[2]}; pass a resize size to make them equal"
-                )
-            # Decoded straight into the batch array: no list of images plus a stacked copy.
-            if len(chunk) == 1:
-                batch = img[None]
-            else:
-                if batch is None:
-                    batch = np.empty((len(chunk), *shape), np.uint8)
-                batch[i] = img
-            del img
-        if not kept:
-            continue
-        labels = np.array([class_index[e.cls] for e in kept]) if classes else None
-        names = np.array([str(e.path.relative_to(root)) for e in kept])
-        batch = batch[: len(kept)]
-        out = ImageSet(batch, labels=labels, names=names, source=str(root), class_names=tuple(classes) or None)
-        batch = None
-        yield out
-        del out  # the consumer holds the batch; this generator must not keep it alive while decoding the next
-
-
-def load_folder(
-    folder: str | os.PathLike,
-    mode: str | None = None,
-    size: tuple[int, int] | None = None,
-    *,
-    max_pixels: int | None = DEFAULT_MAX_PIXELS,
-) -> ImageSet:
-    """A whole folder as one ImageSet (see :func:`iter_folder`)."""
-    batches = list(iter_folder(folder, batch_size=1 << 30, mode=mode, size=size, max_pixels=max_pixels))
-    return batches[0] if len(batches) == 1 else _concat(batches)
 
 
 # ----------------------------------------------------------------------------------------------- registry

@@ -20,7 +20,8 @@ from privpix.errors import privpix_warnings_to
 from privpix.evaluation.quality import entropy
 from privpix.evaluation.runner import cell_seed, evaluate_cell
 from privpix.executor import Executor
-from privpix.mechanisms.base import Mechanism, mechanism_class, method_params, ready_mechanism
+from privpix.mechanisms.base import Mechanism
+from privpix.mechanisms.registry import mechanism_class, method_params, ready_mechanism
 from privpix.threads import one_thread
 
 if TYPE_CHECKING:
@@ -395,7 +396,7 @@ def sample_grids(
 ) -> list[tuple[str, str]]:
     """One sample grid per method (a row of ``k`` test images, then its release at each ε), as (caption,
     base64 PNG) for the report; each release is seeded with ``seed``."""
-    from privpix.report.html import sample_grid_png
+    from privpix.report.plots import sample_grid_png
 
     sample = test.subset(np.linspace(0, len(test) - 1, min(k, len(test))).astype(int))
     by_method: dict[str, dict[str, np.ndarray]] = {}

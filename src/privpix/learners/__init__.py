@@ -1,5 +1,6 @@
-"""Classifiers that a data user fits on locally perturbed reports (paper 000)."""
+"""The learners that read LDP reports (scikit-learn estimators): kept importable here, as the README and
+docs/ldp.md show. They live beside the mechanisms whose reports they read, :mod:`privpix.mechanisms.ldp.learners`."""
 
-from privpix.learners.ldp import CLASSIFIERS, LDPKNN, LDPNaiveBayes, LDPNearestCentroid, make_classifier
+from privpix.mechanisms.ldp.learners import CLASSIFIERS, LDPKNN, LDPNaiveBayes, LDPNearestCentroid, make_classifier
 
 __all__ = ["CLASSIFIERS", "LDPKNN", "LDPNaiveBayes", "LDPNearestCentroid", "make_classifier"]

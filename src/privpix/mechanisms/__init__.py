@@ -2,15 +2,12 @@
 
 # Each import registers its mechanisms (dp_sgd imports torch and Opacus only when used).
 from privpix.mechanisms import dp_sgd, matrix, pca_inverse, pixel  # noqa: F401
-from privpix.mechanisms.base import (
+from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param, RecordRelease, Release
+from privpix.mechanisms.ldp import image, mechanism  # noqa: F401  (registers)
+from privpix.mechanisms.neural import ae, gan  # noqa: F401  (registers; imports torch only when used)
+from privpix.mechanisms.registry import (
     ALIASES,
     MECHANISMS,
-    Capabilities,
-    ConformanceCase,
-    Mechanism,
-    Param,
-    RecordRelease,
-    Release,
     fit_as_declared,
     get_mechanism,
     load_plugins,
@@ -19,8 +16,6 @@ from privpix.mechanisms.base import (
     ready_mechanism,
     register,
 )
-from privpix.mechanisms.ldp import image, mechanism  # noqa: F401  (registers)
-from privpix.mechanisms.neural import ae, gan  # noqa: F401  (registers; imports torch only when used)
 from privpix.mechanisms.synthesis import dp_merf  # noqa: F401  (registers; imports torch only when used)
 
 __all__ = [

@@ -17,64 +17,9 @@ from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.imageset import blocks as imageset_blocks
 from privpix.errors import ParameterError, check_delta, check_positive
 from privpix.guarantees import Guarantee
+from privpix.mechanisms.params import Param
 from privpix.neighbours import Neighbours, OneImage
 from privpix.noise import RNG, make_rng
-
-
-@dataclass(frozen=True)
-class Param:
-    """A mechanism parameter: name, type, default, what it means, and its allowed values."""
-
-    name: str
-    kind: type
-    default: Any
-    help: str
-    choices: tuple[Any, ...] | None = None
-    minimum: float | None = None  # inclusive lower bound for numbers
-
-    def validate(self, value: Any) -> Any:
-        if isinstance(value, str) and self.kind is not str:
-            value = self.parse(value)
-        if self.kind is bool:
-            if not isinstance(value, bool | np.bool_):
-                raise ParameterError(f"{self.name} must be true or false, got {value!r}")
-            value = bool(value)
-        elif self.kind in (int, float):
-            try:
-                num = self.kind(value)
-            except (TypeError, ValueError):
-                raise ParameterError(f"{self.name} must be {self.kind.__name__}, got {value!r}") from None
-            if self.kind is int and num != value:
-                raise ParameterError(f"{self.name} must be an integer, got {value!r}")
-            if not np.isfinite(num):
-                raise ParameterError(f"{self.name} must be finite, got {value!r}")
-            if self.minimum is not None and num < self.minimum:
-                raise ParameterError(f"{self.name} must be >= {self.minimum:g}, got {value!r}")
-            value = num
-        if self.choices is not None and value not in self.choices:
-            raise ParameterError(f"{self.name} must be one of {', '.join(map(str, self.choices))}; got {value!r}")
-        return value
-
-    def parse(self, text: str) -> Any:
-        t = text.strip()
-        if self.kind is bool:
-            low = t.lower()
-            if low in ("1", "true", "yes", "on"):
-                return True
-            if low in ("0", "false", "no", "off"):
-                return False
-            raise ParameterError(f"{self.name} must be true or false, got {text!r}")
-        if self.kind is int:
-            try:
-                return int(t)
-            except ValueError:
-                raise ParameterError(f"{self.name} must be an integer, got {text!r}") from None
-        if self.kind is float:
-            try:
-                return float(t)
-            except ValueError:
-                raise ParameterError(f"{self.name} must be a number, got {text!r}") from None
-        return t
 
 
 @dataclass
@@ -157,6 +102,10 @@ class Capabilities:
             or training with noisy gradients) of which the model file is post-processing: ``privpix fit --ledger``
             charges that fit, and releases from the model file charge nothing more
             (:meth:`Mechanism.dp_fit_record`).
+        seconds_per_value: rough CPU seconds on one core to release one output value (pixel × channel), for a
+            release much costlier than a noise draw (a generator, a network); ``None`` for cheap ones. A
+            planning hint only: a costly release is cut into more shards, so that every worker is busy
+            (:func:`privpix.sharded.shard_size`). No output depends on it.
     """
 
     fits_on: str = "nothing"
@@ -168,12 +117,15 @@ class Capabilities:
     noise_family: str | None = None
     randomized: bool = True
     dp_fit: bool = False
+    seconds_per_value: float | None = None
 
     def __post_init__(self) -> None:
         if self.fits_on not in FITS_ON:
             raise ValueError(f"fits_on must be one of {FITS_ON}, got {self.fits_on!r}")
         if self.output not in OUTPUTS:
             raise ValueError(f"output must be one of {OUTPUTS}, got {self.output!r}")
+        if self.seconds_per_value is not None and not self.seconds_per_value > 0:
+            raise ValueError(f"seconds_per_value must be > 0, got {self.seconds_per_value!r}")
 
 
 class WhiteBoxTrials(NamedTuple):
@@ -610,182 +562,3 @@ def _as_rng(rng: RNG | int | None) -> RNG:
     if rng is None or isinstance(rng, int | np.integer):
         return make_rng(None if rng is None else int(rng))
     return rng
-
-
-MECHANISMS: dict[str, type[Mechanism]] = {}
-# Names that stand for a registered mechanism (with parameters pinned), resolved when a spec is parsed: the object
-# built, its manifest and its report carry the real name. The value is (spec it resolves to, why one would pick it).
-ALIASES: dict[str, tuple[str, str]] = {
-    "dp-synth": ("dp-teacher", "the recommended DP synthesizer for labelled sets of ten thousand images or more "
-                 "(docs/synthesis.md, 'Which to pick'; benchmarks/results/dp_synthesis_protocol.md)"),
-}  # fmt: skip
-
-
-ENTRY_POINT_GROUP = "privpix.mechanisms"
-
-
-def load_plugins() -> list[str]:
-    """Register the mechanisms other packages declare in the entry-point group ``privpix.mechanisms``.
-
-    An entry point names a :class:`Mechanism` subclass (``pkg.module:Class``) or a module whose import registers
-    its mechanisms with :func:`register`. A plugin that fails to load, or whose name is taken, is skipped with a
-    warning: one broken package must not break privpix. Returns the names registered."""
-    import warnings
-    from importlib.metadata import entry_points
-
-    added: list[str] = []
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        before = set(MECHANISMS)
-        try:
-            obj = ep.load()
-            if isinstance(obj, type) and issubclass(obj, Mechanism) and obj.name not in MECHANISMS:
-                register(obj)
-            elif isinstance(obj, type) and issubclass(obj, Mechanism) and MECHANISMS[obj.name] is not obj:
-                raise ValueError(f"the name {obj.name!r} is taken")
-        except Exception as exc:  # any failure of a third-party package
-            warnings.warn(f"privpix: mechanism plugin {ep.name!r} ({ep.value}) skipped: {exc}", stacklevel=2)
-            continue
-        added += sorted(set(MECHANISMS) - before)
-    return added
-
-
-def register(cls: type[Mechanism]) -> type[Mechanism]:
-    if cls.name in MECHANISMS:
-        raise ValueError(f"mechanism {cls.name!r} registered twice")
-    if cls.name in ALIASES:
-        raise ValueError(f"mechanism {cls.name!r}: the name is an alias of {ALIASES[cls.name][0]!r}")
-    MECHANISMS[cls.name] = cls
-    return cls
-
-
-def parse_method_spec(spec: str) -> tuple[str, dict[str, str]]:
-    """``"pixel-laplace[sensitivity=bound,unit=pixel]"`` → ``("pixel-laplace", {...})``: a method label that
-    carries its own parameters, so one run can compare variants of a mechanism. An alias (:data:`ALIASES`,
-    e.g. ``dp-synth``) gives the mechanism it stands for, with the parameters it pins."""
-    text = spec.strip()
-    name, inline = _parse(text, spec)
-    if name in ALIASES:
-        target, pinned = _parse(ALIASES[name][0], ALIASES[name][0])
-        for key, value in inline.items():
-            if key in pinned and pinned[key] != value:
-                raise ParameterError(f"method: {name} pins {key}={pinned[key]}; {spec!r} gives {key}={value}")
-        return target, {**pinned, **inline}
-    return name, inline
-
-
-def canonical_spec(spec: str) -> str:
-    """``spec`` itself, or, when it names an alias, the mechanism the alias stands for with the same parameters
-    (``"dp-synth[n=10]"`` → ``"dp-teacher[n=10]"``): the label a bench or evaluation row shows."""
-    if _parse(spec.strip(), spec)[0] not in ALIASES:
-        return spec
-    name, params = parse_method_spec(spec)
-    return name + (f"[{','.join(f'{k}={v}' for k, v in params.items())}]" if params else "")
-
-
-def _parse(text: str, spec: str) -> tuple[str, dict[str, str]]:
-    if "[" not in text:
-        return text.lower(), {}
-    if not text.endswith("]"):
-        raise ParameterError(f"method: {spec!r} must look like name[key=value,...]")
-    name, _, inner = text[:-1].partition("[")
-    params: dict[str, str] = {}
-    for item in filter(None, (s.strip() for s in inner.split(","))):
-        key, eq, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not eq or not key:
-            raise ParameterError(f"method: parameter {item!r} in {spec!r} must be key=value")
-        # Keeping the last of two different values would silently drop the other.
-        if key in params and params[key] != value:
-            raise ParameterError(f"method: parameter {key} given twice in {spec!r} ({params[key]} and {value})")
-        params[key] = value
-    return name.strip().lower(), params
-
-
-def mechanism_class(spec: str) -> type[Mechanism]:
-    """The registered class a method name or ``name[key=value,...]`` label refers to."""
-    key, _ = parse_method_spec(spec)
-    if key not in MECHANISMS:
-        raise ParameterError(f"method: unknown mechanism {spec!r}; known: {', '.join(sorted(MECHANISMS))}")
-    return MECHANISMS[key]
-
-
-def method_params(spec: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The parameters pinned in ``spec``'s brackets merged with ``params`` (``--param``), refusing a ``params``
-    value that contradicts a pinned one: the label names the variant that is published, so overriding it
-    would publish another one (e.g. the unsound ``sensitivity=data`` under ``[sensitivity=bound]``)."""
-    _, inline = parse_method_spec(spec)
-    known = {p.name: p for p in mechanism_class(spec).params}
-    for key, value in (params or {}).items():
-        if key not in inline or key not in known:
-            continue  # nothing to contradict; an unknown key is refused by the constructor, naming it
-        # Compare as the mechanism reads them, so [b=4] and b=4.0 agree.
-        if known[key].validate(inline[key]) != known[key].validate(value):
-            raise ParameterError(
-                f"method {spec.strip()!r} pins {key}={inline[key]}, and --param {key}={value} contradicts it; "
-                "give the parameter in one place"
-            )
-    return {**inline, **(params or {})}
-
-
-def get_mechanism(name: str, epsilon: float | None = None, delta: float | None = None, **params) -> Mechanism:
-    """Instantiate a registered mechanism by name (inline ``[key=value]`` parameters are merged in; a ``params``
-    value that contradicts one of them is an error, see :func:`method_params`)."""
-    cls = mechanism_class(name)
-    merged = method_params(name, params)
-    for key in ("epsilon", "delta"):
-        if key in merged:
-            raise ParameterError(f"method {name.strip()!r}: give {key} with --{key}, not as a method parameter")
-    return cls(epsilon=epsilon, delta=delta, **merged)
-
-
-def fit_as_declared(
-    mech: Mechanism,
-    private: ImageSet | RecordSet | None = None,
-    data_dir: str | os.PathLike | None = None,
-    *,
-    seed: int | None = None,
-) -> Mechanism:
-    """Fit ``mech`` on what its :meth:`Mechanism.capabilities` say it fits on: the ``private`` images (or
-    records; read only when it fits on the private set), the public data set it names (read from ``data_dir``),
-    its model file, or nothing; ``seed`` seeds a fit that draws randomness (training). The one fitting step that
-    release, evaluate, bench and audit share; returns ``mech``. A fit on data runs with one torch thread, so the
-    same seed fits the same model on any machine (:func:`privpix.threads.one_thread`)."""
-    from privpix.threads import one_thread
-
-    caps = mech.capabilities()
-    if caps.fits_on in ("private", "public"):
-        with one_thread():
-            return _fit_as_declared(mech, caps, private, data_dir, seed)
-    return _fit_as_declared(mech, caps, private, data_dir, seed)
-
-
-def _fit_as_declared(mech: Mechanism, caps: Capabilities, private: ImageSet | RecordSet | None,
-                     data_dir: str | os.PathLike | None, seed: int | None) -> Mechanism:  # fmt: skip
-    if caps.fits_on == "public":
-        if not caps.public_data:
-            raise ParameterError(f"{mech.name}: fits on public images; name them (e.g. --param public=NAME:SPLIT)")
-        from privpix.data.loaders import load_dataset
-
-        data = load_dataset(caps.public_data, data_dir)
-        if not isinstance(data, ImageSet):
-            raise ParameterError(f"{mech.name}: public data {caps.public_data} holds records, not images")
-        return mech.fit(data, seed=seed)
-    if caps.fits_on == "private":
-        if private is None:
-            raise ParameterError(f"{mech.name}: fits on the private images, and none were given")
-        return mech.fit(private, seed=seed)
-    return mech.fit(None, seed=seed)
-
-
-def ready_mechanism(
-    spec: str,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    params: dict[str, Any] | None = None,
-    *,
-    private: ImageSet | None = None,
-    data_dir: str | os.PathLike | None = None,
-    seed: int | None = None,
-) -> Mechanism:
-    """:func:`get_mechanism` then :func:`fit_as_declared`: a mechanism ready to release."""
-    return fit_as_declared(get_mechanism(spec, epsilon, delta, **(params or {})), private, data_dir, seed=seed)

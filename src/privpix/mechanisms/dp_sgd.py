@@ -55,7 +55,8 @@ from privpix.composition import NoiseEvent
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Param, WhiteBoxTrials, register
+from privpix.mechanisms.base import Capabilities, ConformanceCase, Param, WhiteBoxTrials
+from privpix.mechanisms.registry import register
 from privpix.mechanisms.trained import CalibratedModel
 from privpix.neighbours import NeighbourPair, Neighbours
 from privpix.noise import make_rng, torch_seed

@@ -69,16 +69,13 @@ class TanhCNN(nn.Module):
 
 
 def scattering(shape: tuple[int, int, int]):
-    """kymatio's 2-D scattering transform (J = 2, L = 8: 81 channels per image channel at a quarter of the size):
-    Tramèr & Boneh's (2021) handcrafted features, fixed wavelets, no parameter and no data."""
-    try:
-        # The torch frontend itself: `kymatio.torch` also imports the 3-D transform, whose filter bank needs
-        # scipy.special.sph_harm, gone from current SciPy.
-        from kymatio.scattering2d.frontend.torch_frontend import ScatteringTorch2D
-    except ImportError:  # pragma: no cover - exercised only without the extra
-        raise ParameterError("dp-sgd features=scatternet needs kymatio: pip install 'privpix[neural]'") from None
+    """The 2-D scattering transform (J = 2, L = 8: 81 channels per image channel at a quarter of the size):
+    Tramèr & Boneh's (2021) handcrafted features, kymatio's fixed wavelets, no parameter and no data. Applied by
+    :class:`privpix.mechanisms.scattering.Scattering2D`: kymatio's arithmetic in batched passes, about 2× faster."""
+    from privpix.mechanisms.scattering import Scattering2D
+
     h, w, _ = shape
-    return ScatteringTorch2D(J=SCATTER_J, shape=(h, w), L=SCATTER_L)
+    return Scattering2D(SCATTER_J, (h, w), SCATTER_L)
 
 
 SCATTER_J, SCATTER_L = 2, 8
@@ -106,13 +103,9 @@ class ScatterNetLinear(nn.Module):
         )
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        """(m, c, h, w) in [0, 1] → (m, 81·c, h/4, w/4) scattering coefficients, in chunks, without gradients."""
-        out = []
-        with torch.no_grad():
-            for i in range(0, len(x), 1000):
-                s = self._scatter(x[i : i + 1000].contiguous())
-                out.append(s.reshape(len(s), -1, s.shape[-2], s.shape[-1]))
-        return torch.cat(out) if out else torch.empty(0)
+        """(m, c, h, w) in [0, 1] → (m, 81·c, h/4, w/4) scattering coefficients, without gradients."""
+        s = self._scatter(x)  # (m, c, 81, h/4, w/4), without gradients
+        return s.reshape(len(s), -1, s.shape[-2], s.shape[-1])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))

@@ -14,7 +14,8 @@ from scipy.optimize import isotonic_regression
 
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Capabilities, Mechanism, Param, register
+from privpix.mechanisms.base import Capabilities, Mechanism, Param
+from privpix.mechanisms.registry import register
 from privpix.neighbours import Neighbours, PixelColumn
 from privpix.noise import RNG, exponential_mechanism_rows, laplace
 

@@ -36,7 +36,8 @@ from privpix.data.imageset import ImageSet
 from privpix.data.overlap import image_digests
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param, register
+from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param
+from privpix.mechanisms.registry import register
 from privpix.neighbours import Neighbours, OneImage, OneOfBatch
 from privpix.noise import RNG, add_laplace, gaussian, is_secure, laplace
 

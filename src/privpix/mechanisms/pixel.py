@@ -12,7 +12,8 @@ from privpix.data import imageset
 from privpix.data.imageset import ImageSet, blocks
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Capabilities, Mechanism, Param, register
+from privpix.mechanisms.base import Capabilities, Mechanism, Param
+from privpix.mechanisms.registry import register
 from privpix.neighbours import Neighbours, OneImage, PixelColumn, Pixels
 from privpix.noise import RNG, add_gaussian, add_laplace
 
@@ -41,6 +42,29 @@ def _release_blocks(images: ImageSet, add_noise, clip: bool) -> np.ndarray:
         if clip:
             np.clip(v, 0.0, 1.0, out=v)
         out[b] = v
+    return out
+
+
+def blockwise(images: ImageSet, filt, halo: int = 0) -> np.ndarray:
+    """A per-image computation ``filt`` (float64 (m, h', w, c) → same shape) built block by block straight into
+    float32, as :func:`_release_blocks`: small images whole, several at a time; a large image in runs of rows
+    (``halo`` 0: a per-value computation whose random draws, made block by block in array order, equal one draw
+    over the whole set), or a spatial filter, each run filtered together with ``halo``
+    rows of the image on either side (none past the image's own top and bottom, where the filter's reflection
+    then applies exactly as on the whole image). For a filter whose output at a pixel reads input rows at most
+    ``halo`` away, each line computed in the same order whatever its neighbours, the output is the whole-image
+    path's bit for bit, while the float64 temporaries stay a few tens of MB (issue 31: a 12000×12000 photo's
+    blur peaked at 24× its decoded size)."""
+    x = images.images
+    out = np.empty(x.shape, np.float32)
+    h = x.shape[1] if x.ndim > 1 else 0
+    for b in blocks(x.shape):
+        if isinstance(b[0], slice):
+            out[b] = filt(_float64(x[b]))
+            continue
+        i, rows = b
+        lo, hi = max(0, rows.start - halo), min(h, rows.stop + halo)
+        out[i, rows] = filt(_float64(x[i : i + 1, lo:hi]))[0, rows.start - lo : rows.stop - lo]
     return out
 
 
@@ -264,9 +288,30 @@ class DPPix(Mechanism):
         return Pixels(self.m)
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
+        return self._cell_rows(x, rng, x.shape[1])
+
+    def _privatize_set(self, images: ImageSet, rng: RNG) -> np.ndarray:
+        """The same output as :meth:`_privatize` on the float64 set, built in blocks: whole images, or runs of
+        whole cell rows of one large image (the cell means, their noise in array order and the upsampling of a
+        run are the whole image's), so memory stays a few tens of MB above the output."""
+        x = images.images
+        n, h, w, c = x.shape
+        if h * w * c <= imageset.BLOCK_VALUES:
+            return blockwise(images, lambda v: self._privatize(v, rng))
+        out = np.empty(x.shape, np.float32)
+        step = max(1, imageset.BLOCK_VALUES // (w * c) // self.b) * self.b
+        for i in range(n):
+            for r in range(0, h, step):
+                out[i, r : r + step] = self._cell_rows(_float64(x[i : i + 1, r : r + step]), rng, h)
+        return out
+
+    def _cell_rows(self, x: np.ndarray, rng: RNG, h_image: int) -> np.ndarray:
+        """Released rows of cells: ``x`` (n, h, w, c) float64 starts on a cell row of images ``h_image`` high
+        (the smallest cell, hence the noise scale, is the whole image's)."""
         n, h, w, c = x.shape
         x = _in_range(x, self.pixel_range)
-        gh, gw, kmin = self._cells(h, w)
+        _, _, kmin = self._cells(h_image, w)
+        gh, gw, _ = self._cells(h, w)
         pad_h, pad_w = gh * self.b - h, gw * self.b - w
         # Sum over each cell, counting only real pixels (padding contributes zeros and is not counted).
         xp = np.pad(x, ((0, 0), (0, pad_h), (0, pad_w), (0, 0)))
@@ -332,20 +377,31 @@ class GaussianBlur(_NoGuarantee):
         # A weighted mean of values in [0, 1]; the clip only removes rounding error (found by the conformance suite).
         return np.clip(ndimage.gaussian_filter(x, sigma=(0, self.sigma, self.sigma, 0), mode="reflect"), 0.0, 1.0)
 
+    def _privatize_set(self, images: ImageSet, rng: RNG) -> np.ndarray:
+        # scipy's kernel reaches int(truncate·σ + 0.5) pixels, truncate = 4 (its default, used above).
+        return blockwise(images, lambda v: self._privatize(v, rng), int(4.0 * self.sigma + 0.5))
+
 
 class _WindowFilter(_NoGuarantee):
     """A deterministic filter over size×size windows of each channel."""
 
     caveat = "deterministic filter: no randomness, no DP guarantee"
     params = (Param("size", int, 5, "window side in pixels", minimum=1),)
-    window_filter = staticmethod(ndimage.uniform_filter)
+
+    @staticmethod
+    def window_filter(x: np.ndarray, size: int) -> np.ndarray:
+        raise NotImplementedError
 
     def capabilities(self) -> Capabilities:
         return Capabilities(randomized=False)
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         # Means and medians of values in [0, 1]: the clip only removes the box filter's rounding error above 1.
-        return np.clip(self.window_filter(x, size=(1, self.size, self.size, 1), mode="reflect"), 0.0, 1.0)
+        return np.clip(self.window_filter(x, self.size), 0.0, 1.0)
+
+    def _privatize_set(self, images: ImageSet, rng: RNG) -> np.ndarray:
+        # A size×size window reaches size // 2 rows either way (scipy centres an even window one row down).
+        return blockwise(images, lambda v: self._privatize(v, rng), self.size // 2)
 
 
 @register
@@ -354,7 +410,10 @@ class MedianFilter(_WindowFilter):
 
     name = "median-filter"
     summary = "median filter over size×size windows; deterministic, no privacy claim"
-    window_filter = staticmethod(ndimage.median_filter)
+
+    @staticmethod
+    def window_filter(x: np.ndarray, size: int) -> np.ndarray:
+        return ndimage.median_filter(x, size=(1, size, size, 1), mode="reflect")
 
 
 @register
@@ -363,4 +422,11 @@ class UniformFilter(_WindowFilter):
 
     name = "uniform-filter"
     summary = "box (mean) filter over size×size windows; deterministic, no privacy claim"
-    window_filter = staticmethod(ndimage.uniform_filter)
+
+    @staticmethod
+    def window_filter(x: np.ndarray, size: int) -> np.ndarray:
+        # Each mean summed directly (correlate1d), rows then columns: scipy's uniform_filter keeps a running sum
+        # along each line, whose rounding depends on where the line starts, so a block of rows would differ from
+        # the whole image in the last bits.
+        w = np.full(size, 1.0 / size)
+        return ndimage.correlate1d(ndimage.correlate1d(x, w, axis=1, mode="reflect"), w, axis=2, mode="reflect")

@@ -2,87 +2,30 @@
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import math
-import re
-import textwrap
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-import numpy as np
-
-from privpix import __version__
-from privpix.accounting import write_text_atomic
+from privpix.fileio import write_text_atomic
 from privpix.guarantees import Guarantee
-
-
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode()
-
-
-def _mean_by(rows: Sequence[dict], key: str) -> dict[str, list[tuple[float, float, float]]]:
-    """method → sorted [(ε, mean, std)] of ``key`` over repeats (rows with ε)."""
-    acc: dict[tuple[str, float], list[float]] = defaultdict(list)
-    for r in rows:
-        if r.get("epsilon") is not None and r.get(key) is not None and math.isfinite(r[key]):
-            acc[(r["method"], float(r["epsilon"]))].append(float(r[key]))
-    out: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
-    for (m, e), vals in sorted(acc.items()):
-        out[m].append((e, float(np.mean(vals)), float(np.std(vals))))
-    return out
-
-
-def tradeoff_plot(rows: Sequence[dict], key: str, ylabel: str) -> str:
-    """Base64 PNG of ``key`` against ε per method (log ε axis); ε-free methods as horizontal lines."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for method, pts in _mean_by(rows, key).items():
-        e, m, s = map(np.array, zip(*pts, strict=True))
-        ax.errorbar(e, m, yerr=s, marker="o", capsize=3, label=method)
-    flat: dict[str, list[float]] = defaultdict(list)
-    for r in rows:
-        if r.get("epsilon") is None and r.get(key) is not None and math.isfinite(r[key]):
-            flat[r["method"]].append(float(r[key]))
-    for method, vals in flat.items():
-        ax.axhline(float(np.mean(vals)), linestyle="--", linewidth=1, label=f"{method} (no ε)")
-    ax.set_xscale("log")
-    ax.set_xlabel("ε (as stated by the mechanism; see the guarantee table)")
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:  # none when no method has the score (a model release has no SSIM)
-        ax.legend(fontsize=7)
-    return _png(fig)
-
-
-def sample_grid_png(original: np.ndarray, released: dict[str, np.ndarray], caption: str = "") -> str:
-    """Base64 PNG: a row of originals, then one row per release label; arrays (k, h, w, c) in [0, 1]."""
-    labels = ["original", *released]
-    arrays = [original, *released.values()]
-    k = len(original)
-    fig, axes = plt.subplots(len(arrays), k, figsize=(1.1 * k + 1.8, 1.15 * len(arrays)), squeeze=False)
-    for r, (lab, arr) in enumerate(zip(labels, arrays, strict=True)):
-        for j in range(k):
-            ax = axes[r][j]
-            im = np.clip(arr[j], 0, 1)
-            ax.imshow(im[..., 0] if im.shape[-1] == 1 else im, cmap="gray", vmin=0, vmax=1)
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if j == 0:
-                ax.set_ylabel(lab, rotation=0, ha="right", va="center", fontsize=7)
-    if caption:
-        fig.suptitle(caption, fontsize=8)
-    return _png(fig)
+from privpix.report.plots import frontier_plot, privacy_utility_plot, tradeoff_plot
+from privpix.report.summaries import (
+    MODEL_ONLY,
+    WEAK_PER_IMAGE_EPSILON,
+    FrontierPoint,
+    _fmt,
+    bound_text,
+    budget_answers,
+    cell_means,
+    eps_text,
+    frontier_points,
+    summary_rows,
+    verdict_text,
+)
+from privpix.version import __version__
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -106,47 +49,6 @@ def _samples(grids: Sequence[tuple[str, str]], intro: str = "") -> list[str]:
         out.append(
             f"<figure><img src='data:image/png;base64,{png}' style='max-width:100%'>"
             f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-        )
-    return out
-
-
-def _fmt(x: Any) -> str:
-    if x is None:
-        return "—"
-    if isinstance(x, float):
-        return "∞" if math.isinf(x) else f"{x:.4g}"
-    return html.escape(str(x))
-
-
-def eps_text(x: float | None) -> str:
-    """An audited ε, a bound or a ceiling: all with two decimals, so a bound and the ceiling it is compared with
-    never read as different precisions ("10.4" beside "10.39")."""
-    if x is None or math.isnan(x):
-        return "—"
-    return "∞" if math.isinf(x) else f"{x:.2f}"
-
-
-def summary_rows(rows: Sequence[dict]) -> list[dict[str, Any]]:
-    """Mean over repeats per (method, ε) of the utility and quality scores, with the guarantee in words."""
-    keys = ("accuracy", "f1", "accuracy_release_all", "psnr", "ssim", "entropy")
-    first: dict[tuple[str, Any], dict] = {}
-    count: dict[tuple[str, Any], int] = defaultdict(int)
-    for r in rows:
-        first.setdefault((r["method"], r["epsilon"]), r)
-        count[(r["method"], r["epsilon"])] += 1
-    out = []
-    for method, eps, vals in cell_means(rows, keys):
-        g = Guarantee.from_dict(first[(method, eps)]["guarantee"])
-        out.append(
-            {
-                "method": method,
-                "epsilon": eps,
-                "repeats": count[(method, eps)],
-                **{k: math.nan if vals[k] is None else vals[k] for k in keys},
-                "output": first[(method, eps)].get("output", "images"),
-                "guarantee": g.short(),
-                "guarantee_compact": g.compact(),
-            }
         )
     return out
 
@@ -180,78 +82,12 @@ ATTACK_COLUMNS = (
 )
 
 
-def cell_means(cells: Sequence[dict], keys: Sequence[str]) -> list[tuple[str, Any, dict[str, float | None]]]:
-    """(method, ε, {key: mean over repeats}) in first-seen order."""
-    groups: dict[tuple[str, Any], list[dict]] = {}
-    for c in cells:
-        groups.setdefault((c["method"], c["epsilon"]), []).append(c)
-    out = []
-    for (m, e), rs in groups.items():
-        vals: dict[str, float | None] = {}
-        for k in keys:
-            xs = [float(r[k]) for r in rs if isinstance(r.get(k), int | float) and math.isfinite(float(r[k]))]
-            vals[k] = float(np.mean(xs)) if xs else None
-        out.append((m, e, vals))
-    return out
-
-
-def privacy_utility_plot(cells: Sequence[dict], privacy_key: str, xlabel: str) -> str:
-    """Utility accuracy against an attack's success, one line per method through its ε values."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    by_method: dict[str, list[tuple[float, float, Any]]] = defaultdict(list)
-    for m, e, v in cell_means(cells, [privacy_key, "accuracy"]):
-        if v[privacy_key] is not None and v["accuracy"] is not None:
-            by_method[m].append((v[privacy_key], v["accuracy"], e))
-    for m, pts in by_method.items():
-        x, y, _ = zip(*pts, strict=True)
-        ax.plot(x, y, marker="o", label=m)
-        for xi, yi, ei in pts:
-            if ei is not None:
-                ax.annotate(f"{ei:g}", (xi, yi), fontsize=6, xytext=(2, 2), textcoords="offset points")
-    ax.set_xlabel(xlabel + " (lower = more private)")
-    ax.set_ylabel("utility accuracy (train released, test original)")
-    ax.grid(alpha=0.3)
-    if by_method:  # a grid of synthesizers only has no re-identification score to plot
-        ax.legend(fontsize=7)
-    return _png(fig)
-
-
-def verdict_text(a: dict[str, Any]) -> str:
-    """An audit record's verdict in words, qualified where the bare word would mislead (the one wording the
-    console, the report and the benchmarks use)."""
-    text = a["verdict"]
-    if text == "consistent" and not a.get("refutable", True):
-        text += " (claim beyond the audit's range)"
-    if a.get("refuted_by"):
-        text += f" (by the {a['refuted_by']} bound)"
-    if a.get("perfect_distinguisher"):
-        text += "; perfect distinguisher: no finite ε on this pair"
-    return text
-
-
-def bound_text(a: dict[str, Any], html_: bool = False) -> str:
-    """An audit record's lower bound, with the raw and curve bounds it is the larger of ("—" when not audited)."""
-    bound = a["audited_epsilon_lower"]
-    if bound is None or math.isnan(bound):
-        return "—"
-    head = f"<b>{eps_text(bound)}</b>" if html_ else eps_text(bound)
-    curve = a.get("curve_epsilon_lower")
-    if not a.get("curve") or curve is None or math.isnan(curve):
-        return head
-    sep = "<br>" if html_ else " "
-    detail = f"raw {eps_text(a['raw_epsilon_lower'])}, {a['curve']} curve {eps_text(curve)}"
-    return f"{head}{sep}({html.escape(detail) if html_ else detail})"
-
-
 def _verdict_html(a: dict[str, Any]) -> str:
     cls = {"violated": "bad", "consistent": "good" if a.get("refutable", True) else ""}.get(a["verdict"], "")
     if a.get("perfect_distinguisher"):
         cls = "bad"
     text = html.escape(verdict_text(a))
     return f"<span class='{cls}'>{text}</span>" if cls else text
-
-
-MODEL_ONLY = "model only: no images released"
 
 
 def _method_cell(method: str, output: str | None) -> str:
@@ -309,211 +145,6 @@ def _audit_rows(cells: Sequence[dict], audits: Sequence[dict]) -> list[list[str]
             ]
         )
     return rows
-
-
-# ------------------------------------------------------------------------------------------ frontier
-
-# The per-image budgets the report's first question is answered for.
-FRONTIER_BUDGETS = (1.0, 10.0)
-# Above this a per-image ε bounds next to nothing (e^100); such claims are still drawn at their value, shaded.
-WEAK_PER_IMAGE_EPSILON = 100.0
-# Marker per declared output kind, so a synthesizer or a model-only release reads apart from an image transform.
-OUTPUT_MARKERS = {"images": "o", "synthetic-images": "s", "features": "^", "model": "D", "records": "v"}
-OUTPUT_WORDS = {
-    "synthetic-images": "synthetic images",
-    "features": "feature reports",
-    "model": "model only, no images",
-    "records": "records",
-}
-
-
-@dataclass(frozen=True)
-class FrontierPoint:
-    """One (method, ε) of a run as the frontier sees it: its mean utility accuracy over repeats and either the
-    per-image ε its sound DP guarantee earns or, in ``apart``, why it has none."""
-
-    method: str
-    epsilon: float | None
-    output: str
-    accuracy: float | None
-    accuracy_std: float
-    repeats: int
-    per_image_epsilon: float | None
-    apart: str
-    delta: float = 0.0
-
-    @property
-    def on_frontier(self) -> bool:
-        return not self.apart
-
-
-def _positive_finite(x: Any) -> float | None:
-    # JSON writers differ on ∞ (Infinity, "inf", null); anything that is not a finite positive number has no place
-    # on a log axis.
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) and v > 0 else None
-
-
-def per_image_standing(g: Guarantee) -> tuple[float | None, str]:
-    """(per-image ε, "") for a sound DP guarantee with a finite per-image ε; otherwise (None, why it has none)."""
-    if g.model == "none":
-        return None, "no DP claim"
-    if g.model == "empirical":
-        return None, "no DP claim (empirical privacy only)"
-    if not g.sound:
-        return None, "paper knob, not DP"
-    eps = _positive_finite(g.per_image_epsilon)
-    if eps is None:
-        return None, f"DP per {g.unit} only: no finite per-image ε"
-    return eps, ""
-
-
-def frontier_points(cells: Sequence[dict]) -> list[FrontierPoint]:
-    """Every (method, ε) of ``cells`` in first-seen order. A guarantee that differs between repeats counts at its
-    worst: one repeat without a per-image bound puts the point apart, else the largest per-image ε holds."""
-    groups: dict[tuple[str, Any], list[dict]] = {}
-    for c in cells:
-        groups.setdefault((c["method"], c["epsilon"]), []).append(c)
-    out = []
-    for (method, eps), rows in groups.items():
-        guarantees = [Guarantee.from_dict(r["guarantee"]) for r in rows]
-        standings = [per_image_standing(g) for g in guarantees]
-        why = next((w for _, w in standings if w), "")
-        per_image = None if why else max(e for e, _ in standings if e is not None)
-        accs = [float(r["accuracy"]) for r in rows if _is_number(r.get("accuracy"))]
-        if not accs and not why:
-            why = "no utility accuracy recorded"
-        out.append(
-            FrontierPoint(
-                method=method,
-                epsilon=eps,
-                output=str(rows[0].get("output", "images")),
-                accuracy=float(np.mean(accs)) if accs else None,
-                accuracy_std=float(np.std(accs)) if accs else 0.0,
-                repeats=len(rows),
-                per_image_epsilon=per_image,
-                apart=why,
-                delta=max(float(g.delta or 0.0) for g in guarantees),
-            )
-        )
-    return out
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(float(x))
-
-
-def budget_answers(
-    cells: Sequence[dict], budgets: Sequence[float] = FRONTIER_BUDGETS
-) -> list[tuple[float, FrontierPoint | None]]:
-    """For each per-image budget, the most accurate sound (method, ε) whose per-image ε is within it (the more
-    private one on a tie), or None when no point of the run is that private."""
-    on = [p for p in frontier_points(cells) if p.on_frontier]
-    out: list[tuple[float, FrontierPoint | None]] = []
-    for b in budgets:
-        fits = [p for p in on if p.per_image_epsilon is not None and p.per_image_epsilon <= b]
-        out.append((b, max(fits, key=lambda p: (p.accuracy, -(p.per_image_epsilon or 0.0))) if fits else None))
-    return out
-
-
-def _output_label(method: str, output: str) -> str:
-    return f"{method} ({OUTPUT_WORDS[output]})" if output in OUTPUT_WORDS else method
-
-
-def _wrap_label(text: str, width: int) -> str:
-    # A method label carries its parameters as one long token: break after its bracket, commas and spaces, never
-    # inside a parameter name.
-    lines, line = [], ""
-    for piece in re.split(r"(?<=[\[,\s])", text):
-        if line and len(line) + len(piece) > width:
-            lines.append(line.rstrip())
-            line = ""
-        line += piece
-    return "\n".join([*lines, line.rstrip()])
-
-
-def frontier_plot(cells: Sequence[dict]) -> str:
-    """Base64 PNG: utility accuracy against per-image ε (log axis), one marker per sound (method, ε) at its true
-    per-image ε, each method's points joined; beside it, a panel of the releases with no per-image guarantee."""
-    points = [p for p in frontier_points(cells) if p.accuracy is not None]
-    on = [p for p in points if p.on_frontier]
-    apart: dict[str, list[FrontierPoint]] = {}
-    for p in points:
-        if not p.on_frontier:
-            apart.setdefault(p.method, []).append(p)
-    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    colour = {m: palette[i % len(palette)] for i, m in enumerate(dict.fromkeys(p.method for p in points))}
-    if apart:
-        fig, (ax, side) = plt.subplots(
-            1, 2, figsize=(7.2 + 0.95 * len(apart), 4.6), sharey=True,
-            gridspec_kw={"width_ratios": [5.0, 0.95 * len(apart) + 0.4]},
-        )  # fmt: skip
-    else:
-        fig, ax = plt.subplots(figsize=(7.2, 4.6))
-        side = None
-    series: dict[str, list[FrontierPoint]] = {}
-    for p in on:
-        series.setdefault(p.method, []).append(p)
-    for method, pts in series.items():
-        pts.sort(key=lambda p: p.per_image_epsilon or 0.0)
-        x = [p.per_image_epsilon for p in pts]
-        y = [p.accuracy for p in pts]
-        err = [p.accuracy_std for p in pts]
-        ax.errorbar(
-            x, y, yerr=err if any(err) else None, marker=OUTPUT_MARKERS.get(pts[0].output, "o"), capsize=3,
-            color=colour[method], label=_wrap_label(_output_label(method, pts[0].output), 48),
-        )  # fmt: skip
-        for p in pts:
-            # Say so when the mechanism's own ε is not the per-image one (a per-pixel ε times the pixels, say).
-            if p.epsilon is not None and not math.isclose(float(p.epsilon), p.per_image_epsilon or 0.0):
-                ax.annotate(
-                    f"ε={float(p.epsilon):g}", (p.per_image_epsilon, p.accuracy), fontsize=6,
-                    xytext=(4, -8), textcoords="offset points", color=colour[method],
-                )  # fmt: skip
-    xs = [p.per_image_epsilon for p in on if p.per_image_epsilon is not None]
-    lo = min([*xs, *FRONTIER_BUDGETS]) / 2
-    hi = max([*xs, *FRONTIER_BUDGETS]) * 2
-    ax.set_xscale("log")
-    ax.set_xlim(lo, hi)
-    if hi > WEAK_PER_IMAGE_EPSILON:
-        ax.axvspan(WEAK_PER_IMAGE_EPSILON, hi, color="0.93", zorder=0)
-        ax.text(
-            WEAK_PER_IMAGE_EPSILON * 1.1, 0.05, f"per-image ε > {WEAK_PER_IMAGE_EPSILON:g}:\nnext to no protection",
-            transform=ax.get_xaxis_transform(), fontsize=6.5, va="bottom", color="0.35",
-        )  # fmt: skip
-    for b in FRONTIER_BUDGETS:
-        ax.axvline(b, linestyle=":", color="0.45", linewidth=1)
-        ax.text(b * 1.05, 0.01, f"budget {b:g}", transform=ax.get_xaxis_transform(), fontsize=6.5, color="0.35")
-    if not on:
-        ax.text(0.5, 0.5, "no sound release with a finite\nper-image ε in this run", transform=ax.transAxes,
-                ha="center", va="center", fontsize=9, color="0.35")  # fmt: skip
-    ax.set_ylim(0.0, 1.02)
-    ax.set_xlabel("ε protecting one whole image (log; left = more private)")
-    ax.set_ylabel("utility accuracy (a model: its own test accuracy)")
-    ax.set_title("sound DP releases at their per-image ε", fontsize=9)
-    ax.grid(alpha=0.3)
-    if on:
-        # Below the axes: inside, it would hide the low-accuracy markers that matter most at small budgets.
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)
-    if side is not None:
-        for i, (method, pts) in enumerate(apart.items()):
-            for p in pts:
-                side.plot(i, p.accuracy, marker=OUTPUT_MARKERS.get(p.output, "o"), color=colour[method], linestyle="")
-                if p.epsilon is not None:
-                    side.annotate(f"ε={float(p.epsilon):g}", (i, p.accuracy), fontsize=6, xytext=(5, -2),
-                                  textcoords="offset points", color=colour[method])  # fmt: skip
-        labels = [
-            _wrap_label(_output_label(m, pts[0].output), 18) + "\n" + textwrap.fill(f"({pts[0].apart})", 18)
-            for m, pts in apart.items()
-        ]
-        side.set_xticks(range(len(apart)), labels, fontsize=6)
-        side.set_xlim(-0.6, len(apart) - 0.4)
-        side.set_title("no per-image guarantee", fontsize=9)
-        side.grid(alpha=0.3, axis="y")
-    return _png(fig)
 
 
 FRONTIER_CAPTION = (

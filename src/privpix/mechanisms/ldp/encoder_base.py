@@ -4,7 +4,7 @@ Concrete encoders (:mod:`~privpix.mechanisms.ldp.encoders` for pixel and HOG-BoV
 :mod:`~privpix.mechanisms.ldp.dcaconv`, :mod:`~privpix.mechanisms.ldp.bnn`) subclass :class:`Encoder` here. There
 is no second registry: an encoder is reachable by name (:data:`ENCODERS`, ``make_encoder``, ``load_encoder``)
 because a registered LDP feature mechanism (:mod:`~privpix.mechanisms.ldp.mechanism`, one per encoder) names it
-as its ``encoder_class``. :data:`ENCODERS` is a read-only view of :data:`privpix.mechanisms.base.MECHANISMS`, so
+as its ``encoder_class``. :data:`ENCODERS` is a read-only view of :data:`privpix.mechanisms.registry.MECHANISMS`, so
 a name cannot be overwritten: registering a second mechanism under a taken name, or one whose encoder name is
 taken by another class (:func:`~privpix.mechanisms.ldp.mechanism.register_ldp`), is refused.
 """
@@ -20,12 +20,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privpix import strict_json
-from privpix.accounting import write_bytes_atomic
 from privpix.data.imageset import ImageSet
 from privpix.data.overlap import image_digests
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import MECHANISMS, Param
+from privpix.fileio import write_bytes_atomic
+from privpix.mechanisms.base import Param
 from privpix.mechanisms.ldp.rr import value_dtype
+from privpix.mechanisms.registry import MECHANISMS
 
 FORMAT = "privpix-ldp-encoder/1"
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from privpix.data.imageset import ImageSet
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Capabilities, Mechanism, Param, register
+from privpix.mechanisms.base import Capabilities, Mechanism, Param
 from privpix.mechanisms.ldp.rr import grr_perturb
+from privpix.mechanisms.pixel import blockwise
+from privpix.mechanisms.registry import register
 from privpix.neighbours import Neighbours, Pixels
 from privpix.noise import RNG
 
@@ -52,3 +55,7 @@ class LDPPixel(Mechanism):
         levels = np.minimum((np.clip(x, 0.0, 1.0) * d).astype(np.int64), d - 1)
         out = grr_perturb(levels, d, self.epsilon, rng)
         return (out.astype(np.float64) + 0.5) / d
+
+    def _privatize_set(self, images: ImageSet, rng: RNG) -> np.ndarray:
+        # Per value, one uniform each in array order: block by block equals the whole set, in bounded memory.
+        return blockwise(images, lambda v: self._privatize(v, rng))

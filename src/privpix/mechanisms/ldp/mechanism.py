@@ -22,13 +22,14 @@ from privpix.data.imageset import ImageSet
 from privpix.data.overlap import shared_count
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param, register
+from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param
 from privpix.mechanisms.ldp.bnn import BNNEncoder
 from privpix.mechanisms.ldp.dcaconv import DCAConvEncoder
 from privpix.mechanisms.ldp.encoder_base import ENCODERS, Encoder, gray_images
 from privpix.mechanisms.ldp.encoders import HogBovwEncoder, PixelEncoder, load_encoder
 from privpix.mechanisms.ldp.reports import may_overlap
 from privpix.mechanisms.ldp.rr import grr_perturb
+from privpix.mechanisms.registry import register
 from privpix.neighbours import Neighbours, OneFeature, OneImage
 from privpix.noise import RNG
 
@@ -36,7 +37,7 @@ UNITS = ("feature", "image")
 
 
 def register_ldp(cls: type[LDPFeatures]) -> type[LDPFeatures]:
-    """:func:`~privpix.mechanisms.base.register` for an LDP feature mechanism, refusing one whose encoder name
+    """:func:`~privpix.mechanisms.registry.register` for an LDP feature mechanism, refusing one whose encoder name
     is already taken by another encoder class (the mechanism name itself is checked by ``register``)."""
     enc = cls.encoder_class
     taken = ENCODERS.providers().get(enc.name)
@@ -79,8 +80,8 @@ class LDPFeatures(Mechanism):
 
     - :meth:`encode` ``(images) -> (n, m)``: the clean integer encodings; the data user's test vectors, as the
       paper predicts on unperturbed encodings of its own test images.
-    - :meth:`utility_model` ``()``: an unfitted scikit-learn classifier (:mod:`privpix.learners.ldp`) for domain
-      d and ε, to ``fit(released_reports, labels)`` (integers, or the float view ``Release.values()``) and
+    - :meth:`utility_model` ``()``: an unfitted scikit-learn classifier (:mod:`privpix.mechanisms.ldp.learners`)
+      for domain d and ε, to ``fit(released_reports, labels)`` (integers, or the float view ``Release.values()``) and
       ``score(encode(test), test_labels)``.
     """
 
@@ -371,7 +372,7 @@ class LDPFeatures(Mechanism):
     def utility_model(self):
         """An unfitted classifier for reports of this mechanism (domain d, ε per feature): ``learner`` nb
         (Naive Bayes on estimated frequencies), ncc (estimated centroids) or knn (``n_neighbors``)."""
-        from privpix.learners.ldp import make_classifier
+        from privpix.mechanisms.ldp.learners import make_classifier
 
         kw = {"n_neighbors": self.n_neighbors} if self.learner == "knn" else {}
         return make_classifier(self.learner, self.d, self.epsilon, **kw)

@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from privpix import __version__
 from privpix.data.imageset import ImageSet
 from privpix.data.overlap import shared_count
 from privpix.errors import DataError, ParameterError
@@ -29,6 +28,7 @@ from privpix.mechanisms.ldp.encoders import Encoder
 from privpix.mechanisms.ldp.rr import check_epsilon, grr_perturb
 from privpix.noise import RNG, is_secure
 from privpix.release_folder import ReleaseWriter
+from privpix.version import __version__
 
 REPORTS_FILE = "reports.npz"
 MANIFEST = "manifest.json"

@@ -11,7 +11,8 @@ import pandas as pd
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Param, register
+from privpix.mechanisms.base import Capabilities, ConformanceCase, Param
+from privpix.mechanisms.registry import register
 from privpix.mechanisms.trained import TrainedModel
 from privpix.noise import RNG, torch_seed
 
@@ -263,7 +264,7 @@ def _train(data: ImageSet | RecordSet, training: dict, seed: int) -> tuple[objec
 
 def _measure(net, x, y, priv, tr, val, sigma2s: list[float], K: float) -> list[dict]:
     """Weak/strong adversary and utility-provider accuracies on the validation split, per σ² (with f, K)."""
-    from privpix.evaluation.obfuscation import AttributeData, measure_release, obfuscator_release, train_inferrer
+    from privpix.mechanisms.neural.obfuscation import AttributeData, measure_release, obfuscator_release, train_inferrer
 
     train, test = AttributeData(x[tr], y[tr], priv[tr]), AttributeData(x[val], y[val], priv[val])
     weak = train_inferrer(train, "private")

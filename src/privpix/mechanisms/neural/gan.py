@@ -10,7 +10,8 @@ import numpy as np
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
 from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Param, register
+from privpix.mechanisms.base import Capabilities, ConformanceCase, Param
+from privpix.mechanisms.registry import register
 from privpix.mechanisms.trained import TrainedModel
 from privpix.noise import RNG, torch_seed
 

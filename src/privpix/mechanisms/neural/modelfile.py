@@ -14,7 +14,7 @@ from privpix.errors import DataError, require_torch
 def save_model_file(path: str | Path, state: dict, meta: dict) -> Path:
     """Write ``{"meta": json, "state": state_dict}`` atomically; ``meta`` must hold a ``format`` tag."""
     torch = require_torch("model files")
-    from privpix.accounting import write_bytes_atomic
+    from privpix.fileio import write_bytes_atomic
 
     buf = io.BytesIO()
     torch.save({"meta": strict_json.dumps(meta, default=None), "state": state}, buf)

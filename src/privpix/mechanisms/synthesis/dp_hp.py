@@ -41,7 +41,8 @@ from typing import ClassVar
 import numpy as np
 
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Param, register
+from privpix.mechanisms.base import Param
+from privpix.mechanisms.registry import register
 from privpix.mechanisms.synthesis.embedding import (
     GENERATOR,
     LABELS,

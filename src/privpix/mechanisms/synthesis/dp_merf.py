@@ -50,7 +50,8 @@ import numpy as np
 from privpix.errors import ParameterError
 from privpix.gaussian_release import ANALYTIC as ACCOUNTANT  # noqa: F401  (the float mode's accountant)
 from privpix.gaussian_release import analytic_epsilon, analytic_noise_multiplier
-from privpix.mechanisms.base import Param, register
+from privpix.mechanisms.base import Param
+from privpix.mechanisms.registry import register
 from privpix.mechanisms.synthesis.embedding import (  # noqa: F401  (dp-merf's API before the shared base)
     GENERATOR,
     LABELS,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privpix.errors import ParameterError
-from privpix.evaluation.inference import NeuralInferrer
+from privpix.mechanisms.neural.inference import NeuralInferrer
 
 #: ``release(x, utility_labels, seed) -> released x`` (same shape, values in [0, 1]).
 ReleaseFn = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
