@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -58,11 +59,11 @@ def scattering_ms(data_dir: str) -> dict[str, float]:
 
 def release_seconds(model: Path, fmt: str, workers: int, tmp: Path) -> float:
     out = tmp / f"release-{fmt}-{workers}"
-    cmd = ["privpix", "release", "--method", "dp-synth", "--param", f"model={model}", "--param", f"n={N}",
-           "--epsilon", "1", "--delta", "1e-5", "--format", fmt, "--workers", str(workers), "--seed", "2",
-           "--output", str(out), "--quiet"]  # fmt: skip
+    cmd = [sys.executable, "-m", "privpix", "release", "--method", "dp-synth", "--param", f"model={model}",
+           "--param", f"n={N}", "--epsilon", "1", "--delta", "1e-5", "--format", fmt, "--workers", str(workers),
+           "--seed", "2", "--output", str(out), "--quiet"]  # fmt: skip
     t = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True)
+    subprocess.run(cmd, check=True)
     return time.perf_counter() - t
 
 
@@ -77,9 +78,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp_:
         tmp = Path(tmp_)
         model = tmp / "model.pt"
-        subprocess.run(["privpix", "fit", "--method", FIT, "--dataset", "mnist:train", "--limit", "3000",
-                        "--epsilon", "1", "--delta", "1e-5", "--seed", "1", "--output", str(model), "--quiet"],
-                       check=True, capture_output=True, env={**os.environ, "PRIVPIX_DATA": args.data})  # fmt: skip
+        subprocess.run([sys.executable, "-m", "privpix", "fit", "--method", FIT, "--dataset", "mnist:train",
+                        "--limit", "3000", "--epsilon", "1", "--delta", "1e-5", "--seed", "1", "--output", str(model),
+                        "--quiet"],
+                       check=True, env={**os.environ, "PRIVPIX_DATA": args.data})  # fmt: skip
         with one_thread():
             mech = get_mechanism("dp-synth", epsilon=1.0, delta=1e-5, model=str(model))
             mech.synthesize(10, rng=0)  # loads the model file

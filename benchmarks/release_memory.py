@@ -6,7 +6,7 @@ mechanism that releases images one by one at any size (asked from each mechanism
 out, nothing fitted, no batch, no fixed shape), each in its own child process whose peak RSS (``os.wait4``) is
 recorded to benchmarks/results/release_memory.json and .md.
 
-The matrix mechanisms (lra, sra, esra) take an exact SVD of every whole channel (paper 002's method): at 12000×12000
+The matrix mechanisms (lra, sra, esra) take an exact SVD of every whole channel (paper 001's method): at 12000×12000
 that is three 12000² float64 factor matrices per channel and about half an hour of LAPACK per channel on one core.
 They are measured on a smaller photo (``--matrix-side``, default 1000: lra's SGD passes over every entry take
 minutes there) and reported beside the others.

@@ -218,3 +218,14 @@ def test_evaluate_is_the_grid_without_attacks_and_audit(run, tmp_path):
     text = report.read_text()
     assert "<h2>Guarantees</h2>" in text and "<h2>Utility and quality</h2>" in text and "<h2>Samples</h2>" in text
     assert "<h2>Attacks</h2>" not in text and "claimed versus audited" not in text
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("fits_on", "everything"), ("output", "pixels"), ("noise_family", "laplacian"), ("seconds_per_value", 0.0)],
+)
+def test_capabilities_refuse_an_undeclared_kind(field, value):
+    """The declared kinds are Literal types (a type checker sees them) and checked at run time too: generic code
+    compares them by string, so a misspelt kind would silently take no branch."""
+    with pytest.raises(ValueError, match=field):
+        Capabilities(**{field: value})

@@ -7,7 +7,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple, get_args
 
 import numpy as np
 import pandas as pd
@@ -72,8 +72,12 @@ class RecordRelease:
 
 
 MIN_EPSILON = 1e-12
-FITS_ON = ("nothing", "private", "public", "model-file")
-OUTPUTS = ("images", "records", "features", "synthetic-images", "model")
+FitsOn = Literal["nothing", "private", "public", "model-file"]
+Output = Literal["images", "records", "features", "synthetic-images", "model"]
+NoiseFamily = Literal["laplace", "gaussian", "randomized-response"]
+FITS_ON: tuple[FitsOn, ...] = get_args(FitsOn)
+OUTPUTS: tuple[Output, ...] = get_args(Output)
+NOISE_FAMILIES: tuple[NoiseFamily, ...] = get_args(NoiseFamily)
 
 
 @dataclass(frozen=True)
@@ -108,13 +112,13 @@ class Capabilities:
             (:func:`privpix.sharded.shard_size`). No output depends on it.
     """
 
-    fits_on: str = "nothing"
+    fits_on: FitsOn = "nothing"
     public_data: str | None = None
     batch_size: int | None = None
     fixed_shape: tuple[int, int, int] | None = None
     needs_labels: bool = False
-    output: str = "images"
-    noise_family: str | None = None
+    output: Output = "images"
+    noise_family: NoiseFamily | None = None
     randomized: bool = True
     dp_fit: bool = False
     seconds_per_value: float | None = None
@@ -124,6 +128,8 @@ class Capabilities:
             raise ValueError(f"fits_on must be one of {FITS_ON}, got {self.fits_on!r}")
         if self.output not in OUTPUTS:
             raise ValueError(f"output must be one of {OUTPUTS}, got {self.output!r}")
+        if self.noise_family is not None and self.noise_family not in NOISE_FAMILIES:
+            raise ValueError(f"noise_family must be one of {NOISE_FAMILIES} or None, got {self.noise_family!r}")
         if self.seconds_per_value is not None and not self.seconds_per_value > 0:
             raise ValueError(f"seconds_per_value must be > 0, got {self.seconds_per_value!r}")
 

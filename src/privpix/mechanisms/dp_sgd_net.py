@@ -105,7 +105,7 @@ class ScatterNetLinear(nn.Module):
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """(m, c, h, w) in [0, 1] → (m, 81·c, h/4, w/4) scattering coefficients, without gradients."""
         s = self._scatter(x)  # (m, c, 81, h/4, w/4), without gradients
-        return s.reshape(len(s), -1, s.shape[-2], s.shape[-1])
+        return s.reshape(len(s), s.shape[1] * s.shape[2], s.shape[-2], s.shape[-1])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))

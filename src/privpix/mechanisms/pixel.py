@@ -319,7 +319,7 @@ class DPPix(Mechanism):
         ones = np.pad(np.ones((h, w)), ((0, pad_h), (0, pad_w)))
         counts = ones.reshape(gh, self.b, gw, self.b).sum(axis=(1, 3))[None, :, :, None]
         means = sums / counts
-        m = min(self.m, h * w)
+        m = min(self.m, h_image * w)  # the whole image's: a block of rows holds fewer pixels than m may count
         scale = c * m * self.pixel_range / kmin / self.epsilon
         noisy = add_laplace(means, scale, rng)
         up = np.repeat(np.repeat(noisy, self.b, axis=1), self.b, axis=2)[:, :h, :w, :]
@@ -425,8 +425,10 @@ class UniformFilter(_WindowFilter):
 
     @staticmethod
     def window_filter(x: np.ndarray, size: int) -> np.ndarray:
-        # Each mean summed directly (correlate1d), rows then columns: scipy's uniform_filter keeps a running sum
+        # Down the columns each mean is summed directly (correlate1d): scipy's uniform_filter keeps a running sum
         # along each line, whose rounding depends on where the line starts, so a block of rows would differ from
         # the whole image in the last bits.
-        w = np.full(size, 1.0 / size)
-        return ndimage.correlate1d(ndimage.correlate1d(x, w, axis=1, mode="reflect"), w, axis=2, mode="reflect")
+        # Columns are cut into blocks of rows, rows never: along a row scipy's running sum (O(1) per value) sees the
+        # same whole line in a block as in the image.
+        columns = ndimage.correlate1d(x, np.full(size, 1.0 / size), axis=1, mode="reflect")
+        return ndimage.uniform_filter1d(columns, size, axis=2, mode="reflect")

@@ -1,0 +1,113 @@
+"""Two workers against one on many small JPEGs (issue 31, item 1: "≥ 1.7× for 2 workers over 1 on 1,500 small
+JPEGs, measured with 1 and 2 workers alternating in one run, median of 3 pairs").
+
+Makes 1,500 generated 160×160 RGB JPEGs (a smooth gradient with noise; not committed), then runs the whole command
+``privpix release --input DIR --method pixel-laplace --param sensitivity=bound --param unit=pixel --epsilon 1
+--seed 1 --workers W`` with W = 1, 2, 1, 2, 1, 2 and reports the median wall time of each and their ratio. Every
+run's images are compared with the first's: the same seed gives the same images on any worker count.
+
+Run: ``.venv/bin/python benchmarks/speedup.py`` → ``benchmarks/results/speedup.{json,md}`` (about a minute; on a
+quiet machine: the ratio measures the cores, so anything else running lowers it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+OUT = Path(__file__).parent / "results" / "speedup"
+TARGET = 1.7
+
+
+def make_photos(folder: Path, n: int, side: int) -> None:
+    rng = np.random.default_rng(0)
+    ramp = np.linspace(0, 200, side, dtype=np.float32)
+    for i in range(n):
+        base = ramp[:, None, None] * rng.uniform(0.3, 1) + ramp[None, :, None] * rng.uniform(0.3, 1)
+        img = np.clip(base + rng.normal(0, 12, (side, side, 3)), 0, 255).astype(np.uint8)
+        Image.fromarray(img).save(folder / f"photo-{i:05d}.jpg", quality=90)
+
+
+def release(src: Path, out: Path, workers: int) -> float:
+    cmd = [sys.executable, "-m", "privpix", "release", "--input", str(src), "--method", "pixel-laplace",
+           "--param", "sensitivity=bound", "--param", "unit=pixel", "--epsilon", "1", "--seed", "1",
+           "--workers", str(workers), "-q", "--output", str(out)]  # fmt: skip
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True)
+    return time.perf_counter() - t
+
+
+def pixels(folder: Path) -> list[bytes]:
+    """The released images as a sorted list of their PNG files' bytes (names are keyed per release)."""
+    return sorted(p.read_bytes() for p in folder.rglob("*.png"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--images", type=int, default=1500)
+    ap.add_argument("--side", type=int, default=160)
+    ap.add_argument("--pairs", type=int, default=3)
+    args = ap.parse_args()
+    times: dict[int, list[float]] = {1: [], 2: []}
+    with tempfile.TemporaryDirectory() as tmp_:
+        tmp = Path(tmp_)
+        src = tmp / "in"
+        src.mkdir()
+        make_photos(src, args.images, args.side)
+        first = None
+        for k in range(args.pairs):
+            for w in (1, 2):
+                out = tmp / f"out-{k}-{w}"
+                times[w].append(release(src, out, w))
+                got = pixels(out)
+                first = first or got
+                if got != first:
+                    raise SystemExit(f"run {k} with {w} workers released other images than the first run")
+                subprocess.run(["rm", "-rf", str(out)], check=True)
+                print(f"pair {k}, {w} worker(s): {times[w][-1]:.2f} s", flush=True)
+    med = {w: statistics.median(v) for w, v in times.items()}
+    ratio = med[1] / med[2]
+    result = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "images": args.images,
+        "side": args.side,
+        "seconds": times,
+        "median_seconds": med,
+        "speedup_2_over_1": ratio,
+        "target": TARGET,
+        "same_images_every_run": True,
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    verdict = "met" if ratio >= TARGET else f"missed by {TARGET - ratio:.2f}"
+    lines = [
+        "# Two workers against one on small JPEGs (issue 31, item 1)",
+        "",
+        f"`python benchmarks/speedup.py` ({result['machine']}): {args.images:,} generated {args.side}×{args.side} "
+        "RGB JPEGs, `privpix release --input … --method pixel-laplace --param sensitivity=bound --param unit=pixel "
+        "--epsilon 1 --seed 1 --workers W`, the whole command timed, W = 1 and 2 alternating, "
+        f"{args.pairs} pairs. Every run released the same images.",
+        "",
+        "| workers | runs (s) | median (s) |",
+        "|---|---|---|",
+        *(f"| {w} | {', '.join(f'{t:.2f}' for t in times[w])} | {med[w]:.2f} |" for w in (1, 2)),
+        "",
+        f"Speed-up, 2 workers over 1: **{ratio:.2f}×** (target ≥ {TARGET}×: {verdict}).",
+    ]
+    OUT.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
