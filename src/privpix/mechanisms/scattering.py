@@ -32,11 +32,11 @@ def _subsample(x: torch.Tensor, k: int) -> torch.Tensor:
     # Block sums by slices, rows then columns: torch's complex reductions over a reshaped axis are about twice as
     # slow. The mean's 1/k² is folded into the filters.
     rows = x.reshape(*lead, k, h, q)
-    acc = rows[..., 0, :, :].clone()
-    for i in range(1, k):
+    acc = rows[..., 0, :, :] + rows[..., 1, :, :]  # k ≥ 2 here: the first sum allocates, no copy before it
+    for i in range(2, k):
         acc += rows[..., i, :, :]
-    out = acc[..., :w].clone()
-    for j in range(1, k):
+    out = acc[..., :w] + acc[..., w : 2 * w]
+    for j in range(2, k):
         out += acc[..., j * w : (j + 1) * w]
     return out
 
