@@ -30,42 +30,43 @@ def _float64(block: np.ndarray) -> np.ndarray:
     return block.astype(np.float64)
 
 
-def _release_blocks(images: ImageSet, add_noise, clip: bool) -> np.ndarray:
-    """The release built block by block (see :func:`blocks`) straight into float32: per block the same float64
-    steps as the whole-array path (values, plus noise drawn in array order, clipped, cast to float32), so the
-    output is bit-for-bit that path's, while the float64 temporaries stay a few tens of MB instead of several
-    copies of the whole set. ``add_noise(values, index)`` returns the noisy float64 block."""
-    x = images.images
-    out = np.empty(x.shape, np.float32)
-    for b in blocks(x.shape):
-        v = add_noise(_float64(x[b]), b)
-        if clip:
-            np.clip(v, 0.0, 1.0, out=v)
-        out[b] = v
-    return out
+def blockwise(images: ImageSet, fn, halo: int = 0, rows_multiple: int = 1) -> np.ndarray:
+    """A per-image computation built block by block (see :func:`blocks`) straight into float32, so the float64
+    temporaries stay a few tens of MB instead of copies of the whole set (issue 31: a 12000×12000 photo's blur
+    peaked at 24× its decoded size). ``fn(values, index)`` maps a float64 (m, h', w, c) block to the same shape;
+    ``index`` is the block's index into the set: a slice of whole images (small images, several at a time), or
+    (image, rows) for a run of rows of one large image, ``rows_multiple`` rows or a multiple of it.
 
-
-def blockwise(images: ImageSet, filt, halo: int = 0) -> np.ndarray:
-    """A per-image computation ``filt`` (float64 (m, h', w, c) → same shape) built block by block straight into
-    float32, as :func:`_release_blocks`: small images whole, several at a time; a large image in runs of rows
-    (``halo`` 0: a per-value computation whose random draws, made block by block in array order, equal one draw
-    over the whole set), or a spatial filter, each run filtered together with ``halo``
-    rows of the image on either side (none past the image's own top and bottom, where the filter's reflection
-    then applies exactly as on the whole image). For a filter whose output at a pixel reads input rows at most
-    ``halo`` away, each line computed in the same order whatever its neighbours, the output is the whole-image
-    path's bit for bit, while the float64 temporaries stay a few tens of MB (issue 31: a 12000×12000 photo's
-    blur peaked at 24× its decoded size)."""
+    With ``halo`` 0 the block is exactly ``index``: a per-value computation whose random draws, made block by
+    block in array order, equal one draw over the whole set. A spatial filter passes its reach as ``halo``: each
+    run is filtered together with that many rows of the image on either side (none past the image's own top and
+    bottom, where the filter's reflection then applies as on the whole image), and only the run's rows are kept.
+    For a filter whose output at a pixel reads input rows at most ``halo`` away, each line computed in the same
+    order whatever its neighbours, the output is the whole-image path's bit for bit."""
     x = images.images
     out = np.empty(x.shape, np.float32)
     h = x.shape[1] if x.ndim > 1 else 0
-    for b in blocks(x.shape):
+    per_row = int(np.prod(x.shape[2:], dtype=np.int64)) if x.ndim > 2 else 1
+    size = max(rows_multiple, imageset.BLOCK_VALUES // max(per_row, 1) // rows_multiple * rows_multiple) * per_row
+    for b in blocks(x.shape, size):
         if isinstance(b[0], slice):
-            out[b] = filt(_float64(x[b]))
+            out[b] = fn(_float64(x[b]), b)
             continue
         i, rows = b
         lo, hi = max(0, rows.start - halo), min(h, rows.stop + halo)
-        out[i, rows] = filt(_float64(x[i : i + 1, lo:hi]))[0, rows.start - lo : rows.stop - lo]
+        out[i, rows] = fn(_float64(x[i : i + 1, lo:hi]), b)[0, rows.start - lo : rows.stop - lo]
     return out
+
+
+def _release_blocks(images: ImageSet, add_noise, clip: bool) -> np.ndarray:
+    """:func:`blockwise` for a noise added value by value: ``add_noise(values, index)`` returns the noisy float64
+    block, clipped here to [0, 1] when ``clip``, as the whole-array path does."""
+
+    def noisy(values: np.ndarray, index: tuple) -> np.ndarray:
+        v = add_noise(values, index)
+        return np.clip(v, 0.0, 1.0, out=v) if clip else v
+
+    return blockwise(images, noisy)
 
 
 def _in_range(x: np.ndarray, pixel_range: float) -> np.ndarray:
@@ -294,16 +295,8 @@ class DPPix(Mechanism):
         """The same output as :meth:`_privatize` on the float64 set, built in blocks: whole images, or runs of
         whole cell rows of one large image (the cell means, their noise in array order and the upsampling of a
         run are the whole image's), so memory stays a few tens of MB above the output."""
-        x = images.images
-        n, h, w, c = x.shape
-        if h * w * c <= imageset.BLOCK_VALUES:
-            return blockwise(images, lambda v: self._privatize(v, rng))
-        out = np.empty(x.shape, np.float32)
-        step = max(1, imageset.BLOCK_VALUES // (w * c) // self.b) * self.b
-        for i in range(n):
-            for r in range(0, h, step):
-                out[i, r : r + step] = self._cell_rows(_float64(x[i : i + 1, r : r + step]), rng, h)
-        return out
+        h = images.shape[0]
+        return blockwise(images, lambda v, b: self._cell_rows(v, rng, h), rows_multiple=self.b)
 
     def _cell_rows(self, x: np.ndarray, rng: RNG, h_image: int) -> np.ndarray:
         """Released rows of cells: ``x`` (n, h, w, c) float64 starts on a cell row of images ``h_image`` high
@@ -379,7 +372,7 @@ class GaussianBlur(_NoGuarantee):
 
     def _privatize_set(self, images: ImageSet, rng: RNG) -> np.ndarray:
         # scipy's kernel reaches int(truncate·σ + 0.5) pixels, truncate = 4 (its default, used above).
-        return blockwise(images, lambda v: self._privatize(v, rng), int(4.0 * self.sigma + 0.5))
+        return blockwise(images, lambda v, b: self._privatize(v, rng), int(4.0 * self.sigma + 0.5))
 
 
 class _WindowFilter(_NoGuarantee):
@@ -401,7 +394,7 @@ class _WindowFilter(_NoGuarantee):
 
     def _privatize_set(self, images: ImageSet, rng: RNG) -> np.ndarray:
         # A size×size window reaches size // 2 rows either way (scipy centres an even window one row down).
-        return blockwise(images, lambda v: self._privatize(v, rng), self.size // 2)
+        return blockwise(images, lambda v, b: self._privatize(v, rng), self.size // 2)
 
 
 @register
@@ -425,10 +418,8 @@ class UniformFilter(_WindowFilter):
 
     @staticmethod
     def window_filter(x: np.ndarray, size: int) -> np.ndarray:
-        # Down the columns each mean is summed directly (correlate1d): scipy's uniform_filter keeps a running sum
-        # along each line, whose rounding depends on where the line starts, so a block of rows would differ from
-        # the whole image in the last bits.
-        # Columns are cut into blocks of rows, rows never: along a row scipy's running sum (O(1) per value) sees the
-        # same whole line in a block as in the image.
+        # scipy's uniform_filter keeps a running sum along each line, whose rounding depends on where the line
+        # starts. Columns are cut into blocks of rows, so down the columns each mean is summed directly
+        # (correlate1d); rows are never cut, so along them the running sum (O(1) per value) stays.
         columns = ndimage.correlate1d(x, np.full(size, 1.0 / size), axis=1, mode="reflect")
         return ndimage.uniform_filter1d(columns, size, axis=2, mode="reflect")

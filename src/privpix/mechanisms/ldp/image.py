@@ -58,4 +58,4 @@ class LDPPixel(Mechanism):
 
     def _privatize_set(self, images: ImageSet, rng: RNG) -> np.ndarray:
         # Per value, one uniform each in array order: block by block equals the whole set, in bounded memory.
-        return blockwise(images, lambda v: self._privatize(v, rng))
+        return blockwise(images, lambda v, b: self._privatize(v, rng))
