@@ -170,11 +170,11 @@ def list_image_files(
 
 def _resize(img: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """Anti-aliased resize of a uint8 (h, w, c) image, one channel at a time in float32 (bounded memory)."""
-    from skimage.transform import resize
+    from privpix.data.resize import resize
 
     out = np.empty((*size, img.shape[2]), np.uint8)
     for k in range(img.shape[2]):
-        r = resize(img[..., k].astype(np.float32), size, anti_aliasing=True, preserve_range=True)
+        r = resize(img[..., k].astype(np.float32), size)
         out[..., k] = np.clip(np.rint(r), 0, 255)
     return out
 

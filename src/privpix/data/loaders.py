@@ -155,9 +155,9 @@ def _read_celeba_attributes(path: Path) -> tuple[list[str], list[str], np.ndarra
 
 def resize_whole(img: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """The face loaders' resize (whole image, float64, anti-aliased), shared with their lazy sources."""
-    from skimage.transform import resize
+    from privpix.data.resize import resize
 
-    return np.clip(np.rint(resize(img, size, anti_aliasing=True, preserve_range=True)), 0, 255).astype(np.uint8)
+    return np.clip(np.rint(resize(img.astype(np.float64), size)), 0, 255).astype(np.uint8)
 
 
 def celeba_index(base: Path, split: str | None) -> tuple[list[str], list[str], np.ndarray, np.ndarray, np.ndarray]:

@@ -1,0 +1,95 @@
+"""scikit-image's anti-aliased resize, the same numbers bit for bit, at a fraction of its cost when shrinking.
+
+``skimage.transform.resize(img, size, anti_aliasing=True, preserve_range=True)`` blurs the **whole** image with a
+Gaussian of σ = (factor − 1) / 2 per axis (``scipy.ndimage.gaussian_filter``, mode ``mirror``, 4σ), then samples it
+bilinearly (``scipy.ndimage.zoom``, ``grid_mode=True``). Shrinking a 250×250 face to 8×8 makes σ ≈ 15: a 125-tap
+filter over every pixel, of which the bilinear sampling then reads two rows in thirty. That blur was 90 % of the
+time to load a face data set at a small size (the LFW subset at 8×8: 33 of 36 s).
+
+:func:`resize` blurs down the columns only at the rows the sampling reads, with scipy's own arithmetic (its
+symmetric-kernel loop, the same order of additions, in float64, rounded to the image's dtype as scipy's output
+buffer is), then blurs those rows along their length with scipy itself and lets scikit-image sample them. Every
+other row is zero and read with weight zero, so the output equals scikit-image's exactly
+(``tests/test_resize.py`` compares them bit for bit on real faces and on random images of many shapes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+TRUNCATE = 4.0  # scipy.ndimage.gaussian_filter's default reach, which scikit-image keeps
+
+
+def _mirror(index: np.ndarray, n: int) -> np.ndarray:
+    """scipy.ndimage's ``mirror`` extension (d c b | a b c d | c b a): reflect about the end samples, repeatedly."""
+    period = 2 * n - 2
+    index = np.abs(index) % period
+    return np.where(index >= n, period - index, index)
+
+
+def _kernel(sigma: float) -> np.ndarray:
+    """scipy's Gaussian weights for ``sigma`` (read back from scipy by filtering a unit impulse: exactly its own)."""
+    from scipy import ndimage as ndi
+
+    radius = int(TRUNCATE * float(sigma) + 0.5)
+    impulse = np.zeros(2 * radius + 1)
+    impulse[radius] = 1.0
+    return ndi.gaussian_filter1d(impulse, sigma, mode="constant", truncate=TRUNCATE)
+
+
+def _sampled_rows(n: int, m: int) -> np.ndarray:
+    """Rows of an ``n``-row image that bilinear ``zoom(grid_mode=True)`` to ``m`` rows reads: the two about each
+    sampling point, and the row beyond where the point falls within 1e-6 of a row (scipy may round its
+    coordinate to either side, reading that row with a weight near zero)."""
+    centre = (np.arange(m) + 0.5) * (n / m) - 0.5
+    base = np.floor(centre).astype(np.int64)
+    frac = centre - base
+    rows = np.concatenate([base, base + 1, base[frac < 1e-6] - 1, base[frac > 1 - 1e-6] + 2])
+    return np.unique(_mirror(rows, n))
+
+
+def _blur_rows(image: np.ndarray, rows: np.ndarray, sigma: float) -> np.ndarray:
+    """``gaussian_filter1d(image, sigma, axis=0, mode="mirror")[rows]``, computed only at ``rows``, with scipy's
+    arithmetic: for a symmetric kernel its loop starts from the centre tap and adds the pairs of taps from the
+    outermost inwards, in float64, and its output buffer rounds to the image's dtype."""
+    w = _kernel(sigma)
+    radius = len(w) // 2
+    n = image.shape[0]
+    out = np.empty((len(rows), *image.shape[1:]), image.dtype)
+    # At most about 4 M values per pass, whatever the image's width.
+    step = max(1, (1 << 22) // max(1, image[0].size))
+    for a in range(0, len(rows), step):
+        r = rows[a : a + step]
+        acc = image[r].astype(np.float64) * w[radius]
+        for j in range(radius, 0, -1):
+            # float64 before the pair is added, as scipy's line buffer is
+            acc += (image[_mirror(r - j, n)].astype(np.float64) + image[_mirror(r + j, n)]) * w[radius - j]
+        out[a : a + step] = acc
+    return out
+
+
+def resize(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``skimage.transform.resize(image, size, anti_aliasing=True, preserve_range=True)``, bit for bit.
+
+    ``image`` is float32 or float64, ``(h, w)`` or ``(h, w, c)``; the result has the same dtype and channels, of
+    height and width ``size``. The blur runs only where the sampling reads it when the height shrinks (the costly
+    case); otherwise scikit-image is called as it is."""
+    from scipy import ndimage as ndi
+    from skimage.transform import resize as sk_resize
+
+    h, w = image.shape[:2]
+    oh, ow = int(size[0]), int(size[1])
+    sigma_rows = max(0.0, (h / oh - 1) / 2)
+    sigma_cols = max(0.0, (w / ow - 1) / 2)
+    if image.dtype not in (np.float32, np.float64) or h < 2 or sigma_rows <= 1e-15:
+        return sk_resize(image, (oh, ow), anti_aliasing=True, preserve_range=True)
+    rows = _sampled_rows(h, oh)
+    part = _blur_rows(image, rows, sigma_rows)
+    if sigma_cols > 1e-15:  # rows are whole lines: scipy blurs them as it would in the whole image
+        part = ndi.gaussian_filter1d(part, sigma_cols, axis=1, mode="mirror", truncate=TRUNCATE)
+    blurred = np.zeros_like(image)
+    blurred[rows] = part
+    out = sk_resize(blurred, (oh, ow), anti_aliasing=False, preserve_range=True, clip=False)
+    # scikit-image clips to the range of the image it was given: the original's, not the zero-filled one's.
+    np.clip(out, image.min(), image.max(), out=out)
+    return out

@@ -1,0 +1,71 @@
+"""privpix.data.resize equals scikit-image's anti-aliased resize bit for bit, and is faster where it matters."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from skimage.transform import resize as sk_resize
+
+from privpix.data import resize as fast
+
+SHAPES = [
+    # (input h, w, channels or None), output (h, w): shrinking, stretching, mixed, a reach of many reflections
+    ((250, 250, 3), (8, 8)),
+    ((250, 250, 3), (40, 40)),
+    ((218, 178, 3), (32, 32)),
+    ((112, 92, None), (25, 25)),
+    ((30, 7, 1), (2, 9)),
+    ((9, 300, 3), (4, 17)),
+    ((64, 64, None), (64, 16)),
+    ((5, 5, 3), (20, 20)),
+    ((3, 40, None), (2, 5)),
+    ((1, 40, None), (1, 5)),
+    ((243, 320, None), (61, 80)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape,size", SHAPES)
+def test_equals_scikit_image_bit_for_bit(shape, size, dtype):
+    h, w, c = shape
+    rng = np.random.default_rng([h, w, c or 0, *size])
+    img = rng.integers(0, 256, (h, w) if c is None else (h, w, c)).astype(dtype)
+    img[0, 0] = 255.0  # the clip range is the image's own
+    want = sk_resize(img, size, anti_aliasing=True, preserve_range=True)
+    got = fast.resize(img, size)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+def test_equals_scikit_image_on_real_faces(data_dir):
+    from privpix.data.files import read_image
+
+    base = data_dir / "lfw_gender_genderrecog" / "images"
+    files = sorted(p for p in base.rglob("*.jpg"))[:12]
+    assert files, f"no LFW images under {base}"
+    for path in files:
+        img = read_image(path, "RGB").astype(np.float64)
+        for size in [(8, 8), (40, 40), (100, 64)]:
+            np.testing.assert_array_equal(
+                fast.resize(img, size), sk_resize(img, size, anti_aliasing=True, preserve_range=True)
+            )
+
+
+def test_a_large_shrink_is_much_faster_than_scikit_image():
+    """250x250 to 8x8 (the LFW set at a small size): about 5x here; asked at least 2x, best of 7 runs each, so a
+    busy machine slows both sides alike."""
+    img = np.random.default_rng(1).integers(0, 256, (250, 250, 3)).astype(np.float64)
+
+    def best(fn) -> float:
+        times = []
+        for _ in range(7):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    slow = best(lambda: sk_resize(img, (8, 8), anti_aliasing=True, preserve_range=True))
+    quick = best(lambda: fast.resize(img, (8, 8)))
+    assert quick < slow / 2, (quick, slow)
