@@ -277,8 +277,13 @@ def train_sklearn(synth: ImageSet, test: ImageSet, seed: int) -> tuple[dict, dic
 # ------------------------------------------------------------------------------------------ one run, resume
 
 
+def n_classifier(row: dict) -> int:
+    """Synthetic images the classifiers of a run were trained on (rows before this field: all it drew)."""
+    return int(row.get("n_classifier", row["n_synthetic"]))
+
+
 def run_key(row: dict) -> tuple:
-    return (row["dataset"], row["method"], float(row["epsilon"]), int(row["seed"]))
+    return (row["dataset"], row["method"], float(row["epsilon"]), int(row["seed"]), n_classifier(row))
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -393,13 +398,14 @@ def aggregate(rows: list[dict]) -> list[dict]:
     groups: dict[tuple, list] = {}
     for row in rows:
         for clf, rule, acc in scores(row):
-            key = (row["dataset"], row["method"], row["epsilon"], clf, rule)
+            key = (row["dataset"], row["method"], row["epsilon"], n_classifier(row), clf, rule)
             groups.setdefault(key, []).append((row["seed"], acc))
     out = []
-    for (ds, method, eps, clf, rule), vals in sorted(groups.items()):
+    for (ds, method, eps, n_clf, clf, rule), vals in sorted(groups.items()):
         mean, std = mean_std([a for _, a in vals])
         out.append({
-            "dataset": ds, "method": method, "epsilon": eps, "classifier": clf, "selection": rule,
+            "dataset": ds, "method": method, "epsilon": eps, "n_classifier": n_clf, "classifier": clf,
+            "selection": rule,
             "seeds": sorted(s for s, _ in vals), "mean": round(mean, 4), "std": None if std is None else round(std, 4),
             "target": TARGETS.get((ds, eps)), "sota_target": SOTA_TARGETS.get((ds, eps)),
         })  # fmt: skip
@@ -411,9 +417,9 @@ def timings(rows: list[dict]) -> list[dict]:
             "fit_cpu_seconds", "generate_cpu_seconds", "run_seconds", "run_cpu_seconds")  # fmt: skip
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
-        groups.setdefault((row["dataset"], row["method"], row["epsilon"]), []).append(row)
+        groups.setdefault((row["dataset"], row["method"], row["epsilon"], n_classifier(row)), []).append(row)
     out = []
-    for (ds, method, eps), rs in sorted(groups.items()):
+    for (ds, method, eps, n_clf), rs in sorted(groups.items()):
         # Each over the runs that recorded it: the CPU columns came after the first runs, and MLP / logreg may
         # run for some seeds only (--sklearn-seeds).
         vals = {key: [r[key] for r in rs if r.get(key) is not None] for key in keys}
@@ -422,7 +428,7 @@ def timings(rows: list[dict]) -> list[dict]:
             vals[f"{name}_seconds"] = [r["sklearn"]["seconds"][name] for r in rs if "sklearn" in r]
         t = {key: round(float(np.mean(v)), 1) for key, v in vals.items() if v}
         t["cpu_runs"] = len(vals["fit_cpu_seconds"])
-        out.append({"dataset": ds, "method": method, "epsilon": eps, "runs": len(rs),
+        out.append({"dataset": ds, "method": method, "epsilon": eps, "n_classifier": n_clf, "runs": len(rs),
                     "n_synthetic": rs[0]["n_synthetic"], **t})  # fmt: skip
     return out
 
@@ -449,10 +455,9 @@ def write_results(rows: list[dict], out: Path, machine: str) -> None:
 
 
 def settings(row: dict) -> str:
-    n_clf = row.get("n_classifier", row["n_synthetic"])
     return (
         f"{row['dataset']}: {row['n_synthetic']} synthetic images drawn per run, classifiers trained on the first "
-        f"{n_clf} (CNN: {row['cnn']['n_train']} + {row['cnn']['n_synthetic_val']} held out, "
+        f"{n_classifier(row)} (CNN: {row['cnn']['n_train']} + {row['cnn']['n_synthetic_val']} held out, "
         f"{len(row['cnn']['val_curve'])} epochs)"
     )
 
@@ -492,14 +497,15 @@ def markdown(r: dict, stem: str) -> str:
         "Targets: issue 18's (DPImageBench's DP-MERF) and issue 29's (the state of the art: DP-Kernel, PrivImage, "
         "DP-FETA), both for the CNN.",
         "",
-        "| dataset | method | ε | CNN val-selected | CNN synthetic-selected | CNN last | MLP | logreg | target "
-        "| issue 29 target | seeds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| dataset | method | ε | trained on | CNN val-selected | CNN synthetic-selected | CNN last | MLP | logreg "
+        "| target | issue 29 target | seeds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     cells: dict[tuple, dict] = {}
     for s in r["summary"]:
-        cells.setdefault((s["dataset"], s["method"], s["epsilon"]), {})[(s["classifier"], s["selection"])] = s
-    for (ds, method, eps), c in cells.items():
+        key = (s["dataset"], s["method"], s["epsilon"], s.get("n_classifier"))
+        cells.setdefault(key, {})[(s["classifier"], s["selection"])] = s
+    for (ds, method, eps, n_clf), c in cells.items():
 
         def cell(key: tuple[str, str], c: dict = c) -> str:
             return _fmt(c[key]["mean"], c[key]["std"]) if key in c else "–"
@@ -507,7 +513,7 @@ def markdown(r: dict, stem: str) -> str:
         first = next(iter(c.values()))
         target = first["target"]
         lines.append(
-            f"| {ds} | `{method}` | {eps:g} | {cell(('cnn', 'val'))} | {cell(('cnn', 'synthetic'))} | "
+            f"| {ds} | `{method}` | {eps:g} | {n_clf:,} | {cell(('cnn', 'val'))} | {cell(('cnn', 'synthetic'))} | "
             f"{cell(('cnn', 'last'))} | {cell(('mlp', 'none'))} | {cell(('logreg', 'none'))} | "
             f"{'–' if target is None else f'≥ {100 * target:.0f}'} | {_sota(c)} | "
             f"{','.join(map(str, first['seeds']))} |"
@@ -520,9 +526,9 @@ def markdown(r: dict, stem: str) -> str:
         "training (from the mechanism's `meta_`), generate = drawing the synthetic images (n), then the "
         "classifiers (wall).",
         "",
-        "| dataset | method | ε | runs | fit wall (embed + train) | fit CPU (runs) | generate wall / CPU (n) "
-        "| CNN | MLP | logreg | whole run wall / CPU |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| dataset | method | ε | trained on | runs | fit wall (embed + train) | fit CPU (runs) "
+        "| generate wall / CPU (n) | CNN | MLP | logreg | whole run wall / CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def sec(t: dict, key: str, digits: int = 0) -> str:
@@ -530,7 +536,8 @@ def markdown(r: dict, stem: str) -> str:
 
     for t in r["timings"]:
         lines.append(
-            f"| {t['dataset']} | `{t['method']}` | {t['epsilon']:g} | {t['runs']} | {sec(t, 'fit_seconds')} "
+            f"| {t['dataset']} | `{t['method']}` | {t['epsilon']:g} | {t['n_classifier']:,} | {t['runs']} | "
+            f"{sec(t, 'fit_seconds')} "
             f"({sec(t, 'embed_seconds')} + {sec(t, 'train_seconds')}) | "
             f"{sec(t, 'fit_cpu_seconds')} ({t['cpu_runs']}) | "
             f"{sec(t, 'generate_seconds', 1)} / {sec(t, 'generate_cpu_seconds', 1)} ({t['n_synthetic']}) | "
@@ -596,7 +603,8 @@ def main(argv: list[str] | None = None) -> None:
             for s in args.seeds.split(",")
             for m in methods
             for e in args.epsilons.split(",")
-            if (args.dataset, m, float(e), int(s)) not in finished(jsonl)
+            if (args.dataset, m, float(e), int(s), min(args.classifier_images or args.synthetic, args.synthetic))
+            not in finished(jsonl)
         ]
         print(f"{len(todo)} runs to do on {args.dataset}", flush=True)
         if todo:

@@ -126,12 +126,16 @@ def test_resume_skips_finished_runs(bench, digits, monkeypatch, tmp_path):
 
 
 def test_aggregation_mean_and_sample_std(bench):
-    def row(seed: int, val: float, mlp: float) -> dict:
-        return {"dataset": "mnist", "method": "dp-merf", "epsilon": 1.0, "seed": seed,
-                "cnn": {"accuracy": {"val": val, "synthetic": 0.5, "last": 0.4}},
+    def row(seed: int, val: float, mlp: float, n_classifier: int = 10000) -> dict:
+        return {"dataset": "mnist", "method": "dp-merf", "epsilon": 1.0, "seed": seed, "n_synthetic": 60000,
+                "n_classifier": n_classifier, "cnn": {"accuracy": {"val": val, "synthetic": 0.5, "last": 0.4}},
                 "sklearn": {"accuracy": {"mlp": mlp, "logreg": 0.7}}}  # fmt: skip
 
     rows = [row(0, 0.80, 0.81), row(1, 0.84, 0.79), row(2, 0.82, 0.83)]
+    # Runs whose classifiers saw another number of synthetic images are another cell, never pooled.
+    other = bench.aggregate([*rows, row(0, 0.99, 0.99, n_classifier=60000)])
+    assert {s["n_classifier"] for s in other} == {10000, 60000}
+    assert [s["mean"] for s in other if s["n_classifier"] == 60000 and s["selection"] == "val"] == [0.99]
     out = {(s["classifier"], s["selection"]): s for s in bench.aggregate(rows)}
     assert out[("cnn", "val")]["mean"] == pytest.approx(0.82)
     assert out[("cnn", "val")]["std"] == pytest.approx(np.std([0.80, 0.84, 0.82], ddof=1), abs=1e-4)

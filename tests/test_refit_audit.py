@@ -115,7 +115,7 @@ def test_statistic_target_needs_a_statistic(digits):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["dp-merf", "dp-hp"])
+@pytest.mark.parametrize("method", ["dp-merf", "dp-hp", "dp-eigenfaces"])
 def test_real_synthesizers_statistic_audit(method, digits, monkeypatch):
     """The synthesizers' own released statistic (the noisy embedding), refitted per trial: consistent as built,
     and refuted when the noise is calibrated for a sensitivity far too small (a broken implementation)."""
@@ -124,7 +124,11 @@ def test_real_synthesizers_statistic_audit(method, digits, monkeypatch):
 
     # dp-hp's sum-kernel features of two digits differ far less than its norm bound allows, so only a much larger
     # shortfall of noise shows on a real pair.
-    small, cut = {"dp-merf": ({"n_features": 200}, 10), "dp-hp": ({"order": 5}, 100)}[method]
+    small, cut = {
+        "dp-merf": ({"n_features": 200}, 10),
+        "dp-hp": ({"order": 5}, 100),
+        "dp-eigenfaces": ({"components": 8, "public": "digits"}, 10),
+    }[method]
     honest = audit(get_mechanism(method, epsilon=1.0, delta=1e-5, **small), digits, trials=600, seed=0)
     assert honest.verdict == "consistent" and "released statistic" in honest.statistic
     monkeypatch.setattr(embedding, "sensitivity", lambda n: 2 / n / cut)

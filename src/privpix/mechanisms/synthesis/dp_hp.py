@@ -162,6 +162,7 @@ class DPHP(MeanEmbeddingSynthesizer):
             )
 
     def _check_shape(self, shape: tuple[int, int, int]) -> None:
+        super()._check_shape(shape)
         d = int(np.prod(shape))
         if self.prod_sets and self.prod_dims > d:
             raise ParameterError(f"dp-hp: prod_dims={self.prod_dims} exceeds the {d} values of an image")

@@ -152,10 +152,35 @@ class CondGenerator(nn.Module):
         return torch.sigmoid(v.reshape(len(v), -1))
 
 
-def build_generator(meta: dict, seed: int) -> CondGenerator:
-    """A generator as ``meta`` describes it (shape, generator, code_dim, n_classes, width, channels), its weights
-    drawn from ``seed`` (no draw from torch's global RNG)."""
+class GaussianGenerator(nn.Module):
+    """G(z, y) = clip(centre + scale·(m_y + L_y·z)·V, 0, 1): a Gaussian per class in the span of k components V
+    (k, d) around ``centre`` (d,), coefficients in units of ``scale``. Nothing is trained: ``dp-eigenfaces`` sets
+    the class means m (K, k) and factors L (K, k, k) from its noisy moments. Same call as :class:`CondGenerator`,
+    so a model file and :func:`sample` serve both."""
+
+    def __init__(self, shape: tuple[int, int, int], components: int, n_classes: int) -> None:
+        super().__init__()
+        h, w, c = shape
+        self.kind, self.shape, self.code_dim, self.n_classes = "gaussian", (h, w, c), components, n_classes
+        self.register_buffer("centre", torch.zeros(h * w * c))
+        self.register_buffer("basis", torch.zeros(components, h * w * c))
+        self.register_buffer("scale", torch.ones(()))
+        self.register_buffer("means", torch.zeros(n_classes, components))
+        self.register_buffer("factors", torch.zeros(n_classes, components, components))
+
+    def forward(self, code: torch.Tensor, onehot: torch.Tensor) -> torch.Tensor:
+        y = onehot.argmax(dim=1)
+        coeff = self.means[y] + torch.einsum("nij,nj->ni", self.factors[y], code)
+        return (self.centre + self.scale * (coeff @ self.basis)).clamp(0.0, 1.0)
+
+
+def build_generator(meta: dict, seed: int) -> CondGenerator | GaussianGenerator:
+    """A generator as ``meta`` describes it (shape, generator, code_dim, n_classes, width, channels; or for
+    ``generator="gaussian"`` shape, components, n_classes), its weights drawn from ``seed`` (no draw from torch's
+    global RNG)."""
     h, w, c = meta["shape"]
+    if meta["generator"] == "gaussian":
+        return GaussianGenerator((h, w, c), int(meta["components"]), int(meta["n_classes"]))
     args = (meta["generator"], (h, w, c), meta["code_dim"], meta["n_classes"], meta["width"], meta["channels"])
     return training.build(lambda: CondGenerator(*args), training.generator(seed))
 
@@ -204,7 +229,7 @@ def train_generator(gen: CondGenerator, featurize: Featurize, target: np.ndarray
     return history
 
 
-def sample(gen: CondGenerator, labels: np.ndarray, seed: int, chunk: int = 2048) -> np.ndarray:
+def sample(gen: CondGenerator | GaussianGenerator, labels: np.ndarray, seed: int, chunk: int = 2048) -> np.ndarray:
     """Images (m, c·h·w) float32 in [0, 1] for the given labels, codes drawn from ``seed``; eval mode (batch norm
     with its running statistics), so each image depends on its own code and label only."""
     draw = training.generator(seed)

@@ -158,6 +158,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
     seed_key: ClassVar[str] = "feature_seed"  # the meta key of the feature map's seed
     features_word: ClassVar[str] = "feature"  # "the mean <features_word> embedding" in the guarantee
     norm_claim: ClassVar[str] = "has norm at most 1"
+    public_parts: ClassVar[str] = "the kernel"  # what else the guarantee's first caveat names as public
     reduce: ClassVar[str] = "sum"  # embed_net.train_generator's class-mean reduction
     conformance_tiny: ClassVar[dict[str, Any]] = {}
     # Generating: about 0.17 ms per 28×28 digit on one core (the generator's forward pass), a shard-planning hint.
@@ -187,7 +188,14 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
         """Validation of the feature parameters (see :meth:`Mechanism._check`)."""
 
     def _check_shape(self, shape: tuple[int, int, int]) -> None:
-        """Refuse images of ``shape`` the feature map cannot take (before the private images are read)."""
+        """Refuse images of ``shape`` the feature map or the generator cannot take (before the private images are
+        read); a subclass that overrides it calls this one."""
+        h, w, _ = shape
+        if self.generator == "conv" and (h % 4 or w % 4):
+            raise ParameterError(
+                f"{self.name}: the conv generator needs h and w divisible by 4, got {h}x{w}; use generator=mlp "
+                "or resize (--size 28x28)"
+            )
 
     # ---------------------------------------------------------------------------------- parameters
 
@@ -301,21 +309,11 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
         n, (h, w, c) = len(data), data.shape
         if n < 2:
             raise ParameterError(f"{self.name}: needs at least 2 private images, got {n}")
-        if self.generator == "conv" and (h % 4 or w % 4):
-            raise ParameterError(
-                f"{self.name}: the conv generator needs h and w divisible by 4, got {h}x{w}; use generator=mlp "
-                "or resize (--size 28x28)"
-            )
         self._check_shape((h, w, c))
         from privpix.mechanisms.synthesis import embed_net
 
         # Read (and refused, if bad) before the private images are touched or any noise is drawn.
-        public = None
-        if self.public:
-            from privpix.mechanisms.synthesis.public import check_distinct, load_public
-
-            public = load_public(self.public, (h, w, c), self.n_classes, data.class_names)
-            check_distinct(public, data, repr(self.public))
+        public = self._public_set(data)
 
         seeded = seed is not None
         rng = make_rng(int(seed)) if seeded else None
@@ -356,15 +354,34 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
             "noise_rng": "seeded NumPy Generator" if seeded else "OS CSPRNG (privpix SecureRandom)",
             "fitted_on": f"{data.source or 'the given images'} ({n} images)",
         }
-        gen = embed_net.build_generator(meta, t_seed)
         t1 = time.perf_counter()
-        if public is not None:
-            meta.update(self._pretrain(gen, public, featurize, width, n, t_seed + 2))
-        history = self._train_generator(gen, featurize, means, probs, n, self.epochs, t_seed + 1)
-        meta.update(history=history, embed_seconds=round(embed_seconds, 3),
-                    train_seconds=round(time.perf_counter() - t1, 3))  # fmt: skip
+        gen = self._generator_from(meta, means, probs, featurize, width, n, public, t_seed)
+        meta.update(embed_seconds=round(embed_seconds, 3), train_seconds=round(time.perf_counter() - t1, 3))
         self.embedding_, self.label_probs_ = noisy, probs
         return gen, meta
+
+    def _public_set(self, data: ImageSet) -> ImageSet | None:
+        """The public set named by ``public`` at the private images' shape, checked distinct from them (``None``
+        without one); read before the private images are touched."""
+        if not self.public:
+            return None
+        from privpix.mechanisms.synthesis.public import check_distinct, load_public
+
+        public = load_public(self.public, data.shape, self.n_classes, data.class_names)
+        check_distinct(public, data, repr(self.public))
+        return public
+
+    def _generator_from(self, meta: dict, means: np.ndarray, probs: np.ndarray, featurize: Callable, width: int,
+                        n: int, public: ImageSet | None, seed: int):  # fmt: skip
+        """Post-processing of the noisy embedding (``means``, ``probs``): the generator, pretrained on ``public``
+        when given, then trained on the class-wise ``means``; records its history in ``meta``."""
+        from privpix.mechanisms.synthesis import embed_net
+
+        gen = embed_net.build_generator(meta, seed)
+        if public is not None:
+            meta.update(self._pretrain(gen, public, featurize, width, n, seed + 2))
+        meta["history"] = self._train_generator(gen, featurize, means, probs, n, self.epochs, seed + 1)
+        return gen
 
     def _train_generator(self, gen, featurize: Callable, means: np.ndarray, probs: np.ndarray, n: int, epochs: int,
                          seed: int) -> dict:  # fmt: skip
@@ -509,8 +526,8 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
         z = self._embedding_noise_multiplier()
         caveats = [
             "replace-one neighbours: private sets of the same size n that differ in one (image, label) pair; n, "
-            "the image shape, the K classes and the kernel are public. Adding or removing an image is covered "
-            "only through group privacy (not claimed)",
+            f"the image shape, the K classes and {self.public_parts} are public. Adding or removing an image is "
+            "covered only through group privacy (not claimed)",
         ]
         if self.secure:
             caveats += [
@@ -531,23 +548,28 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
                 "floating-point Gaussian noise (NumPy, or Box–Muller on the OS CSPRNG when fitted without a seed), "
                 "not an exact discrete Gaussian",
             ]
+        meta = self._fitted_meta()
+        caveats += self._public_caveats(meta)
+        if meta is not None:
+            caveats.append(f"fitted on {meta['fitted_on']}: n = {meta['n']}, σ = {meta['sigma']:.4g} per embedding "
+                           "value")  # fmt: skip
+        return self._central_guarantee(caveats, UNIT)
+
+    def _public_caveats(self, meta: dict | None) -> list[str]:
+        """What the guarantee says of the public set (none without one); ``meta``: the fitted model's, if any."""
+        out = []
         if self.public:
-            caveats.append(
+            out.append(
                 f"the generator was pretrained on the public set {self.public!r}, which is not protected: it is "
                 "assumed public and distinct from the private set (an image in both is exposed without noise). "
                 "It never enters the private release, so the (ε, δ) above is unchanged"
             )
-        meta = self._fitted_meta()
-        if meta is not None:
-            n = meta["n"]
-            if meta.get("public_n"):
-                caveats.append(
-                    f"public set: {meta['public_source']}, {meta['public_n']} images, sha256 "
-                    f"{meta['public_sha256'][:16]}…, the generator pretrained on it for {meta['public_epochs']} "
-                    "epochs"
-                )
-            caveats.append(f"fitted on {meta['fitted_on']}: n = {n}, σ = {meta['sigma']:.4g} per embedding value")
-        return self._central_guarantee(caveats, UNIT)
+        if meta is not None and meta.get("public_n"):
+            out.append(
+                f"public set: {meta['public_source']}, {meta['public_n']} images, sha256 "
+                f"{meta['public_sha256'][:16]}…, the generator pretrained on it for {meta['public_epochs']} epochs"
+            )
+        return out
 
     def _synthesize(self, n: int, shape: tuple[int, int, int], rng: RNG) -> tuple[np.ndarray, np.ndarray | None]:
         """n new images (n, h, w, c) in [0, 1] and their labels (``None`` for a model fitted on unlabelled images),

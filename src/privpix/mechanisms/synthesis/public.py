@@ -20,14 +20,15 @@ from privpix.errors import DataError, ParameterError
 
 
 def load_public(spec: str, shape: tuple[int, int, int], n_classes: int,
-                class_names: tuple[str, ...] | None = None) -> ImageSet:  # fmt: skip
+                class_names: tuple[str, ...] | None = None, *, labelled: bool = True) -> ImageSet:  # fmt: skip
     """The public set ``spec`` (a dataset name with an optional split, e.g. ``digits`` or ``lfw-gender:train``, or
     an image folder with one subfolder per class) as labelled images of ``shape`` (h, w, c): resized when the
     sizes differ, converted to gray or RGB when the channels do.
 
     Labels: when both the public set and the private one name their classes (``class_names``), public labels are
     mapped to the private classes by name (LFW's 0 = male and CelebA's 1 = male are the same class); otherwise the
-    public labels are taken as they are and must lie in 0..``n_classes`` − 1.
+    public labels are taken as they are and must lie in 0..``n_classes`` − 1. ``labelled=False`` (a use that reads
+    the images only, e.g. ``dp-eigenfaces``'s basis): any image set or folder, its labels dropped.
     """
     from privpix.data import DATASETS, load_dataset, load_folder
 
@@ -49,12 +50,14 @@ def load_public(spec: str, shape: tuple[int, int, int], n_classes: int,
         raise ParameterError(f"public: could not load {spec!r}: {exc}") from None
     if not isinstance(data, ImageSet):
         raise ParameterError(f"public: {spec!r} holds records, not images")
-    if data.labels is None or len(data) == 0:
+    if len(data) == 0:
+        raise ParameterError(f"public: {spec!r} holds no images")
+    if labelled and data.labels is None:
         raise ParameterError(
             f"public: {spec!r} has no labelled images (a folder needs one subfolder per class); pretraining "
             "matches the class-wise embedding φ(x) ⊗ y"
         )
-    labels = _private_labels(data, spec, n_classes, class_names)
+    labels = _private_labels(data, spec, n_classes, class_names) if labelled else None
     if data.shape[:2] != (h, w):
         data = data.resized(h, w)
     if data.shape[2] != c:
@@ -64,7 +67,8 @@ def load_public(spec: str, shape: tuple[int, int, int], n_classes: int,
             data = data.with_images(np.repeat(data.as_uint8(), 3, axis=3))
         else:
             raise ParameterError(f"public: {spec!r} has {data.shape[2]} channels, the private images {c}")
-    return ImageSet(data.as_uint8(), labels=labels, source=data.source or spec, class_names=class_names)
+    names = class_names if labelled else None
+    return ImageSet(data.as_uint8(), labels=labels, source=data.source or spec, class_names=names)
 
 
 def _private_labels(data: ImageSet, spec: str, n_classes: int, class_names: tuple[str, ...] | None) -> np.ndarray:
