@@ -222,3 +222,22 @@ def test_error_text_with_brackets_is_printed_verbatim(run):
     assert r.exit_code == 2
     assert "error: method: parameter 'b2' in 'dp-pix[b2]' must be key=value" in r.output
     assert "[red]" not in r.output
+
+
+def test_the_method_options_are_declared_once():
+    """release, fit and audit take one mechanism; evaluate and bench a grid: each group's --epsilon/--delta/--param
+    come from one decorator (privpix.cli.options.method_options), so their names, types and help agree."""
+    from privpix.cli import main as cli
+
+    def options(name: str) -> dict[str, tuple]:
+        cmd = cli.commands[name]
+        wanted = ("epsilon", "epsilons", "delta", "params")
+        return {p.name: (p.opts, p.type.name, p.multiple, p.help) for p in cmd.params if p.name in wanted}
+
+    single = [options(c) for c in ("release", "audit")]
+    assert single[0] == single[1] and set(single[0]) == {"epsilon", "delta", "params"}
+    assert {k: v for k, v in options("fit").items() if k != "epsilon"} == {
+        k: v for k, v in single[0].items() if k != "epsilon"
+    }
+    grid = [options(c) for c in ("evaluate", "bench")]
+    assert grid[0] == grid[1] and set(grid[0]) == {"epsilons", "delta", "params"}

@@ -25,14 +25,12 @@ from privpix.cli.options import (
     _split_methods,
     _writing,
     executor_options,
+    method_options,
 )
 
 
 @main.command()
-@click.option("--method", required=True, help="Mechanism name, optionally with [key=value,...].")
-@click.option("--epsilon", type=float, default=None, help="The ε the mechanism claims (for DP mechanisms).")
-@click.option("--delta", type=float, default=None, help="δ for (ε, δ) mechanisms.")
-@click.option("--param", "params", multiple=True, help="Mechanism parameter key=value (repeatable).")
+@method_options()
 @click.option(
     "--dataset",
     default="builtin-mnist",
@@ -219,11 +217,9 @@ def _ceiling_text(ceiling: float) -> str:
 @main.command()
 @click.option("--dataset", required=True, help="Dataset NAME with train/test splits (e.g. orl, mnist).")
 @click.option("--methods", required=True, help="Comma-separated mechanisms, each optionally name[key=value,...].")
-@click.option("--epsilon", "epsilons", default="0.1,1,10", show_default=True, help="Comma-separated ε values.")
-@click.option("--delta", type=float, default=None, help="δ for the mechanisms that claim (ε, δ); the others take none.")
+@method_options(grid=True)
 @click.option("--repeats", type=int, default=1, show_default=True)
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Directory (resumable).")
-@click.option("--param", "params", multiple=True, help="key=value for every method that has the parameter.")
 @click.option("--attribute", default="", help="Attribute the inference attack targets (default: label).")
 @click.option("--audit-trials", type=int, default=1000, show_default=True, help="Audit releases per side.")
 @click.option(

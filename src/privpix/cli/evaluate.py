@@ -21,6 +21,7 @@ from privpix.cli.options import (
     _size,
     _split_methods,
     _writing,
+    method_options,
 )
 from privpix.errors import PrivpixError
 
@@ -119,11 +120,9 @@ def mechanisms(as_json: bool) -> None:
     multiple=True,
     help="Mechanism(s): comma-separated and/or repeated; name[key=value,...] pins parameters.",
 )
-@click.option("--epsilon", "epsilons", default="0.1,1,10", show_default=True, help="Comma-separated ε values.")
-@click.option("--delta", type=float, default=None, help="δ for the mechanisms that claim (ε, δ); the others take none.")
+@method_options(grid=True)
 @click.option("--repeats", type=int, default=1, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--param", "params", multiple=True, help="key=value for every method that has the parameter.")
 @click.option("--limit", type=int, default=None, help="Use at most this many train and test images (seeded).")
 @click.option("--size", default=None, help="Resize to HEIGHTxWIDTH first.")
 @click.option("--grayscale", is_flag=True, help="Convert colour images to grey first.")

@@ -21,6 +21,7 @@ from privpix.cli.options import (
     _size,
     _writing,
     executor_options,
+    method_options,
     notes_from_warnings,
 )
 
@@ -198,7 +199,7 @@ def _common(fn):
 
 
 @main.command()
-@click.option("--method", required=True, help="Mechanism to fit, optionally name[key=value,...].")
+@method_options(epsilon_help="ε, for a mechanism whose fit spends one.")
 @click.option("--dataset", default=None, help="NAME[:SPLIT] to fit on (images or records, as the method needs).")
 @click.option(
     "--input",
@@ -209,9 +210,6 @@ def _common(fn):
     "class names), or Parquet / WebDataset shards.",
 )
 @click.option("--size", default=None, help="Resize every image to HEIGHTxWIDTH first.")
-@click.option("--param", "params", multiple=True, help="Mechanism parameter key=value (repeatable); see mechanisms.")
-@click.option("--epsilon", type=float, default=None, help="ε, for a mechanism whose fit spends one.")
-@click.option("--delta", type=float, default=None, help="δ, for a mechanism whose fit spends one.")
 @click.option("--limit", type=int, default=None, help="Fit on a seeded subset of this many items.")
 @click.option(
     "--ledger",

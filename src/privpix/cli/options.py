@@ -18,6 +18,31 @@ from privpix.cli.app import console, err_console
 INPUT_FOLDER = "the --input folder"
 
 
+def method_options(*, grid: bool = False, epsilon_help: str = "ε the mechanism claims (for DP mechanisms)."):
+    """The options that name a mechanism and its privacy parameters, declared once for every command.
+
+    One mechanism (``release``, ``fit``, ``audit``): ``--method``, ``--epsilon`` (one float), ``--delta``,
+    ``--param`` (``params``). A grid (``evaluate``, ``bench``, whose own option names the methods): ``--epsilon``
+    (``epsilons``, comma-separated), ``--delta``, ``--param`` applied to every method that has the parameter."""
+
+    def decorate(f):
+        if grid:
+            f = click.option("--param", "params", multiple=True,
+                             help="key=value for every method that has the parameter (repeatable).")(f)  # fmt: skip
+            f = click.option("--delta", type=float, default=None,
+                             help="δ for the mechanisms that claim (ε, δ); the others take none.")(f)  # fmt: skip
+            return click.option("--epsilon", "epsilons", default="0.1,1,10", show_default=True,
+                                help="Comma-separated ε values.")(f)  # fmt: skip
+        f = click.option("--param", "params", multiple=True,
+                         help="Mechanism parameter key=value (repeatable; see `privpix mechanisms`).")(f)  # fmt: skip
+        f = click.option("--delta", type=float, default=None, help="δ for (ε, δ) mechanisms.")(f)
+        f = click.option("--epsilon", type=float, default=None, help=epsilon_help)(f)
+        name_help = "Mechanism name (see `privpix mechanisms`), optionally name[key=value,...]."
+        return click.option("--method", required=True, help=name_help)(f)
+
+    return decorate
+
+
 def executor_options(f):
     """``--workers``, ``--engine``, ``--scheduler``: where a command's work runs (:mod:`privpix.executor`)."""
     f = click.option("--scheduler", default=None, help="Address of an existing Dask scheduler (tcp://host:8786).")(f)

@@ -15,7 +15,15 @@ import click
 from rich.markup import escape
 
 from privpix.cli.app import console, err_console, main
-from privpix.cli.options import INPUT_FOLDER, _note, _params, _size, executor_options, notes_from_warnings
+from privpix.cli.options import (
+    INPUT_FOLDER,
+    _note,
+    _params,
+    _size,
+    executor_options,
+    method_options,
+    notes_from_warnings,
+)
 from privpix.data.files import DEFAULT_MAX_PIXELS
 
 SKIPPED_SHOWN = 20
@@ -58,10 +66,7 @@ def _dataset_folder(dataset: str, data_dir: str | None) -> list[Path]:
     default=None,
     help="A folder of images (flat, or one sub-folder per class).",
 )
-@click.option("--method", required=True, help="Mechanism name (see `privpix mechanisms`).")
-@click.option("--epsilon", type=float, default=None, help="Privacy parameter ε (for DP mechanisms).")
-@click.option("--delta", type=float, default=None, help="δ for (ε, δ) mechanisms.")
-@click.option("--param", "params", multiple=True, help="Mechanism parameter key=value (repeatable).")
+@method_options()
 @click.option(
     "--seed",
     type=int,
