@@ -166,6 +166,22 @@ def test_duplicates_across_shards_are_released_once(tmp_path, run):
     assert "09.bmp" in r.output and "same pixels" in r.output
 
 
+def test_pixel_copies_within_one_shard_are_released_once(tmp_path, run):
+    """Two files that decode to the same pixels (PNG and BMP: different bytes) in one shard: the later is skipped,
+    named with the earlier."""
+    images = np.random.default_rng(5).integers(0, 256, size=(6, 6, 6, 3), dtype=np.uint8)
+    images[4] = images[2]
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i, img in enumerate(images):
+        Image.fromarray(img).save(folder / (f"{i:02d}.bmp" if i == 4 else f"{i:02d}.png"))
+    out = tmp_path / "out"
+    r = run("release", "--input", folder, *PIXEL, "--seed", "1", "--shard-size", "6", "--output", out)
+    assert r.exit_code == 0, r.output
+    assert read_manifest(out)["images"] == 5
+    assert "04.bmp" in r.output and "same pixels as 02.png" in r.output
+
+
 def _cli(*args, env=None) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "privpix", *map(str, args)],
