@@ -3,6 +3,7 @@ kill; duplicates released once across shards; a ledger charged once; every forma
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -22,7 +23,7 @@ from privpix.executor import make_executor
 from privpix.mechanisms import get_mechanism
 from privpix.publish import read_manifest, verify_manifest
 from privpix.release_folder import SHARDS, STAGING_PREFIX
-from privpix.sharded import DELAY_ENV, ShardedRelease, block_size, shard_size
+from privpix.sharded import DELAY_ENV, ShardedRelease, block_order, block_size, read_plan, shard_size
 
 PIXEL = ["--method", "pixel-laplace", "--epsilon", "1", "--param", "sensitivity=bound", "--param", "unit=pixel"]
 # Per-image ε = 1: a ledger can be charged for it.
@@ -150,6 +151,38 @@ def test_every_copy_of_an_earlier_shards_image_is_skipped(tmp_path, run, shard):
     assert read_manifest(out)["images"] == 10 and "08.bmp" in r.output and "09.bmp" in r.output
 
 
+def _shard_positions(source_map: Path) -> dict[str, set[int]]:
+    """Shard file → input positions of the images it holds, from a --source-map (sources named 0000.png ...)."""
+    out: dict[str, set[int]] = {}
+    for row in csv.DictReader(source_map.open(encoding="utf-8")):
+        out.setdefault(row["released_name"].split("#")[0], set()).add(int(Path(row["source"]).stem))
+    return out
+
+
+def test_a_shard_tells_nothing_of_input_positions(tmp_path, run):
+    """Issue 31, item 2: shards hold blocks drawn by a keyed permutation, not contiguous input ranges; each block
+    (here two consecutive images) stays whole; another run draws another permutation. 24 blocks in 6 shards of 4:
+    a contiguous layout, or two equal layouts, by chance has probability 6!·4!⁶/24! ≈ 2e-13 (the key is random)."""
+    images = np.random.default_rng(6).integers(0, 256, size=(48, 6, 6, 3), dtype=np.uint8)
+    _write_pngs(tmp_path / "in", images, classes=1)
+    layouts = []
+    for k in range(2):
+        smap = tmp_path / f"map{k}.csv"
+        out = tmp_path / f"o{k}"
+        r = run("release", "--input", tmp_path / "in", *PIXEL, "--seed", "1", "--format", "parquet",
+                "--shard-size", "8", "--block-size", "2", "--source-map", smap, "--output", out)  # fmt: skip
+        assert r.exit_code == 0, r.output
+        shards = _shard_positions(smap)
+        assert len(shards) == 6 and sorted(p for s in shards.values() for p in s) == list(range(48))
+        for held in shards.values():
+            assert {p // 2 for p in held} == {p // 2 for p in held if p % 2 == 0}  # whole blocks only
+        contiguous = all(held == set(range(min(held), min(held) + 8)) for held in shards.values())
+        assert not contiguous
+        layouts.append(sorted(sorted(h) for h in shards.values()))
+    assert layouts[0] != layouts[1]
+    assert "secret keyed permutation" in read_manifest(tmp_path / "o0")["shard_order"]
+
+
 @pytest.mark.slow
 def test_duplicates_across_shards_are_released_once(tmp_path, run):
     rng = np.random.default_rng(3)
@@ -268,12 +301,15 @@ def test_a_failed_release_keeps_its_shards_and_resumes_after_the_fix(tmp_path, r
             "--block-size", "4", "--workers", "1", "--output", out, "--ledger", ledger]  # fmt: skip
     r = run(*args, "--budget", "2")
     assert r.exit_code != 0 and bad.name in r.output and "--resume continues the release" in r.output
-    assert read_manifest(out) is None and _staged_shards(out) == 5
+    # One worker runs the shards in order and stops at the one holding the bad file (the last block, 5): every
+    # shard before it in the plan's keyed order is finished and kept.
+    failed_at = int(np.flatnonzero(block_order(read_plan(out)["block_order"], 6) == 5)[0])
+    assert read_manifest(out) is None and _staged_shards(out) == failed_at
     assert PrivacyLedger.load(ledger).entries == []  # nothing published, nothing charged
     bad.write_bytes(good)
     r = run(*args, "--resume")
     assert r.exit_code == 0, r.output
-    assert "resuming: 5 of 6 shard(s) were finished; redoing 1" in r.output
+    assert f"resuming: {failed_at} of 6 shard(s) were finished; redoing {6 - failed_at}" in r.output
     book = PrivacyLedger.load(ledger)
     assert [e.status for e in book.entries] == ["charged"] and book.spent_epsilon == 1.0
 
@@ -307,7 +343,9 @@ def test_a_finished_shard_whose_input_changed_is_done_again(tmp_path, run):
             "--workers", "1", "--output", out]  # fmt: skip
     _kill_mid_release([*args], out, shards=2, delay=0.5)
     done = _staged_shards(out)
-    first = sorted((tmp_path / "in" / "c0").glob("*.png"))[0]  # read by shard 0, which finished first
+    # A file of shard 0's block (shards of one block, in the plan's keyed order): shard 0 finished first.
+    block = int(block_order(read_plan(out)["block_order"], 5)[0])
+    first = sorted((tmp_path / "in" / "c0").glob("*.png"))[8 * block]
     Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(first)
     r = run(*args, "--resume")
     assert r.exit_code == 0, r.output

@@ -1,7 +1,11 @@
 """Releases split into shards: run on any executor, the same for any number of workers, resumable after a kill.
 
-A release of ``n`` images is cut into **blocks** (the unit of randomness) and **shards** (the unit of work, a
-whole number of blocks). Block ``b`` draws its noise from its own stream, ``SeedSequence(seed, spawn_key=(b,))``
+A release of ``n`` images is cut into **blocks** of consecutive input images (the unit of randomness) and **shards**
+(the unit of work and of output files, a whole number of blocks). Which blocks make up which shard is a secret
+keyed permutation (a random key kept in the plan, so a resumed run uses it again): a shard file holds blocks drawn
+from anywhere in the input, its names are opaque and sorted, so an image's shard and its place in it tell nothing
+about where it was in the input (only images of one block, at most ``MAX_BLOCK`` consecutive ones, share a shard
+for sure). Block ``b`` draws its noise from its own stream, ``SeedSequence(seed, spawn_key=(b,))``
 for a seeded run, so the released pixels depend on the seed and the input alone: not on the number of workers,
 the backend, the shard size, or on which shards a resumed run redid. (Secure runs draw every block from the OS
 CSPRNG; a resumed secure run gives the redone shards fresh noise, which changes no guarantee: each image is still
@@ -13,7 +17,7 @@ a shard record (files, sha256, metadata rows) atomically. A shard is finished ex
 ``--resume`` redoes only the shards without one. The final ``manifest.json`` is written last and swapped in
 through the commit journal of :mod:`privpix.release_folder`, as for every release.
 
-Duplicates: an image whose decoded pixels equal an earlier one's is released once (the first, by position),
+Duplicates: an image whose decoded pixels equal an earlier one's is released once (the first in the input order),
 within a shard and across shards; a shard that held a later copy is redone without it.
 """
 
@@ -55,7 +59,7 @@ MIN_SHARD_VALUES = 1 << 24
 # For a mechanism that declares its cost (Capabilities.seconds_per_value), a shard is worth a process from this
 # much work: two starts cost about a second.
 MIN_SHARD_SECONDS = 2.0
-PLAN_VERSION = 1
+PLAN_VERSION = 2  # 2: shards are keyed sets of blocks (1: contiguous ranges)
 DELAY_ENV = "PRIVPIX_SHARD_DELAY"
 
 
@@ -114,8 +118,8 @@ class ShardTask:
     """Everything a worker needs for one shard (small and picklable: the source holds paths, not pixels)."""
 
     index: int
-    start: int
-    stop: int
+    blocks: tuple[int, ...]  # ascending block indexes: images [b·block, min((b + 1)·block, n)) of each
+    n: int
     n_shards: int
     block: int
     mechanism: Mechanism
@@ -161,9 +165,9 @@ def _run_shard(task: ShardTask) -> dict[str, Any]:
     sources: list[tuple[str, str]] = []
     int_labels: list[tuple[str, int]] = []
     seen: dict[str, str] = {}
-    for b0 in range(task.start, task.stop, task.block):
-        b1 = min(b0 + task.block, task.stop)
-        rng = block_rng(task.seed, task.secure, b0 // task.block)
+    for b in task.blocks:
+        b0, b1 = b * task.block, min((b + 1) * task.block, task.n)
+        rng = block_rng(task.seed, task.secure, b)
         if synthetic:
             rel = mech.synthesize(b1 - b0, rng, task.shape)
             positions = list(range(b0, b1))
@@ -175,9 +179,9 @@ def _run_shard(task: ShardTask) -> dict[str, Any]:
                 pos = b0 + i
                 d = pixel_digest(img)
                 if pos in exclude:
-                    skipped.append((str(batch.names[i]), "same pixels as an image of an earlier shard"))
+                    skipped.append((str(batch.names[i]), "same pixels as an image earlier in the input"))
                     # Later copies in this shard are copies of that earlier image too: skip them as well.
-                    seen.setdefault(d, "an image of an earlier shard")
+                    seen.setdefault(d, "an image earlier in the input")
                     continue
                 if d in seen:
                     skipped.append((str(batch.names[i]), f"same pixels as {seen[d]}"))
@@ -221,8 +225,7 @@ def _run_shard(task: ShardTask) -> dict[str, Any]:
         _fsync(stage / name)
     record = {
         "shard": task.index,
-        "start": task.start,
-        "stop": task.stop,
+        "blocks": list(task.blocks),
         "images": len(items),
         "files": written.files,
         "rows": written.rows,
@@ -232,7 +235,7 @@ def _run_shard(task: ShardTask) -> dict[str, Any]:
         "sources": sources,
         "labels": int_labels,
         "with_sources": task.sources,
-        "inputs": _inputs(task.source, task.start, task.stop),
+        "inputs": _inputs(task.source, task.blocks, task.block, task.n),
         "attempt": task.attempt,
         "exclude": sorted(exclude),
     }
@@ -240,9 +243,24 @@ def _run_shard(task: ShardTask) -> dict[str, Any]:
     return record
 
 
-def _inputs(source: Any, start: int, stop: int) -> str:
+def _inputs(source: Any, blocks: Sequence[int], block: int, n: int) -> str:
     """The fingerprint of what a shard read (``""`` for a synthesizer's shard, which reads nothing)."""
-    return "" if source is None else source.fingerprint(start, stop)
+    if source is None:
+        return ""
+    h = hashlib.sha256()
+    for b in blocks:
+        h.update(source.fingerprint(b * block, min((b + 1) * block, n)).encode())
+    return h.hexdigest()
+
+
+def block_order(key: str | None, n_blocks: int) -> np.ndarray:
+    """The keyed permutation of the ``n_blocks`` block indexes that shards take in turn; identity without a key
+    (plans of version 1, whose shards were contiguous)."""
+    if key is None:
+        return np.arange(n_blocks)
+    # Its own stream (a spawn key of length 2 cannot meet a block's noise stream, whose spawn key has length 1).
+    seq = np.random.SeedSequence(int(key, 16), spawn_key=(0x5348, 0x4452))
+    return np.random.Generator(np.random.PCG64(seq)).permutation(n_blocks)
 
 
 def _fsync(path: Path) -> None:
@@ -386,6 +404,9 @@ class ShardedRelease:
             "run": run or secrets.token_hex(8),
             "ledger": ledger,
             "shard_size": size,
+            # Which blocks each shard holds: secret, so a shard tells nothing about input positions. Random even
+            # for a seeded run (file names are too); the pixels of each image depend on the seed and block only.
+            "block_order": secrets.token_hex(16),
             # An unseeded fit on the private images cannot be repeated by --resume (a second fit is a second release).
             "resumable": not (self.mechanism.capabilities().fits_on == "private" and self.seed is None),
         }
@@ -423,37 +444,38 @@ class ShardedRelease:
         ) as writer:
             assert writer.stage is not None and writer.plan is not None
             stage = writer.stage
-            size = int(writer.plan["shard_size"])
-            bounds = [(a, min(a + size, self.n)) for a in range(0, self.n, size)]
+            per = int(writer.plan["shard_size"]) // self.block
+            order = block_order(writer.plan.get("block_order"), -(-self.n // self.block))
+            shards = [tuple(sorted(int(b) for b in order[a : a + per])) for a in range(0, len(order), per)]
             key = secrets.token_bytes(32)
             attempt = secrets.token_hex(8)
             base = ShardTask(
-                index=0, start=0, stop=0, n_shards=len(bounds), block=self.block, mechanism=self.mechanism,
+                index=0, blocks=(), n=self.n, n_shards=len(shards), block=self.block, mechanism=self.mechanism,
                 source=self.source, shape=self.shape, seed=self.seed, secure=self.secure, fmt=self.fmt,
                 compress_level=int(self.compress_level), stage=str(stage), key=key, labels=self.labels,
                 expect=expect, sources=source_map is not None, label_names=self.label_names, attempt=attempt,
             )  # fmt: skip
             records: dict[int, dict[str, Any]] = {}
             todo: list[ShardTask] = []
-            for i, (a, b) in enumerate(bounds):
+            for i, blocks in enumerate(shards):
                 rec = _read_record(stage, i) if resume else None
-                same = rec is not None and (rec.get("start"), rec.get("stop")) == (a, b)
+                same = rec is not None and rec.get("blocks") == list(blocks)
                 # A finished shard whose input files changed since (a file replaced one for one) is read again.
-                same = same and rec.get("inputs") == _inputs(self.source, a, b)
+                same = same and rec.get("inputs") == _inputs(self.source, blocks, self.block, self.n)
                 if same and rec.get("with_sources") == (source_map is not None):
                     records[i] = _summary(rec)
                     if on_progress is not None:
                         on_progress(rec["images"])
                 else:
-                    todo.append(replace(base, index=i, start=a, stop=b))
+                    todo.append(replace(base, index=i, blocks=blocks))
             if resume and note is not None:
-                note(f"resuming: {len(records)} of {len(bounds)} shard(s) were finished; redoing {len(todo)}")
+                note(f"resuming: {len(records)} of {len(shards)} shard(s) were finished; redoing {len(todo)}")
             self._run_tasks(executor, todo, records, on_progress)
             # Each pass only removes images, so this ends (at the latest when no shard holds a copy any more).
-            while redo := self._cross_shard_duplicates(records, base, bounds):
+            while redo := self._cross_shard_duplicates(records, base, shards):
                 self._run_tasks(executor, redo, records, None)
-            if sorted(records) != list(range(len(bounds))):
-                raise DataError(f"{stage}: shards {sorted(set(range(len(bounds))) - set(records))} are missing")
+            if sorted(records) != list(range(len(shards))):
+                raise DataError(f"{stage}: shards {sorted(set(range(len(shards))) - set(records))} are missing")
             every = np.concatenate([records[i]["digests"] for i in sorted(records)])
             if np.unique(every).size != every.size:  # pragma: no cover - the loop above guarantees it
                 raise DataError("an image would be released twice; nothing was published")
@@ -480,22 +502,25 @@ class ShardedRelease:
                 on_progress(rec["images"])
 
     def _cross_shard_duplicates(
-        self, records: dict[int, dict[str, Any]], base: ShardTask, bounds: list[tuple[int, int]]
+        self, records: dict[int, dict[str, Any]], base: ShardTask, shards: list[tuple[int, ...]]
     ) -> list[ShardTask]:
-        """Shards to redo without the images whose pixels an earlier shard already released."""
+        """Shards to redo without the images whose pixels an image earlier in the input (in any shard) has."""
+        done = sorted(records)
+        positions = np.concatenate([records[i]["positions"] for i in done]) if done else np.zeros(0, np.int64)
+        digests = np.concatenate([records[i]["digests"] for i in done]) if done else np.zeros(0, "S16")
+        owner = np.repeat(done, [len(records[i]["positions"]) for i in done])
         first: set[bytes] = set()
         exclude: dict[int, set[int]] = {}
-        for i in sorted(records):
-            for pos, d in zip(records[i]["positions"].tolist(), records[i]["digests"].tolist(), strict=True):
-                if d in first:
-                    exclude.setdefault(i, set()).add(pos)
-                else:
-                    first.add(d)
+        for j in np.argsort(positions, kind="stable"):
+            d = digests[j]
+            if d in first:
+                exclude.setdefault(int(owner[j]), set()).add(int(positions[j]))
+            else:
+                first.add(d)
         tasks = []
-        for i, positions in sorted(exclude.items()):
-            a, b = bounds[i]
-            every = positions | records[i]["exclude"]  # a shard redone twice keeps its earlier exclusions
-            tasks.append(replace(base, index=i, start=a, stop=b, exclude=tuple(sorted(every))))
+        for i, positions_i in sorted(exclude.items()):
+            every = positions_i | records[i]["exclude"]  # a shard redone twice keeps its earlier exclusions
+            tasks.append(replace(base, index=i, blocks=shards[i], exclude=tuple(sorted(every))))
         return tasks
 
     def _commit(self, writer, records, metadata, make_manifest, expect, t0, source_map, stage_map, on_published):
@@ -541,8 +566,9 @@ class ShardedRelease:
         }
         if self.fmt != "imagefolder":
             extra["shard_order"] = (
-                "each shard file holds a contiguous range of the input order (names inside a shard are opaque and "
-                "sorted): if the input order says something about people, release as imagefolder"
+                f"each shard file holds blocks of up to {self.block} consecutive input images, drawn by a secret keyed "
+                "permutation; names inside a shard are opaque and sorted: a shard and a place in it tell nothing of "
+                "an image's input position, but the images of one block share a shard"
             )
         if self.labels and self.source is not None:
             extra["labels_published"] = (
