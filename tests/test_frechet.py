@@ -32,12 +32,15 @@ def test_bad_input_is_refused():
         frechet_distance(digits, digits.resized(16, 16))
 
 
-def test_features_are_81_spatial_means_per_channel():
+def test_features_are_17_maps_per_channel_by_quadrant():
     images = ImageSet(np.random.default_rng(1).integers(0, 256, (3, 32, 32, 3)).astype(np.uint8))
     f = scattering_features(images)
-    assert f.shape == (3, 243)
-    # The order-0 coefficient of a channel is its low-pass mean: about the channel's mean intensity.
-    assert np.allclose(f[:, 0], 255 * images.as_float()[..., 0].mean(axis=(1, 2)), atol=5)
+    assert f.shape == (3, 204)
+    # Order 0 of a channel in a quadrant is its blurred mean there: about the quadrant's mean intensity.
+    top_left = 255 * images.as_float()[:, :16, :16, 0].mean(axis=(1, 2))
+    assert np.allclose(f[:, 0], top_left, atol=8)
+    with pytest.raises(ParameterError, match="at least 8x8"):
+        scattering_features(ImageSet(np.zeros((2, 4, 4, 1), np.uint8)))
 
 
 @pytest.mark.slow
