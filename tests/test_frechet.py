@@ -23,9 +23,9 @@ def test_the_formula_on_gaussians_of_known_moments():
 
 
 def test_bad_input_is_refused():
-    with pytest.raises(ParameterError, match="same width"):
+    with pytest.raises(ParameterError, match="same k"):
         frechet_from_features(np.zeros((3, 2)), np.zeros((3, 4)))
-    with pytest.raises(ParameterError, match="at least 2"):
+    with pytest.raises(ParameterError, match="n >= 2"):
         frechet_from_features(np.zeros((1, 2)), np.zeros((3, 2)))
     digits = load_dataset("builtin-mnist").subset(np.arange(4))
     with pytest.raises(ParameterError, match="same shape"):

@@ -57,23 +57,11 @@ def scattering_features(images: ImageSet) -> np.ndarray:
 
 
 def frechet_from_features(a: np.ndarray, b: np.ndarray) -> float:
-    """d² between Gaussians fitted to feature rows ``a`` (n, f) and ``b`` (m, f) (sample means and covariances)."""
-    from scipy import linalg
+    """d² between Gaussians fitted to feature rows ``a`` (n, f) and ``b`` (m, f) (sample means and covariances):
+    :func:`privpix.evaluation.linkage.frechet_distance`, the formula paper 004's evaluation uses too."""
+    from privpix.evaluation.linkage import frechet_distance as between_features
 
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
-        raise ParameterError(f"feature rows of the same width needed, got {a.shape} and {b.shape}")
-    if len(a) < 2 or len(b) < 2:
-        raise ParameterError("the Fréchet distance needs at least 2 images per set")
-    mu_a, mu_b = a.mean(axis=0), b.mean(axis=0)
-    cov_a, cov_b = np.cov(a, rowvar=False), np.cov(b, rowvar=False)
-    root = linalg.sqrtm(cov_a @ cov_b)
-    if np.iscomplexobj(root):
-        # Rounding makes tiny imaginary parts for (near-)singular products; the true root of a product of two PSD
-        # matrices has real eigenvalues.
-        root = root.real
-    d2 = float(np.sum((mu_a - mu_b) ** 2) + np.trace(cov_a) + np.trace(cov_b) - 2 * np.trace(root))
-    return max(d2, 0.0)
+    return between_features(a, b)
 
 
 def frechet_distance(a: ImageSet, b: ImageSet) -> float:
