@@ -552,7 +552,9 @@ def markdown(r: dict, stem: str) -> str:
         lines += [
             "",
             "CelebA grids: rows female, male; synthetic faces generated from a model fitted with DP on the "
-            "CelebA subset (MMLAB, CUHK; non-commercial research use only). No dataset image is shown.",
+            "CelebA subset (MMLAB, CUHK; non-commercial research use only); dp-eigenfaces draws them in the "
+            "principal components of LFW (University of Massachusetts, Amherst; research use). No dataset image "
+            "is shown.",
         ]
     return "\n".join(lines) + "\n"
 
