@@ -59,15 +59,14 @@ def faces(size: int, data_dir: str) -> tuple[ImageSet, ImageSet]:
     return train.subset(fit_idx), test
 
 
-def public_alone(size: int, count: int, seed: int) -> ImageSet:
+def public_alone(public: ImageSet, count: int, seed: int) -> ImageSet:
     """Faces drawn from a Gaussian fitted to the public faces' coefficients in their own 50-component basis."""
-    public = load_dataset(PUBLIC, DATA, size=(size, size))
     x = public.flat().astype(np.float64)
     centre, basis, _ = public_basis(x, 50, 0.9)
     coeff = (x - centre) @ basis.T
     rng = np.random.default_rng(seed)
     z = rng.multivariate_normal(coeff.mean(0), np.cov(coeff, rowvar=False), size=count)
-    images = np.clip(centre + z @ basis, 0, 1).reshape(count, size, size, 3)
+    images = np.clip(centre + z @ basis, 0, 1).reshape(count, *public.shape)
     return ImageSet(np.rint(255 * images).astype(np.uint8))
 
 
@@ -113,12 +112,13 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[dict] = []
     for size in (int(s) for s in args.sizes.split(",")):
         private, held_out = faces(size, args.data_dir)
+        public = load_dataset(PUBLIC, args.data_dir, size=(size, size))
         n = len(held_out)
         rng = np.random.default_rng(args.seed)
         refs = {
             "real faces (CelebA fit split)": private.subset(np.sort(rng.choice(len(private), n, replace=False))),
-            "public faces (LFW)": load_dataset(PUBLIC, args.data_dir, size=(size, size)).subset(np.arange(n)),
-            "public alone (LFW Gaussian, no private step)": public_alone(size, n, args.seed),
+            "public faces (LFW)": public.subset(np.arange(n)),
+            "public alone (LFW Gaussian, no private step)": public_alone(public, n, args.seed),
             "uniform noise": ImageSet(rng.integers(0, 256, (n, size, size, 3)).astype(np.uint8)),
         }
         for name, images in refs.items():

@@ -133,17 +133,21 @@ def test_cli_shard_formats_round_trip_as_input(tmp_path, run, fmt):
     assert read_manifest(again)["images"] == 20
 
 
+def _with_pixel_copies(folder: Path, images: np.ndarray, copies: dict[int, int]) -> Path:
+    """``images`` as 00.png, 01.png, ... in ``folder``, image ``i`` of ``copies`` replaced by a copy of image
+    ``copies[i]`` saved as BMP: other bytes, the same decoded pixels (the folder scan does not catch it by bytes)."""
+    folder.mkdir()
+    for i in range(len(images)):
+        Image.fromarray(images[copies.get(i, i)]).save(folder / f"{i:02d}.{'bmp' if i in copies else 'png'}")
+    return folder
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("shard", ["4", "6"])
 def test_every_copy_of_an_earlier_shards_image_is_skipped(tmp_path, run, shard):
     """Copies at positions 1, 8 and 9 (two in a later shard): one image out, whatever the shard size."""
     images = np.random.default_rng(6).integers(0, 256, size=(12, 5, 5, 3), dtype=np.uint8)
-    images[8] = images[1]
-    images[9] = images[1]
-    folder = tmp_path / "in"
-    folder.mkdir()
-    for i, img in enumerate(images):  # different encodings, so the folder scan does not catch them by bytes
-        Image.fromarray(img).save(folder / f"{i:02d}.{'bmp' if i in (8, 9) else 'png'}")
+    folder = _with_pixel_copies(tmp_path / "in", images, {8: 1, 9: 1})
     out = tmp_path / "out"
     r = run("release", "--input", folder, *PIXEL, "--seed", "1", "--shard-size", shard, "--block-size", "2",
             "--output", out)  # fmt: skip
@@ -187,11 +191,7 @@ def test_a_shard_tells_nothing_of_input_positions(tmp_path, run):
 def test_duplicates_across_shards_are_released_once(tmp_path, run):
     rng = np.random.default_rng(3)
     images = rng.integers(0, 256, size=(12, 6, 6, 3), dtype=np.uint8)
-    images[9] = images[1]  # same pixels, another shard (shards of 4)
-    folder = tmp_path / "in"
-    folder.mkdir()
-    for i, img in enumerate(images):  # different files (PNG vs BMP), same decoded pixels
-        Image.fromarray(img).save(folder / (f"{i:02d}.bmp" if i == 9 else f"{i:02d}.png"))
+    folder = _with_pixel_copies(tmp_path / "in", images, {9: 1})  # another shard (shards of 4)
     out = tmp_path / "out"
     r = run("release", "--input", folder, *PIXEL, "--shard-size", "4", "--block-size", "2", "--output", out)
     assert r.exit_code == 0, r.output
@@ -203,11 +203,7 @@ def test_pixel_copies_within_one_shard_are_released_once(tmp_path, run):
     """Two files that decode to the same pixels (PNG and BMP: different bytes) in one shard: the later is skipped,
     named with the earlier."""
     images = np.random.default_rng(5).integers(0, 256, size=(6, 6, 6, 3), dtype=np.uint8)
-    images[4] = images[2]
-    folder = tmp_path / "in"
-    folder.mkdir()
-    for i, img in enumerate(images):
-        Image.fromarray(img).save(folder / (f"{i:02d}.bmp" if i == 4 else f"{i:02d}.png"))
+    folder = _with_pixel_copies(tmp_path / "in", images, {4: 2})
     out = tmp_path / "out"
     r = run("release", "--input", folder, *PIXEL, "--seed", "1", "--shard-size", "6", "--output", out)
     assert r.exit_code == 0, r.output

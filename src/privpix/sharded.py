@@ -247,10 +247,7 @@ def _inputs(source: Any, blocks: Sequence[int], block: int, n: int) -> str:
     """The fingerprint of what a shard read (``""`` for a synthesizer's shard, which reads nothing)."""
     if source is None:
         return ""
-    h = hashlib.sha256()
-    for b in blocks:
-        h.update(source.fingerprint(b * block, min((b + 1) * block, n)).encode())
-    return h.hexdigest()
+    return source.fingerprint_ranges([(b * block, min((b + 1) * block, n)) for b in blocks])
 
 
 def block_order(key: str | None, n_blocks: int) -> np.ndarray:

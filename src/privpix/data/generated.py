@@ -7,6 +7,7 @@ nothing held in memory) and a million-image release can be measured without a mi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,7 +46,10 @@ class GeneratedSource:
 
     def fingerprint(self, start: int = 0, stop: int | None = None) -> str:
         """Generated images depend on the seed, shape and index alone."""
-        return f"{self.description}|{start}:{self.n if stop is None else stop}"
+        return self.fingerprint_ranges([(start, self.n if stop is None else stop)])
+
+    def fingerprint_ranges(self, ranges: Sequence[tuple[int, int]]) -> str:
+        return f"{self.description}|" + ",".join(f"{a}:{b}" for a, b in ranges)
 
     def read(self, start: int, stop: int) -> ImageSet:
         start, stop = max(0, start), min(self.n, stop)

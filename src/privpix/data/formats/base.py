@@ -290,9 +290,14 @@ class ImageSource:
         shape, and the name, size and modification time of every file those images come from (a stat each, no
         reading). A resumed release keeps a finished shard only if its fingerprint is unchanged, so a file replaced
         one for one is read again, not mixed with the interrupted run's work."""
-        stop = self._n if stop is None else stop
-        h = hashlib.sha256(f"{self.description}|{self.class_names}|{self.shape}|{start}:{stop}".encode())
-        for path in self._paths(start, stop):
+        return self.fingerprint_ranges([(start, self._n if stop is None else stop)])
+
+    def fingerprint_ranges(self, ranges: Sequence[tuple[int, int]]) -> str:
+        """:meth:`fingerprint` of several ranges at once (a shard's blocks): each file the ranges read is
+        stat'ed once, however many ranges share it (a few container files serve every block)."""
+        spans = ",".join(f"{a}:{b}" for a, b in ranges)
+        h = hashlib.sha256(f"{self.description}|{self.class_names}|{self.shape}|{spans}".encode())
+        for path in dict.fromkeys(p for a, b in ranges for p in self._paths(a, b)):
             st = os.stat(path)
             h.update(f"\0{path}\0{st.st_size}\0{st.st_mtime_ns}".encode("utf-8", "surrogateescape"))
         return h.hexdigest()

@@ -75,7 +75,7 @@ def public_basis(x: np.ndarray, k: int, quantile: float) -> tuple[np.ndarray, np
         basis = vectors[:, np.argsort(values)[::-1][:k]].T
     # A component's sign is arbitrary: fix it (largest entry positive), so the basis does not depend on LAPACK's.
     basis *= np.sign(basis[np.arange(k), np.abs(basis).argmax(axis=1)])[:, None]
-    scale = float(np.quantile(np.linalg.norm((x - centre) @ basis.T, axis=1), quantile))
+    scale = float(np.quantile(np.linalg.norm(xc @ basis.T, axis=1), quantile))
     if not scale > 0:
         raise ParameterError("dp-eigenfaces: the public images do not vary; no basis to draw faces in")
     return centre, basis, scale
@@ -157,13 +157,15 @@ class DPEigenfaces(MeanEmbeddingSynthesizer):
 
     basis_: tuple[np.ndarray, np.ndarray, float] | None = None
 
-    def _check(self) -> None:
-        if not self.count_share < 1:
-            raise ParameterError(f"{self.name}: count_share must be in (0, 1), got {self.count_share}")
+    def _check_generator(self) -> None:
+        """No generator parameters: the class Gaussians are computed, not trained."""
+
+    def _check_features(self) -> None:
         if not self.clip_quantile <= 1:
             raise ParameterError(f"{self.name}: clip_quantile must be in (0, 1], got {self.clip_quantile}")
 
     def _check_shape(self, shape: tuple[int, int, int]) -> None:
+        # Not the base's: it checks the trained generator's shape rules, which a computed Gaussian does not have.
         d = int(np.prod(shape))
         if self.components > d:
             raise ParameterError(f"{self.name}: components={self.components} exceeds the {d} values of an image")
@@ -187,14 +189,16 @@ class DPEigenfaces(MeanEmbeddingSynthesizer):
 
     def _public_set(self, data: ImageSet) -> ImageSet:
         public = self._public_images(data.shape, data)
-        self.basis_ = public_basis(public.flat(), self.components, self.clip_quantile)
+        self._set_basis(public)
         return public
+
+    def _set_basis(self, public: ImageSet) -> None:
+        self.basis_ = public_basis(public.flat(), self.components, self.clip_quantile)
 
     def _featurizer(self, shape, seed):
         # No randomness: the basis is the public set's (``seed`` unused). A fresh copy (the audit's) reads it here.
         if self.basis_ is None or self.basis_[0].shape[0] != int(np.prod(shape)):
-            public = self._public_images(shape)
-            self.basis_ = public_basis(public.flat(), self.components, self.clip_quantile)
+            self._set_basis(self._public_images(shape))
         return featurizer(*self.basis_), feature_width(self.components)
 
     def _generator_from(self, meta, means, probs, featurize, width, n, public, seed):

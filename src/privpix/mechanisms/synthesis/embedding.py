@@ -202,9 +202,13 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
     def _check(self) -> None:
         if not self.count_share < 1:
             raise ParameterError(f"{self.name}: count_share must be in (0, 1), got {self.count_share}")
+        self._check_generator()
+        self._check_features()
+
+    def _check_generator(self) -> None:
+        """Validation of the generator's parameters (``GENERATOR``); a subclass without them has nothing here."""
         if self.lr_decay > 1:
             raise ParameterError(f"{self.name}: lr_decay must be <= 1, got {self.lr_decay}")
-        self._check_features()
 
     def _check_delta(self) -> None:
         if not self.delta > 0:
