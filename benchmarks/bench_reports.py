@@ -18,8 +18,8 @@ import subprocess  # the report screenshot
 import time
 from pathlib import Path
 
-from privpix.bench import BenchConfig, run_bench
 from privpix.data import load_pair
+from privpix.evaluation.bench import BenchConfig, run_bench
 from privpix.executor import make_executor
 from privpix.mechanisms import mechanism_class
 from privpix.report.summaries import cell_means, verdict_text

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from privpix.bench import DEMO_METHODS, demo_fit_set
 from privpix.data import load_pair
+from privpix.evaluation.bench import DEMO_METHODS, demo_fit_set
 from privpix.evaluation.utility import utility
 from privpix.mechanisms import fit_as_declared, get_mechanism
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from privpix import noise
-from privpix.stattests import discrete_laplace_pmf, pooled_chisquare_pvalue
+from privpix.privacy import noise
+from privpix.testing.stattests import discrete_laplace_pmf, pooled_chisquare_pvalue
 
 RESULTS = Path(__file__).resolve().parent / "results" / "noise_false_alarms.json"
 N = 40_000

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from privpix import gaussian_release, noise
+from privpix.privacy import gaussian_release, noise
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -77,7 +77,8 @@ def bits_per_value(fn, n: int) -> float:
 
 
 def load_baseline(commit: str):
-    """privpix.noise as it was at ``commit`` (read with ``git show``; nothing in the work tree changes)."""
+    """The noise module (then privpix.noise) as it was at ``commit`` (read with ``git show``; the work tree is
+    untouched)."""
     src = subprocess.run(["git", "show", f"{commit}:src/privpix/noise.py"], cwd=ROOT, check=True, capture_output=True)
     path = Path(tempfile.mkdtemp()) / "noise_baseline.py"
     path.write_bytes(src.stdout)
@@ -91,7 +92,7 @@ _COMPILE_PROBE = """
 import json, time
 import numpy as np
 t0 = time.perf_counter()
-from privpix import noise
+from privpix.privacy import noise
 r, out = noise.SecureRandom(), {}
 calls = {
     "discrete_laplace": lambda: noise.discrete_laplace(r, 3.0, 10),

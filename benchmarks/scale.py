@@ -41,7 +41,7 @@ def _mech():
 
 def _release(source, workers: int, engine: str, fmt: str, out: Path, seed: int = 0) -> dict:
     from privpix.executor import make_executor
-    from privpix.sharded import ShardedRelease
+    from privpix.publishing.shards import ShardedRelease
 
     mech = _mech()
     job = ShardedRelease(mech, source, source.shape, seed=seed, fmt=fmt, input_id=source.description)

@@ -1,6 +1,6 @@
 """White-box audit of DP-SGD (``privpix.evaluation.audit.audit`` on an unfitted ``dp-sgd``): Dirac gradient canaries
-through the real Opacus training loop (:func:`privpix.mechanisms.dp_sgd_net.dirac_canary_scores`), calibrated as a
-fit on n images would be, read raw and through the composed curve of T sampled Gaussian steps (PLD).
+through the real Opacus training loop (:func:`privpix.mechanisms.neural.dp_sgd_net.dirac_canary_scores`), calibrated
+as a fit on n images would be, read raw and through the composed curve of T sampled Gaussian steps (PLD).
 
 Settings (δ = 1e-5, claimed ε ∈ {1, 2, 4, 8, 10}, seeds 0..4):
 
@@ -9,7 +9,7 @@ Settings (δ = 1e-5, claimed ε ∈ {1, 2, 4, 8, 10}, seeds 0..4):
 * ``mnist``: n = 60,000 (a stand-in set of 60,000 1x1 images: an unfitted mechanism's audit reads only len(images)),
   20 epochs, batch 256 (q ≈ 0.0043, T = 4,680), at 2,000 trials per side.
 
-Plus a calibration bug: ``privpix.mechanisms.dp_sgd.noise_multiplier`` patched in this process to return half the
+Plus a calibration bug: ``privpix.mechanisms.neural.dp_sgd.noise_multiplier`` patched in this process to return half the
 calibrated z, at claimed ε ∈ {1, 2, 4, 8}, both settings at 2,000 trials; the audit should say "violated".
 
 Writes ``results/white_box_audit.{json,md}``. Run: ``.venv/bin/python benchmarks/white_box_audit.py`` (a few
@@ -32,7 +32,8 @@ import numpy as np
 from privpix.data import load_dataset
 from privpix.data.imageset import ImageSet
 from privpix.evaluation.audit import audit, mechanism_curve
-from privpix.mechanisms import dp_sgd, get_mechanism
+from privpix.mechanisms import get_mechanism
+from privpix.mechanisms.neural import dp_sgd
 
 RESULTS = Path(__file__).parent / "results"
 DELTA = 1e-5

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
-from privpix import noise
 from privpix.data import resolve_data_dir
 from privpix.errors import DataError
+from privpix.privacy import noise
 
 # Property tests draw the same examples on every run: a failure reproduces, and CI cannot fail on a rare example
 # one run in a hundred. Explorations with fresh examples set HYPOTHESIS_PROFILE=explore.

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 
 from conftest import start_all_waiting_on_the_ledger
-from privpix.accounting import LEDGER_FORMAT, PrivacyLedger, open_ledger, reserved_fit
 from privpix.cli.fit import fit_to_file
-from privpix.composition import NoiseEvent, compose
 from privpix.errors import BudgetExceededError, DataError, ParameterError
-from privpix.guarantees import Guarantee
 from privpix.mechanisms import get_mechanism
 from privpix.mechanisms.synthesis import embedding
+from privpix.privacy.accounting import LEDGER_FORMAT, PrivacyLedger, open_ledger, reserved_fit
+from privpix.privacy.composition import NoiseEvent, compose
+from privpix.privacy.guarantees import Guarantee
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -24,8 +24,8 @@ from privpix.evaluation.curves import (
     pooled_error_upper,
     reference_samples,
 )
-from privpix.gaussian_release import analytic_noise_multiplier
 from privpix.mechanisms import get_mechanism
+from privpix.privacy.gaussian_release import analytic_noise_multiplier
 
 DELTA = 1e-5
 

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from conftest import strict_loads
-from privpix.bench import BenchConfig, run_bench
 from privpix.data import load_dataset
 from privpix.errors import ParameterError
+from privpix.evaluation.bench import BenchConfig, run_bench
 
 METHODS = ["pixel-laplace", "dp-pix[b=2]", "gaussian-blur"]
 
@@ -134,8 +134,8 @@ def test_a_larger_fitting_set_must_match_the_config(data, tmp_path):
 
 def test_the_demo_fits_on_every_unscored_image_and_on_no_scored_one():
     # Issue 29, item 7: the demo's synthesizer learns from all the images it has, except those it is scored on.
-    from privpix.bench import demo_fit_set
     from privpix.data import load_pair
+    from privpix.evaluation.bench import demo_fit_set
 
     train, test = load_pair("builtin-mnist", None, 300, 0, None, False)
     fit = demo_fit_set("builtin-mnist", test, 0)

@@ -166,7 +166,7 @@ def test_evaluate_json(run, data_dir, tmp_path):
 
 @pytest.mark.slow
 def test_demo_runs_offline(run, tmp_path, monkeypatch):
-    from privpix.bench import DEMO_METHODS
+    from privpix.evaluation.bench import DEMO_METHODS
 
     monkeypatch.setenv("PRIVPIX_DATA", str(tmp_path / "nothing-here"))
     r = run("demo", "--output", tmp_path / "d", "--epsilon", "1", "--limit", 200, "--audit-trials", 200, "-q")
@@ -209,8 +209,8 @@ def test_core_imports_without_torch():
     # Nothing in the core may import torch (it is only for the neural mechanisms).
     code = (
         "import sys\n"
-        "import privpix, privpix.noise, privpix.data, privpix.mechanisms, privpix.evaluation, privpix.cli\n"
-        "import privpix.report, privpix.publish\n"
+        "import privpix, privpix.privacy.noise, privpix.data, privpix.mechanisms, privpix.evaluation, privpix.cli\n"
+        "import privpix.report, privpix.publishing.release\n"
         "privpix.mechanisms.get_mechanism('pixel-laplace', epsilon=1.0)\n"
         "assert 'torch' not in sys.modules\n"
     )

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from privpix.conformance import check_mechanism
 from privpix.mechanisms import MECHANISMS
+from privpix.testing.conformance import check_mechanism
 
 DOC = Path(__file__).parents[1] / "docs" / "architecture.md"
 
@@ -91,7 +91,8 @@ def test_worked_example_plugs_in_through_an_entry_point(tmp_path):
     bad = privpix("release", "--input", str(src), "--method", "salt-pepper", "--param", "amount=2", "--output",
                   str(tmp_path / "o2"), "-q")  # fmt: skip
     assert bad.returncode == 2 and "amount must be <= 1" in bad.stderr
-    code = f"from privpix.conformance import check_mechanism as c; print(c('salt-pepper', {str(tmp_path / 'w')!r}))"
+    work = str(tmp_path / "w")
+    code = f"from privpix.testing.conformance import check_mechanism as c; print(c('salt-pepper', {work!r}))"
     check = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert check.returncode == 0 and check.stdout.strip() == "[]", check.stdout + check.stderr
 

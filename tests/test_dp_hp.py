@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy import stats
 
-from privpix import gaussian_release
 from privpix.data import ImageSet
 from privpix.errors import DataError, ParameterError
 from privpix.mechanisms import get_mechanism
 from privpix.mechanisms.synthesis import dp_hp, embed_net, hermite, merf_net
-from privpix.neighbours import OneOfBatch
+from privpix.privacy import gaussian_release
+from privpix.privacy.neighbours import OneOfBatch
 
 TINY = {"order": 4, "epochs": 1, "batch_size": 20, "width": 16, "channels": 4}
 torch = merf_net.torch
@@ -207,7 +207,7 @@ def test_secure_mode_exact_noise_of_the_rdp_size_on_the_same_embedding(sixty):
 
 
 def test_unseeded_secure_fits_draw_the_noise_from_the_os_csprng(sixty, monkeypatch):
-    from privpix.noise import SecureRandom
+    from privpix.privacy.noise import SecureRandom
 
     seen = []
     real = gaussian_release.exact_gaussian_release

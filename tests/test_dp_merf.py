@@ -17,7 +17,7 @@ from privpix.data import ImageSet
 from privpix.errors import ParameterError
 from privpix.mechanisms import get_mechanism
 from privpix.mechanisms.synthesis import dp_merf, merf_net
-from privpix.neighbours import OneOfBatch
+from privpix.privacy.neighbours import OneOfBatch
 
 TINY = {"n_features": 2000, "epochs": 1, "batch_size": 20, "width": 16, "channels": 4}
 
@@ -236,7 +236,7 @@ def test_secure_mode_releases_the_float_embedding_plus_exact_noise_of_the_rdp_si
     """Secure: same seed, same frequencies; the released vector is the float mode's clean embedding plus discrete
     Gaussian noise of std σ = z_RDP·2·(2^20 + sqrt(D + 1)/2)/(2^20·n) (the lattice rounding, ≤ sqrt(D + 1)/2 units
     of 2^-20 per row, counted in the sensitivity), checked by χ² and Kolmogorov–Smirnov at α = 1e-3 each."""
-    from privpix import gaussian_release
+    from privpix.privacy import gaussian_release
 
     np.testing.assert_array_equal(secure.omega_, fitted.omega_)
     meta = secure.meta_
@@ -256,7 +256,7 @@ def test_secure_mode_releases_the_float_embedding_plus_exact_noise_of_the_rdp_si
 
 
 def test_the_secure_guarantee_states_exact_noise_and_the_rdp_calibration(fitted, secure):
-    from privpix import gaussian_release
+    from privpix.privacy import gaussian_release
 
     plain, exact = " ".join(fitted.guarantee((28, 28, 1)).caveats), " ".join(secure.guarantee((28, 28, 1)).caveats)
     assert "floating-point Gaussian noise" in plain and "analytic Gaussian" in plain
@@ -270,9 +270,9 @@ def test_the_secure_guarantee_states_exact_noise_and_the_rdp_calibration(fitted,
 
 
 def test_unseeded_fits_draw_the_noise_from_the_os_csprng(sixty, monkeypatch):
-    from privpix import gaussian_release
     from privpix.mechanisms.synthesis import embedding
-    from privpix.noise import SecureRandom
+    from privpix.privacy import gaussian_release
+    from privpix.privacy.noise import SecureRandom
 
     seen = []
     exact, gauss = gaussian_release.exact_gaussian_release, embedding.gaussian

@@ -11,8 +11,8 @@ import pytest
 
 from privpix.data import ImageSet
 from privpix.errors import ParameterError
-from privpix.mechanisms import dp_sgd as dps
 from privpix.mechanisms import get_mechanism
+from privpix.mechanisms.neural import dp_sgd as dps
 
 TINY = {"epochs": 1, "batch_size": 10}
 
@@ -119,7 +119,7 @@ def test_same_seed_same_weights_other_seed_others_and_no_global_torch_state(fitt
 def test_noise_is_really_added():
     """With ε = 1 on 60 images the noise (σ = z·C per coordinate, divided by the expected batch size) dominates the
     clipped gradients: two seeds that share the weights' initialisation still end far apart."""
-    from privpix.mechanisms import dp_sgd_net
+    from privpix.mechanisms.neural import dp_sgd_net
 
     net = dp_sgd_net.build_network((28, 28, 1), 10, 0)
     start = {k: v.clone() for k, v in net.state_dict().items()}
@@ -143,7 +143,7 @@ def test_empty_poisson_batches_still_take_their_noisy_step():
     step that the optimizer takes and the accountant counts."""
     from opacus.accountants import RDPAccountant
 
-    from privpix.mechanisms import dp_sgd_net
+    from privpix.mechanisms.neural import dp_sgd_net
 
     torch = dp_sgd_net.torch
     net = dp_sgd_net.build_network((28, 28, 1), 10, 0)
@@ -231,7 +231,7 @@ def test_dirac_canaries_count_sampled_steps_and_carry_the_stated_noise():
     false-alarm rate of 1e-4, fixed seeds)."""
     from scipy import stats
 
-    from privpix.mechanisms import dp_sgd_net
+    from privpix.mechanisms.neural import dp_sgd_net
 
     common = {"max_grad_norm": 0.1, "sample_rate": 0.2, "steps_per_epoch": 5, "epochs": 2, "sample_seed": 1,
               "noise_seed": 2}  # fmt: skip
@@ -269,7 +269,7 @@ def test_one_run_audit_of_the_released_model(sixty):
 
 
 def test_bench_shows_a_model_only_row_audited_by_gradient_canaries(digits, sixty, tmp_path):
-    from privpix.bench import BenchConfig, run_bench
+    from privpix.evaluation.bench import BenchConfig, run_bench
 
     test = digits.subset(np.arange(42, 5000, 250))
     config = BenchConfig(dataset="builtin-mnist", methods=["dp-sgd"], epsilons=[1.0], seed=0, params={"dp-sgd": TINY},
@@ -320,7 +320,7 @@ def scatter_fit(digits):
 def test_scatternet_features_train_a_linear_head_far_above_chance(scatter_fit, digits):
     """Tramèr & Boneh's ScatterNet + linear on 1,000 built-in digits at ε = 3: the fixed scattering transform (81 ×
     7 × 7 coefficients) and a dense layer trained with DP-SGD. Far above chance (0.1) on 1,000 other digits."""
-    from privpix.mechanisms import dp_sgd_net
+    from privpix.mechanisms.neural import dp_sgd_net
 
     net = scatter_fit.network()
     assert isinstance(net, dp_sgd_net.ScatterNetLinear)

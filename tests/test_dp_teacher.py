@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from privpix.composition import NoiseEvent, compose
 from privpix.data import ImageSet
 from privpix.errors import DataError, ParameterError
 from privpix.mechanisms import ALIASES, get_mechanism, mechanism_class, parse_method_spec
 from privpix.mechanisms.registry import canonical_spec
 from privpix.mechanisms.synthesis import dp_teacher
+from privpix.privacy.composition import NoiseEvent, compose
 
 TINY = {"n_features": 64, "epochs": 1, "batch_size": 20, "width": 16, "channels": 4, "teacher_epochs": 1,
         "teacher_batch_size": 10}  # fmt: skip
@@ -81,7 +81,7 @@ def test_the_calibration_refuses_what_it_cannot_reach(model_epsilon, monkeypatch
 def test_the_teacher_is_charged_for_a_replacement_not_an_addition():
     """Its steps are stated for add/remove (Opacus's relation) and composed by the REPLACE_ONE PLD: the same noise
     costs more under replace-one than Opacus's add/remove ε."""
-    from privpix.mechanisms.dp_sgd import epsilon_of
+    from privpix.mechanisms.neural.dp_sgd import epsilon_of
 
     q, steps = dp_teacher.teacher_sampling(55_000, 4096, 15)
     z = 4.0
@@ -232,7 +232,7 @@ def test_privpix_mechanisms_shows_the_alias_with_the_real_method():
 
 @pytest.mark.slow
 def test_a_ledger_charges_the_fit_its_composed_claim_and_a_release_from_it_nothing(run, tmp_path):
-    from privpix.accounting import PrivacyLedger
+    from privpix.privacy.accounting import PrivacyLedger
 
     ledger, model = tmp_path / "ledger.json", tmp_path / "t.pt"
     params = [a for k, v in TINY.items() for a in ("--param", f"{k}={v}")]

@@ -23,11 +23,11 @@ from hypothesis import HealthCheck, event, given, seed, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from privpix.accounting import PrivacyLedger, open_ledger
 from privpix.cli import main
 from privpix.errors import BudgetExceededError, DataError
-from privpix.guarantees import Guarantee
-from privpix.publish import verify_manifest
+from privpix.privacy.accounting import PrivacyLedger, open_ledger
+from privpix.privacy.guarantees import Guarantee
+from privpix.publishing.release import verify_manifest
 
 EXAMPLES = int(os.environ.get("PRIVPIX_FUZZ_EXAMPLES", "200"))
 _SEED = os.environ.get("PRIVPIX_FUZZ_SEED")

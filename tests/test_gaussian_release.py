@@ -1,5 +1,5 @@
-"""The one Gaussian release of a bounded-norm sum (privpix.gaussian_release): calibration by dp-accounting (analytic
-and RDP), exact fixed-point sums, the rounding bound, and the exact discrete Gaussian noise actually added."""
+"""The one Gaussian release of a bounded-norm sum (privpix.privacy.gaussian_release): calibration by dp-accounting
+(analytic and RDP), exact fixed-point sums, the rounding bound, and the exact discrete Gaussian noise actually added."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privpix import gaussian_release as gr
 from privpix.errors import ParameterError
-from privpix.noise import make_rng
+from privpix.privacy import gaussian_release as gr
+from privpix.privacy.noise import make_rng
 
 
 @pytest.mark.parametrize("eps", [0.5, 1.0, 10.0])

@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from privpix.accounting import PrivacyLedger
 from privpix.errors import BudgetExceededError, ParameterError
-from privpix.guarantees import Guarantee
+from privpix.privacy.accounting import PrivacyLedger
+from privpix.privacy.guarantees import Guarantee
 
 SOUND = Guarantee(model="central-dp", epsilon=1.0, unit="one image", per_image_epsilon=1.0, sound=True)
 UNSOUND = Guarantee(model="central-dp", epsilon=1.0, sound=False, caveats=("sensitivity computed from the data",))

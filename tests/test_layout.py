@@ -104,3 +104,49 @@ def test_no_global_torch_seeding_in_the_package():
         if pattern.search(line)
     ]
     assert not found, f"torch's global RNG seeded at {found}; use privpix.training.generator(seed)"
+
+
+def test_the_layers_are_packages_and_the_root_holds_only_infrastructure():
+    """Issue 30: the privacy primitives, publishing and the checks are packages of their own; the root keeps the
+    user API and the infrastructure every layer uses."""
+    root = sorted(p.stem for p in PACKAGE.glob("*.py"))
+    assert root == [
+        "__init__",
+        "__main__",
+        "_moved",
+        "errors",
+        "executor",
+        "fileio",
+        "strict_json",
+        "threads",
+        "training",
+        "version",
+    ]
+    for pkg in ("privacy", "publishing", "testing"):
+        assert (PACKAGE / pkg / "__init__.py").is_file()
+
+
+def test_the_old_import_paths_are_the_moved_modules():
+    """Every earlier flat path imports the very module object of its new place (so a monkeypatch through either
+    name reaches the code), in a fresh interpreter where ``import privpix`` has loaded none of them."""
+    from privpix._moved import MOVED
+
+    code = (
+        "import importlib, json, sys\n"
+        "import privpix\n"
+        "from privpix._moved import MOVED\n"
+        "early = sorted(n for n in MOVED.values() if n in sys.modules)\n"
+        "same = {old: importlib.import_module(old) is importlib.import_module(new) for old, new in MOVED.items()}\n"
+        "names = {new: importlib.import_module(new).__name__ for new in MOVED.values()}\n"
+        "print(json.dumps([early, same, names]))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    import json
+
+    early, same, names = json.loads(r.stdout.strip().splitlines()[-1])
+    assert early == ["privpix.privacy.guarantees"], f"import privpix loaded {early}"
+    assert same == dict.fromkeys(MOVED, True)
+    assert names == {new: new for new in MOVED.values()}  # the real module keeps its own name
+    for old in MOVED:
+        assert not (PACKAGE / (old.removeprefix("privpix.").replace(".", "/") + ".py")).exists(), old

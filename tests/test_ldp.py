@@ -10,7 +10,6 @@ from sklearn.neighbors import KNeighborsClassifier, NearestCentroid
 
 from conftest import ReplayedSecure
 from privpix.errors import DataError, ParameterError
-from privpix.learners import LDPKNN, LDPNaiveBayes, LDPNearestCentroid
 from privpix.mechanisms.ldp import (
     frequency_estimate,
     frequency_variance,
@@ -24,8 +23,9 @@ from privpix.mechanisms.ldp import (
     value_counts,
 )
 from privpix.mechanisms.ldp.dcaconv import convolve, dca_filters
+from privpix.mechanisms.ldp.learners import LDPKNN, LDPNaiveBayes, LDPNearestCentroid
 from privpix.mechanisms.ldp.reports import ldp_guarantee, perturb, read_reports, write_reports
-from privpix.noise import make_rng
+from privpix.privacy.noise import make_rng
 
 # ------------------------------------------------------------------------------------------------ GRR
 

@@ -6,7 +6,7 @@ from privpix.data import ImageSet, load_dataset
 from privpix.errors import ParameterError
 from privpix.mechanisms import get_mechanism
 from privpix.mechanisms.matrix import ESRA, monotone_singular_values
-from privpix.noise import make_rng
+from privpix.privacy.noise import make_rng
 
 
 def test_monotone_post_processing():
@@ -162,7 +162,7 @@ def test_lra_vectorised_sgd_equals_the_entrywise_algorithm():
                         new_b = b[n, i] + _clip_rows(g * (e * noisy - tau * b[n, i]), cap)
                         lt[n, j] = lt[n, j] + _clip_rows(g * (e * b[n, i] - tau * lt[n, j]), cap)
                         b[n, i] = new_b
-    from privpix.noise import laplace
+    from privpix.privacy.noise import laplace
 
     final = lt + laplace(rng, 1.0, lt.shape).astype(np.float32) * scale[:, None, None]
     want = np.clip(np.einsum("nik,njk->nij", b, final), 0, 1)

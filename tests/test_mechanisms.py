@@ -103,7 +103,7 @@ def test_same_seed_same_release_and_secure_mode_works():
     imgs = _images()
     m = get_mechanism("pixel-laplace", epsilon=1.0, sensitivity="bound")
     assert np.array_equal(m.release(imgs, 11).images.images, m.release(imgs, 11).images.images)
-    from privpix.noise import make_rng
+    from privpix.privacy.noise import make_rng
 
     out = m.release(imgs, make_rng(secure=True)).images.images
     assert out.shape == imgs.images.shape and np.all((out >= 0) & (out <= 1))

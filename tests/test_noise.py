@@ -15,9 +15,9 @@ import pytest
 from scipy import stats
 
 from conftest import ReplayedSecure
-from privpix import noise
 from privpix.errors import ParameterError
-from privpix.stattests import discrete_gaussian_pmf, discrete_laplace_pmf, pooled_chisquare_pvalue
+from privpix.privacy import noise
+from privpix.testing.stattests import discrete_gaussian_pmf, discrete_laplace_pmf, pooled_chisquare_pvalue
 
 N = 40_000
 ALPHA_SEEDED = 1e-3

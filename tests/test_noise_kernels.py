@@ -1,4 +1,4 @@
-"""The compiled exact samplers (privpix.noise_kernels), checked three ways.
+"""The compiled exact samplers (privpix.privacy.noise_kernels), checked three ways.
 
 1. Exactness, without statistics: every kernel output equals a slow pure-Python transcription of the algorithm (exact
    rationals, one bit at a time) reading the same bit stream, also when the buffer is one word (every sample is
@@ -22,9 +22,9 @@ import pytest
 from scipy import stats
 
 from conftest import ReplayedSecure
-from privpix import noise
-from privpix import noise_kernels as nk
-from privpix.stattests import discrete_gaussian_pmf, discrete_laplace_pmf, pooled_chisquare_pvalue
+from privpix.privacy import noise
+from privpix.privacy import noise_kernels as nk
+from privpix.testing.stattests import discrete_gaussian_pmf, discrete_laplace_pmf, pooled_chisquare_pvalue
 
 ALPHA = 1e-3
 
@@ -362,7 +362,7 @@ def test_portable_leading_zero_count_matches_python():
     """The stand-in for numba's non-public ``leading_zeros`` (used if a numba version moves it) is exact."""
     from numba import njit
 
-    from privpix.noise_kernels import clz_portable
+    from privpix.privacy.noise_kernels import clz_portable
 
     @njit
     def many(xs):

@@ -83,7 +83,7 @@ GENERIC = [
     "cli/evaluate.py",
     "cli/release.py",
     "cli/bench.py",
-    "bench.py",
+    "evaluation/bench.py",
     *(f"evaluation/audit/{m}.py" for m in ("bounds", "records", "refit", "result", "strategies", "trials", "verdicts")),
     "evaluation/runner.py",
 ]
@@ -100,7 +100,7 @@ def test_a_new_neighbour_relation_is_one_class_and_the_audit_uses_it():
     wording with no edit to the audit."""
     from privpix.evaluation.audit import audit
     from privpix.mechanisms.pixel import PixelLaplace
-    from privpix.neighbours import NeighbourPair, Neighbours, _Base
+    from privpix.privacy.neighbours import NeighbourPair, Neighbours, _Base
 
     class OneChannel(Neighbours):
         key = "channel"
@@ -183,7 +183,7 @@ def test_fit_refuses_what_has_no_model_and_unfitted_mechanisms_refuse_to_release
 
 @pytest.mark.slow
 def test_the_bench_trains_a_gan_itself_once_per_run(tmp_path, monkeypatch):
-    from privpix.bench import BenchConfig, run_bench
+    from privpix.evaluation.bench import BenchConfig, run_bench
     from privpix.mechanisms.neural import ppsgan
 
     calls = []

@@ -14,11 +14,11 @@ import pytest
 from privpix.data import ImageSet, load_dataset
 from privpix.errors import ParameterError
 from privpix.evaluation.audit import audit
-from privpix.gaussian_release import analytic_noise_multiplier
-from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Capabilities, Mechanism, Param
-from privpix.neighbours import OneOfBatch
-from privpix.noise import make_rng
+from privpix.privacy.gaussian_release import analytic_noise_multiplier
+from privpix.privacy.guarantees import Guarantee
+from privpix.privacy.neighbours import OneOfBatch
+from privpix.privacy.noise import make_rng
 
 
 @functools.cache

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from privpix.publish import map_name, unmap_name
+from privpix.publishing.release import map_name, unmap_name
 
 BOUND = ["--method", "pixel-laplace", "--param", "sensitivity=bound", "--param", "unit=image", "--epsilon", "1",
          "--workers", "1", "-q"]  # fmt: skip
@@ -92,7 +92,7 @@ def test_a_synthesizer_release_from_a_folder_records_no_path(run, tmp_path, digi
 def test_no_resume_hint_where_resume_cannot_work(run, tmp_path, monkeypatch):
     """A release that fits on the private images without a seed cannot be resumed (a second fit is a second DP
     release): a failure says so, keeps no staging, and does not suggest --resume."""
-    import privpix.sharded as sharded
+    import privpix.publishing.shards as sharded
 
     real = sharded.write_shard
     calls = []

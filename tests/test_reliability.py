@@ -16,10 +16,10 @@ import pytest
 from PIL import Image
 
 from conftest import needs_unshare, start_all_waiting_on_the_ledger
-from privpix.accounting import PrivacyLedger, open_ledger
 from privpix.errors import BudgetExceededError, DataError, ParameterError
-from privpix.guarantees import Guarantee
-from privpix.publish import FAULT_ENV, JOURNAL, STAGING_PREFIX, verify_manifest
+from privpix.privacy.accounting import PrivacyLedger, open_ledger
+from privpix.privacy.guarantees import Guarantee
+from privpix.publishing.release import FAULT_ENV, JOURNAL, STAGING_PREFIX, verify_manifest
 
 SOUND = Guarantee(model="central-dp", epsilon=1.0, per_image_epsilon=1.0, sound=True, unit="one whole image")
 
@@ -97,7 +97,7 @@ def test_concurrent_releases_never_overspend_the_ledger(tmp_path):
 
 def test_unwritable_ledger_publishes_nothing(tmp_path, run, monkeypatch):
     """The charge is written before any file: a ledger that cannot be written stops the release first."""
-    import privpix.accounting as accounting
+    import privpix.privacy.accounting as accounting
 
     src = _folder(tmp_path / "in")
     ledger = tmp_path / "ledger.json"

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from privpix.data import ImageSet, load_dataset
-from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Capabilities, Mechanism
-from privpix.neighbours import OneOfBatch
+from privpix.privacy.guarantees import Guarantee
+from privpix.privacy.neighbours import OneOfBatch
 from privpix.report.html import render_report
 from privpix.report.plots import frontier_plot
 from privpix.report.summaries import budget_answers, frontier_points

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from privpix.accounting import PrivacyLedger
+from privpix.data.formats.release_layout import SHARDS, STAGING_PREFIX
 from privpix.data.generated import GeneratedSource
 from privpix.executor import make_executor
 from privpix.mechanisms import get_mechanism
-from privpix.publish import read_manifest, verify_manifest
-from privpix.release_folder import SHARDS, STAGING_PREFIX
-from privpix.sharded import DELAY_ENV, ShardedRelease, block_order, block_size, read_plan, shard_size
+from privpix.privacy.accounting import PrivacyLedger
+from privpix.publishing.release import read_manifest, verify_manifest
+from privpix.publishing.shards import DELAY_ENV, ShardedRelease, block_order, block_size, read_plan, shard_size
 
 PIXEL = ["--method", "pixel-laplace", "--epsilon", "1", "--param", "sensitivity=bound", "--param", "unit=pixel"]
 # Per-image ε = 1: a ledger can be charged for it.

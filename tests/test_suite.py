@@ -66,7 +66,7 @@ def test_the_package_exports_the_user_api_and_imports_light():
         "for name in privpix.__all__:\n"
         "    assert getattr(privpix, name) is not None, name\n"
         "from privpix import audit, get_mechanism, load_dataset, release\n"
-        "from privpix.publish import release_to_dir\n"
+        "from privpix.publishing.release import release_to_dir\n"
         "assert release is release_to_dir and callable(audit) and callable(load_dataset)\n"
         "assert get_mechanism('dp-pix', epsilon=1).name == 'dp-pix'\n"
     )

@@ -104,7 +104,7 @@ def test_release_of_images_still_returns_one_image_per_input(model):
 
 
 def test_release_draws_n_images_when_n_is_set_and_publish_batches_stay_one_per_input(model, tmp_path):
-    from privpix.publish import release_to_dir
+    from privpix.publishing.release import release_to_dir
 
     digits = load_dataset("builtin-mnist").subset(np.arange(11))
     mech = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, model=str(model), n=7)

@@ -4,22 +4,25 @@ The user API, importable from here::
 
     from privpix import load_dataset, get_mechanism, release, audit, PrivacyLedger, Guarantee
 
-``release`` is :func:`privpix.publish.release_to_dir` (a mechanism's release of every batch into a folder, with its
-manifest); ``audit`` is :func:`privpix.evaluation.audit.audit` (an empirical lower bound on ε). They load on first
-use, so ``import privpix`` stays light (no torch, no scikit-learn).
+``release`` is :func:`privpix.publishing.release.release_to_dir` (a mechanism's release of every batch into a folder,
+with its manifest); ``audit`` is :func:`privpix.evaluation.audit.audit` (an empirical lower bound on ε). They load on
+first use, so ``import privpix`` stays light (no torch, no scikit-learn).
 """
 
 from typing import TYPE_CHECKING, Any
 
+from privpix import _moved
 from privpix.errors import BudgetExceededError, DataError, ParameterError, PrivpixError
-from privpix.guarantees import Guarantee
+from privpix.privacy.guarantees import Guarantee
 from privpix.version import __version__
+
+_moved.install()  # the modules' earlier import paths (privpix.noise, ...) keep working
 
 _LAZY = {
     "load_dataset": ("privpix.data", "load_dataset"),
     "get_mechanism": ("privpix.mechanisms", "get_mechanism"),
-    "PrivacyLedger": ("privpix.accounting", "PrivacyLedger"),
-    "release": ("privpix.publish", "release_to_dir"),
+    "PrivacyLedger": ("privpix.privacy.accounting", "PrivacyLedger"),
+    "release": ("privpix.publishing.release", "release_to_dir"),
     "audit": ("privpix.evaluation.audit", "audit"),
 }
 
@@ -38,11 +41,11 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # type checkers and IDEs see the real objects
-    from privpix.accounting import PrivacyLedger
     from privpix.data import load_dataset
     from privpix.evaluation.audit import audit
     from privpix.mechanisms import get_mechanism
-    from privpix.publish import release_to_dir as release
+    from privpix.privacy.accounting import PrivacyLedger
+    from privpix.publishing.release import release_to_dir as release
 
 
 def __getattr__(name: str) -> Any:

@@ -245,10 +245,10 @@ def bench(
 
     The (method, ε) points run in parallel (--workers, --engine); every cell is seeded on its own, so the
     results do not depend on where they ran."""
-    from privpix.bench import BenchConfig, run_bench
     from privpix.data import load_pair
     from privpix.errors import ParameterError
     from privpix.evaluation.attacks import attribute_values
+    from privpix.evaluation.bench import BenchConfig, run_bench
     from privpix.executor import make_executor
     from privpix.mechanisms import mechanism_class
 
@@ -370,9 +370,9 @@ def demo(output, dataset, epsilons, limit, audit_trials, audit_max_trials, seed,
     """Offline demo: `privpix bench` over a few mechanisms and ε on built-in data (utility, attacks, ε audit)
     → report.html, results.csv, results.json. Replaces an earlier demo in --output. The (method, ε) points run
     on every core (--workers); each is seeded on its own, so the results do not depend on the worker count."""
-    from privpix.bench import DEMO_METHODS, BenchConfig, demo_fit_set, run_bench
     from privpix.data import load_pair
     from privpix.errors import ParameterError
+    from privpix.evaluation.bench import DEMO_METHODS, BenchConfig, demo_fit_set, run_bench
     from privpix.executor import make_executor
 
     t0 = time.perf_counter()

@@ -138,13 +138,13 @@ def _training_data(dataset, input_dir, data_dir, size):
 
 def _charged_fit(mech, data, out: Path, ledger: str, budget, delta_budget, label: str, seed, quiet: bool) -> None:
     """Reserve the fit's charge (refused over budget, before any training), train, write the model file through a
-    temporary name, record its SHA-256 in the charge, then give it its name (:func:`privpix.accounting.reserved_fit`:
-    a killed fit's reservation stays and counts)."""
+    temporary name, record its SHA-256 in the charge, then give it its name
+    (:func:`privpix.privacy.accounting.reserved_fit`: a killed fit's reservation stays and counts)."""
     import os
 
-    from privpix.accounting import reserved_fit
     from privpix.errors import DataError, ParameterError
     from privpix.mechanisms.trained import file_sha256
+    from privpix.privacy.accounting import reserved_fit
 
     shape = tuple(data.shape) if hasattr(data, "shape") else (0, 0, 0)
     guarantee = mech.guarantee(shape)

@@ -156,8 +156,8 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
     from privpix.mechanisms.ldp import load_encoder
     from privpix.mechanisms.ldp.reports import perturb as run
     from privpix.mechanisms.ldp.reports import write_reports
-    from privpix.noise import make_rng
-    from privpix.release_folder import check_output
+    from privpix.privacy.noise import make_rng
+    from privpix.publishing.staging import check_output
 
     if not epsilon > 0:  # also NaN
         raise ParameterError(f"--epsilon must be > 0 (or inf for no perturbation), got {epsilon}")

@@ -57,7 +57,7 @@ def ledger_json(book) -> dict:
 @click.option("--json", "as_json", is_flag=True, help="Print the ledger as JSON (budget, spent, remaining, entries).")
 def show(file: str, as_json: bool) -> None:
     """Budget, spent (PLD composition and basic sum), remaining, and every entry of the ledger FILE."""
-    from privpix.accounting import PrivacyLedger
+    from privpix.privacy.accounting import PrivacyLedger
 
     book = PrivacyLedger.load(file)
     doc = ledger_json(book)
@@ -114,10 +114,10 @@ def charge(file: str, model: str, budget: float | None, delta_budget: float | No
     """Charge the DP fit of an existing model file to the ledger FILE, once: afterwards releases from the model with
     --ledger FILE are post-processing (nothing more is charged). Refused over budget, for a model whose fit is not
     a DP release, and for a file whose recorded fit does not match its noise."""
-    from privpix.accounting import open_ledger
-    from privpix.composition import events_from_dicts
     from privpix.errors import BudgetExceededError, DataError
-    from privpix.guarantees import Guarantee
+    from privpix.privacy.accounting import open_ledger
+    from privpix.privacy.composition import events_from_dicts
+    from privpix.privacy.guarantees import Guarantee
 
     mech = load_fitted_model(model)
     fit = mech.dp_fit_record()
@@ -190,9 +190,9 @@ def _is_its_reservation(entry, fit: dict) -> bool:
 def check(file, method, epsilon, delta, params, dataset, shape, count, secure, data_dir) -> None:
     """Would this release (or a fit that is a DP release) fit the budget of the ledger FILE? Nothing is charged.
     Exit 0 when it fits, 1 when it does not (the reason printed), 2 on bad input."""
-    from privpix.accounting import PrivacyLedger
     from privpix.errors import BudgetExceededError, ParameterError
     from privpix.mechanisms import get_mechanism
+    from privpix.privacy.accounting import PrivacyLedger
 
     book = PrivacyLedger.load(file)
     mech = get_mechanism(method, epsilon, delta, **_params(params))

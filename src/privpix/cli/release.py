@@ -186,8 +186,8 @@ def release(
     from privpix.data.memory import check_resize_fits
     from privpix.errors import ParameterError
     from privpix.mechanisms import fit_as_declared, get_mechanism
-    from privpix.noise import make_rng
-    from privpix.publish import check_output, check_source_map
+    from privpix.privacy.noise import make_rng
+    from privpix.publishing.release import check_output, check_source_map
 
     # Every check that can fail runs before any work is done.
     mech = get_mechanism(method, epsilon=epsilon, delta=delta, **_params(params))
@@ -346,7 +346,7 @@ def _sharded(mech, source, count, shape, class_names, input_id, metadata, label,
     from tqdm import tqdm
 
     from privpix.errors import ParameterError
-    from privpix.sharded import ShardedRelease, read_plan
+    from privpix.publishing.shards import ShardedRelease, read_plan
 
     job = ShardedRelease(mech, source, shape, count=count, seed=run.seed, secure=run.secure, fmt=run.fmt,
                          compress_level=run.png_level, labels=run.labels, shard=run.shard_size, block=run.block_size,
@@ -397,7 +397,7 @@ def _charged(ledger, budget, delta_budget, guarantee, label, publish, *, run: st
     from a model file whose fit was a DP release (``fit``: its :meth:`~privpix.mechanisms.Mechanism.dp_fit_record`)
     is post-processing: admitted with no charge when the ledger holds that fit, refused when it does not. What the
     ledger did goes into the manifest (``metadata["ledger"]``). Returns ``(manifest, ledger or None)``."""
-    from privpix.accounting import open_ledger
+    from privpix.privacy.accounting import open_ledger
 
     if metadata is not None and fit is not None:
         metadata["model_sha256"] = fit["sha256"]
@@ -465,7 +465,7 @@ def _fit_entry(session, fit: dict, model: str):
 
 def _report(manifest, output, ledger, book, quiet, what, t0) -> None:
     """Print what was written, the guarantee and the ledger's state."""
-    from privpix.guarantees import Guarantee
+    from privpix.privacy.guarantees import Guarantee
 
     if quiet:
         return
@@ -495,7 +495,7 @@ def spent_text(book) -> str:
 
 def _release_records(mech, data, dataset, out, rng, force, ledger, budget, delta_budget, quiet, metadata) -> None:
     from privpix.mechanisms import fit_as_declared
-    from privpix.publish import release_records_to_dir
+    from privpix.publishing.release import release_records_to_dir
 
     fit_as_declared(mech, data)  # used only by a mechanism that fits on the private records
     guarantee = mech.guarantee((0, 0, 0))
@@ -543,7 +543,7 @@ def verify(folder: str, repair: bool) -> None:
     Exits 0 when they match, 1 with the differences listed when they do not. Read-only unless --repair."""
     import sys
 
-    from privpix.publish import verify_manifest
+    from privpix.publishing.release import verify_manifest
 
     problems = verify_manifest(folder, note=_note, repair=repair)
     for p in problems:

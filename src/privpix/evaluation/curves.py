@@ -316,7 +316,7 @@ def reference_samples(family: str, epsilon: float, n: int, rng: np.random.Genera
     if family == "laplace":
         return rng.laplace(0.0, 1.0 / epsilon, n), 1.0 + rng.laplace(0.0, 1.0 / epsilon, n)
     if family == "gaussian":
-        from privpix.gaussian_release import analytic_noise_multiplier
+        from privpix.privacy.gaussian_release import analytic_noise_multiplier
 
         z = analytic_noise_multiplier(epsilon, delta)
         return rng.normal(0.0, z, n), 1.0 + rng.normal(0.0, z, n)

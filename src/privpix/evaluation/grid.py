@@ -1,8 +1,8 @@
 """The one grid every comparison runs: (method, ε, repeat) cells, each released by a mechanism fitted once as it
 declares, scored for utility and quality, optionally attacked, and one ε audit per (method, ε).
 
-``privpix evaluate`` is this grid without attacks and audit; ``privpix bench`` (:mod:`privpix.bench`) adds both
-and stores the records in a resumable folder. Records are plain JSON objects, typed here (:class:`CellRecord`,
+``privpix evaluate`` is this grid without attacks and audit; ``privpix bench`` (:mod:`privpix.evaluation.bench`) adds
+both and stores the records in a resumable folder. Records are plain JSON objects, typed here (:class:`CellRecord`,
 :class:`AuditRecord`) so that every reader agrees on their keys.
 """
 

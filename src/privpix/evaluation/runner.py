@@ -13,7 +13,7 @@ from privpix.errors import ParameterError
 from privpix.evaluation.quality import entropy, psnr, ssim
 from privpix.evaluation.utility import PROTOCOLS, UtilityScores, utility
 from privpix.mechanisms.base import Mechanism, Release
-from privpix.noise import make_rng
+from privpix.privacy.noise import make_rng
 
 # Every row of :func:`privpix.evaluation.grid.evaluate` has at least these keys (`privpix evaluate --json`).
 ROW_KEYS = frozenset(

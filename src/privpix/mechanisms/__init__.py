@@ -1,10 +1,14 @@
 """Registered mechanisms. Importing this package registers every built-in mechanism."""
 
 # Each import registers its mechanisms (dp_sgd imports torch and Opacus only when used).
-from privpix.mechanisms import dp_sgd, matrix, pca_inverse, pixel  # noqa: F401
+from privpix.mechanisms import matrix, pca_inverse, pixel  # noqa: F401
 from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param, RecordRelease, Release
 from privpix.mechanisms.ldp import image, mechanism  # noqa: F401  (registers)
-from privpix.mechanisms.neural import ae, gan  # noqa: F401  (registers; imports torch only when used)
+from privpix.mechanisms.neural import (  # noqa: F401  (registers; imports torch only when used)
+    ae,
+    dp_sgd,
+    gan,
+)
 from privpix.mechanisms.registry import (
     ALIASES,
     MECHANISMS,

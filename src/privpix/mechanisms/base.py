@@ -12,14 +12,14 @@ from typing import Any, ClassVar, Literal, NamedTuple, get_args
 import numpy as np
 import pandas as pd
 
-from privpix.composition import NoiseEvent
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.imageset import blocks as imageset_blocks
 from privpix.errors import ParameterError, check_delta, check_positive
-from privpix.guarantees import Guarantee
 from privpix.mechanisms.params import Param
-from privpix.neighbours import Neighbours, OneImage
-from privpix.noise import RNG, make_rng
+from privpix.privacy.composition import NoiseEvent
+from privpix.privacy.guarantees import Guarantee
+from privpix.privacy.neighbours import Neighbours, OneImage
+from privpix.privacy.noise import RNG, make_rng
 
 
 @dataclass
@@ -109,7 +109,7 @@ class Capabilities:
         seconds_per_value: rough CPU seconds on one core to release one output value (pixel × channel), for a
             release much costlier than a noise draw (a generator, a network); ``None`` for cheap ones. A
             planning hint only: a costly release is cut into more shards, so that every worker is busy
-            (:func:`privpix.sharded.shard_size`). No output depends on it.
+            (:func:`privpix.publishing.shards.shard_size`). No output depends on it.
     """
 
     fits_on: FitsOn = "nothing"
@@ -293,8 +293,8 @@ class Mechanism:
 
     def neighbours(self) -> Neighbours:
         """How two neighbouring inputs differ for the claim :meth:`guarantee` makes (a relation object of
-        :mod:`privpix.neighbours`: :class:`OneImage`, :class:`PixelColumn`, :class:`Pixels`, :class:`OneOfBatch`,
-        or one of a plugin's); the audit builds its pairs from it."""
+        :mod:`privpix.privacy.neighbours`: :class:`OneImage`, :class:`PixelColumn`, :class:`Pixels`,
+        :class:`OneOfBatch`, or one of a plugin's); the audit builds its pairs from it."""
         return OneImage()
 
     @classmethod
@@ -329,7 +329,7 @@ class Mechanism:
         self, shape: tuple[int, int, int], n: int | None = None, *, secure: bool = False
     ) -> tuple[NoiseEvent, ...] | None:
         """The noise one release of images of ``shape`` (or, with :attr:`Capabilities.dp_fit`, one fit on ``n``
-        private images) adds for one person's image, as the ledger composes it (:mod:`privpix.composition`);
+        private images) adds for one person's image, as the ledger composes it (:mod:`privpix.privacy.composition`);
         ``secure``: drawn by the exact samplers (``--secure``), whose lattice noise is declared by what it
         guarantees exactly (e.g. ``pure`` ε for lattice Laplace).
         ``None`` when the guarantee is not sound DP (nothing can be charged). The default declares nothing finer
@@ -344,10 +344,10 @@ class Mechanism:
 
     def secure_params(self) -> dict[str, Any] | None:
         """What ``--secure`` (noise from the OS CSPRNG) needs for every noise draw behind a DP claim to be exact:
-        ``{}`` when a :class:`~privpix.noise.SecureRandom` alone does it (the samplers of :mod:`privpix.noise` are
-        exact with it), parameters to set when the exact path is a parameter (a synthesizer's ``secure=true``), or
-        ``None`` when the mechanism has no exact sampler (``--secure`` is then refused, naming
-        :meth:`secure_refusal`)."""
+        ``{}`` when a :class:`~privpix.privacy.noise.SecureRandom` alone does it (the samplers of
+        :mod:`privpix.privacy.noise` are exact with it), parameters to set when the exact path is a parameter (a
+        synthesizer's ``secure=true``), or ``None`` when the mechanism has no exact sampler (``--secure`` is then
+        refused, naming :meth:`secure_refusal`)."""
         return {} if self.capabilities().randomized else None
 
     def secure_refusal(self) -> str:

@@ -13,11 +13,11 @@ import numpy as np
 from scipy.optimize import isotonic_regression
 
 from privpix.errors import ParameterError
-from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Capabilities, Mechanism, Param
 from privpix.mechanisms.registry import register
-from privpix.neighbours import Neighbours, PixelColumn
-from privpix.noise import RNG, exponential_mechanism_rows, laplace
+from privpix.privacy.guarantees import Guarantee
+from privpix.privacy.neighbours import Neighbours, PixelColumn
+from privpix.privacy.noise import RNG, exponential_mechanism_rows, laplace
 
 VALUE_SCALE = 255.0  # the paper's pixel units; ESRA's score mixes unit-free and pixel-valued terms
 

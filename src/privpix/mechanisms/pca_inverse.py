@@ -31,15 +31,15 @@ from typing import Any
 
 import numpy as np
 
-from privpix.composition import NoiseEvent
 from privpix.data.imageset import ImageSet
 from privpix.data.overlap import image_digests
 from privpix.errors import ParameterError
-from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param
 from privpix.mechanisms.registry import register
-from privpix.neighbours import Neighbours, OneImage, OneOfBatch
-from privpix.noise import RNG, add_laplace, gaussian, is_secure, laplace
+from privpix.privacy.composition import NoiseEvent
+from privpix.privacy.guarantees import Guarantee
+from privpix.privacy.neighbours import Neighbours, OneImage, OneOfBatch
+from privpix.privacy.noise import RNG, add_laplace, gaussian, is_secure, laplace
 
 
 def pca_components(x: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:

@@ -7,15 +7,15 @@ import math
 import numpy as np
 from scipy import ndimage
 
-from privpix.composition import NoiseEvent
 from privpix.data import imageset
 from privpix.data.imageset import ImageSet, blocks
 from privpix.errors import ParameterError
-from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Capabilities, Mechanism, Param
 from privpix.mechanisms.registry import register
-from privpix.neighbours import Neighbours, OneImage, PixelColumn, Pixels
-from privpix.noise import RNG, add_gaussian, add_laplace
+from privpix.privacy.composition import NoiseEvent
+from privpix.privacy.guarantees import Guarantee
+from privpix.privacy.neighbours import Neighbours, OneImage, PixelColumn, Pixels
+from privpix.privacy.noise import RNG, add_gaussian, add_laplace
 
 _CLIP = Param("clip", bool, True, "clip released values to the pixel range [0, 1] (post-processing)")
 _RANGE = Param("pixel_range", float, 1.0, "declared range of one pixel value (images are in [0, 1])", minimum=1e-12)

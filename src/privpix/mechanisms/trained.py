@@ -8,11 +8,11 @@ import math
 from pathlib import Path
 from typing import Any, ClassVar
 
-from privpix.composition import NoiseEvent
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import DataError, ParameterError
-from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Mechanism
+from privpix.privacy.composition import NoiseEvent
+from privpix.privacy.guarantees import Guarantee
 
 
 class TrainedModel(Mechanism):

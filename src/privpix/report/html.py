@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from privpix.fileio import write_text_atomic
-from privpix.guarantees import Guarantee
+from privpix.privacy.guarantees import Guarantee
 from privpix.report.plots import frontier_plot, privacy_utility_plot, tradeoff_plot
 from privpix.report.summaries import (
     MODEL_ONLY,

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from privpix.guarantees import Guarantee
+from privpix.privacy.guarantees import Guarantee
 
 
 def _fmt(x: Any) -> str:

@@ -27,9 +27,9 @@ from privpix.data.files import (
     decode_opened,
 )
 from privpix.data.folders import _resize
+from privpix.data.formats.release_layout import png_bytes
 from privpix.data.imageset import ImageSet
 from privpix.errors import DataError, ParameterError
-from privpix.release_folder import png_bytes
 
 FORMATS = ("imagefolder", "parquet", "webdataset")
 

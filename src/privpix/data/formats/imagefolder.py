@@ -26,9 +26,9 @@ from privpix.data.formats.base import (
     _png,
     _unpack_names,
 )
+from privpix.data.formats.release_layout import JOURNAL, LOCK, MANIFEST, STAGING_PREFIX, read_manifest
 from privpix.data.loaders import resize_whole
 from privpix.errors import DataError
-from privpix.release_folder import JOURNAL, LOCK, MANIFEST, STAGING_PREFIX, read_manifest
 
 
 def _write_imagefolder(folder: Path, items: Sequence[Item], level: int) -> Written:

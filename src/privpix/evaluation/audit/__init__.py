@@ -1,7 +1,7 @@
 """Empirical ε audit: a lower bound on the ε a mechanism really spends, measured by distinguishing neighbours.
 
 For a pair of neighbouring inputs (x₀, x₁) (built by the relation the mechanism's
-:meth:`~privpix.mechanisms.Mechanism.neighbours` declares, :mod:`privpix.neighbours`) the mechanism is run
+:meth:`~privpix.mechanisms.Mechanism.neighbours` declares, :mod:`privpix.privacy.neighbours`) the mechanism is run
 ``trials`` times on each. A test T (a statistic of the output and a threshold) that says "x₁" with
 false-positive rate α on x₀'s outputs and false-negative rate β on x₁'s outputs must, for any (ε, δ)-DP
 mechanism, satisfy 1 − β ≤ e^ε α + δ, so

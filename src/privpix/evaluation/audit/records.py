@@ -15,8 +15,8 @@ from privpix.evaluation.audit.result import AuditResult
 from privpix.evaluation.audit.trials import _pair_candidates
 from privpix.evaluation.audit.verdicts import _conclude
 from privpix.mechanisms.base import Mechanism
-from privpix.neighbours import NeighbourPair
-from privpix.noise import make_rng
+from privpix.privacy.neighbours import NeighbourPair
+from privpix.privacy.noise import make_rng
 
 
 def record_pairs(records: RecordSet) -> list[NeighbourPair]:

@@ -17,8 +17,8 @@ from privpix.evaluation.audit.result import CONFIDENCE, SYNTHETIC_PER_TRIAL, Aud
 from privpix.evaluation.audit.trials import _selections
 from privpix.evaluation.audit.verdicts import _conclude
 from privpix.mechanisms.base import Mechanism
-from privpix.neighbours import NeighbourPair
-from privpix.noise import make_rng
+from privpix.privacy.neighbours import NeighbourPair
+from privpix.privacy.noise import make_rng
 
 # ------------------------------------------------------------------------- mechanisms fitted on the private set
 

@@ -17,8 +17,8 @@ from privpix.evaluation.audit.result import CONFIDENCE, MAX_ADAPTIVE_TRIALS, NOT
 from privpix.evaluation.audit.trials import _outputs, _pair_candidates, _selections
 from privpix.evaluation.audit.verdicts import _conclude, not_audited
 from privpix.mechanisms.base import Mechanism
-from privpix.neighbours import NeighbourPair
-from privpix.noise import make_rng
+from privpix.privacy.neighbours import NeighbourPair
+from privpix.privacy.noise import make_rng
 
 
 def audit(

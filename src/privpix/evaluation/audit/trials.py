@@ -12,7 +12,7 @@ from privpix.evaluation.audit.bounds import _Candidate, _statistics
 from privpix.evaluation.audit.result import CURVE_SELECT_SHARE, RELEASE_CHUNK, SELECT_SHARE, _split
 from privpix.evaluation.audit.verdicts import mechanism_curve
 from privpix.mechanisms.base import Mechanism
-from privpix.neighbours import NeighbourPair
+from privpix.privacy.neighbours import NeighbourPair
 
 # -------------------------------------------------------------------------------------- neighbours
 

@@ -21,7 +21,7 @@ from privpix.evaluation.audit.result import (
 )
 from privpix.evaluation.curves import AnyCurve, composed_curve, curve_for
 from privpix.mechanisms.base import Mechanism
-from privpix.neighbours import NeighbourPair
+from privpix.privacy.neighbours import NeighbourPair
 
 
 def max_auditable(mech: Mechanism, images: ImageSet, trials: int, confidence: float = CONFIDENCE) -> float:

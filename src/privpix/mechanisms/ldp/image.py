@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from privpix.data.imageset import ImageSet
-from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Capabilities, Mechanism, Param
 from privpix.mechanisms.ldp.rr import grr_perturb
 from privpix.mechanisms.pixel import blockwise
 from privpix.mechanisms.registry import register
-from privpix.neighbours import Neighbours, Pixels
-from privpix.noise import RNG
+from privpix.privacy.guarantees import Guarantee
+from privpix.privacy.neighbours import Neighbours, Pixels
+from privpix.privacy.noise import RNG
 
 
 @register

@@ -21,7 +21,6 @@ import numpy as np
 from privpix.data.imageset import ImageSet
 from privpix.data.overlap import shared_count
 from privpix.errors import ParameterError
-from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param
 from privpix.mechanisms.ldp.bnn import BNNEncoder
 from privpix.mechanisms.ldp.dcaconv import DCAConvEncoder
@@ -30,8 +29,9 @@ from privpix.mechanisms.ldp.encoders import HogBovwEncoder, PixelEncoder, load_e
 from privpix.mechanisms.ldp.reports import may_overlap
 from privpix.mechanisms.ldp.rr import grr_perturb
 from privpix.mechanisms.registry import register
-from privpix.neighbours import Neighbours, OneFeature, OneImage
-from privpix.noise import RNG
+from privpix.privacy.guarantees import Guarantee
+from privpix.privacy.neighbours import Neighbours, OneFeature, OneImage
+from privpix.privacy.noise import RNG
 
 UNITS = ("feature", "image")
 
@@ -60,8 +60,8 @@ class LDPFeatures(Mechanism):
 
     - ``unit``: the neighbouring unit the guarantee is stated for. ``feature`` (the paper's claim): ε per
       encoded feature value (two inputs whose encodings differ in one value; relation
-      :class:`~privpix.neighbours.OneFeature`). ``image``: one owner's whole report, m·ε by sequential
-      composition (any change of one image; :class:`~privpix.neighbours.OneImage`). Both state
+      :class:`~privpix.privacy.neighbours.OneFeature`). ``image``: one owner's whole report, m·ε by sequential
+      composition (any change of one image; :class:`~privpix.privacy.neighbours.OneImage`). Both state
       ``per_image_epsilon = m·ε``.
     - ``model``: an encoder file written by ``privpix ldp fit-encoder`` (or :meth:`save_model`): fits on the
       model file, and its encoder parameters become the ones in force (one given that contradicts the file is

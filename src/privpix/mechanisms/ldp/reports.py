@@ -22,12 +22,12 @@ import numpy as np
 from privpix.data.imageset import ImageSet
 from privpix.data.overlap import shared_count
 from privpix.errors import DataError, ParameterError
-from privpix.guarantees import Guarantee
 from privpix.mechanisms.ldp.encoder_base import gray_images
 from privpix.mechanisms.ldp.encoders import Encoder
 from privpix.mechanisms.ldp.rr import check_epsilon, grr_perturb
-from privpix.noise import RNG, is_secure
-from privpix.release_folder import ReleaseWriter
+from privpix.privacy.guarantees import Guarantee
+from privpix.privacy.noise import RNG, is_secure
+from privpix.publishing.staging import ReleaseWriter
 from privpix.version import __version__
 
 REPORTS_FILE = "reports.npz"
@@ -172,7 +172,7 @@ def write_reports(
     note: Callable[[str], None] | None = None,
 ) -> dict:
     """Write ``reports.npz`` and ``manifest.json`` into ``output`` through the safe release writer
-    (:class:`privpix.release_folder.ReleaseWriter`): all or nothing, an earlier report folder replaced only with
+    (:class:`privpix.publishing.staging.ReleaseWriter`): all or nothing, an earlier report folder replaced only with
     ``force`` and only its own files, never a folder that is not a privpix release, never one overlapping
     ``inputs``."""
     buf = io.BytesIO()

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from privpix.errors import ParameterError
-from privpix.noise import RNG, SecureRandom, _check_rng, randomized_response
+from privpix.privacy.noise import RNG, SecureRandom, _check_rng, randomized_response
 
 
 def check_epsilon(epsilon: float) -> float:
@@ -59,8 +59,8 @@ def grr_perturb(values: np.ndarray, d: int, epsilon: float, rng: RNG) -> np.ndar
     With a NumPy ``Generator`` (reproducible research runs) one float32 uniform decides each entry: it is
     kept when the uniform is below p, and otherwise the same uniform, rescaled, picks the replacement among
     the d - 1 others. The probabilities are those of eq. 3 up to float32 rounding (< 2**-24). With a
-    :class:`~privpix.noise.SecureRandom` the exact sampler of :func:`privpix.noise.randomized_response` is
-    used, whose ε is never above the stated one.
+    :class:`~privpix.privacy.noise.SecureRandom` the exact sampler of :func:`privpix.privacy.noise.randomized_response`
+    is used, whose ε is never above the stated one.
     """
     _check_rng(rng)
     d = check_domain(d)

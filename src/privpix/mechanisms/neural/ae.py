@@ -10,11 +10,11 @@ import pandas as pd
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
-from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Capabilities, ConformanceCase, Param
 from privpix.mechanisms.registry import register
 from privpix.mechanisms.trained import TrainedModel
-from privpix.noise import RNG, torch_seed
+from privpix.privacy.guarantees import Guarantee
+from privpix.privacy.noise import RNG, torch_seed
 
 
 @register

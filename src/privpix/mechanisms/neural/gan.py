@@ -9,11 +9,11 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
-from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Capabilities, ConformanceCase, Param
 from privpix.mechanisms.registry import register
 from privpix.mechanisms.trained import TrainedModel
-from privpix.noise import RNG, torch_seed
+from privpix.privacy.guarantees import Guarantee
+from privpix.privacy.noise import RNG, torch_seed
 
 # The training parameters and the model file's description keys they are recorded under.
 _TRAINING = {

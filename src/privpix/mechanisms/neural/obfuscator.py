@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from privpix.errors import ParameterError, require_torch
-from privpix.noise import torch_seed
+from privpix.privacy.noise import torch_seed
 
 FORMAT = "privpix-ae-obfuscator/1"
 KINDS = ("image", "tabular")

@@ -30,7 +30,7 @@ the kernel length ℓ (a fixed default or a rule of the image size only, see ``l
 Calibration: one Gaussian mechanism with L2 sensitivity Δ = 2/n. The noise multiplier z = σ/Δ is the smallest
 that makes it (ε, δ)-DP, the analytic Gaussian mechanism (Balle & Wang 2018) as Google's ``dp-accounting``
 library computes it (``get_sigma_gaussian``), checked the other way with its ``get_epsilon_gaussian`` and rounded
-up until that check holds (:func:`privpix.gaussian_release.analytic_noise_multiplier`). No hand formula. One
+up until that check holds (:func:`privpix.privacy.gaussian_release.analytic_noise_multiplier`). No hand formula. One
 release of μ̃ is the only access to the private images.
 
 What the default (float) mode is not: the noise is floating-point Gaussian (NumPy's sampler when seeded;
@@ -48,8 +48,6 @@ from typing import ClassVar
 import numpy as np
 
 from privpix.errors import ParameterError
-from privpix.gaussian_release import ANALYTIC as ACCOUNTANT  # noqa: F401  (the float mode's accountant)
-from privpix.gaussian_release import analytic_epsilon, analytic_noise_multiplier
 from privpix.mechanisms.base import Param
 from privpix.mechanisms.registry import register
 from privpix.mechanisms.synthesis.embedding import (  # noqa: F401  (dp-merf's API before the shared base)
@@ -65,6 +63,8 @@ from privpix.mechanisms.synthesis.embedding import (  # noqa: F401  (dp-merf's A
     split_embedding,
 )
 from privpix.mechanisms.synthesis.embedding import TRAINING as SHARED_TRAINING
+from privpix.privacy.gaussian_release import ANALYTIC as ACCOUNTANT  # noqa: F401  (the float mode's accountant)
+from privpix.privacy.gaussian_release import analytic_epsilon, analytic_noise_multiplier
 
 FORMAT = "privpix-dp-merf-1"  # unchanged by the secure mode: a file without "secure" was fitted in float mode
 # DP-MERF's published kernel for MNIST (its code's rff_sigma = 105: ω ~ N(0, I/105) on 784 pixels in [0, 1]);

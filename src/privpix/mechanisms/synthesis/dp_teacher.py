@@ -15,12 +15,12 @@ The mechanism:
 1. The embedding release of :mod:`~privpix.mechanisms.synthesis.dp_merf` (one Gaussian release of the labelled
    random-feature mean embedding, sensitivity 2/n under replace-one), with noise multiplier z_g calibrated by the
    analytic Gaussian mechanism to (1 − ``teacher_share``)·ε at δ; the generator trained on it as dp-merf's.
-2. The teacher: :mod:`~privpix.mechanisms.dp_sgd`'s ScatterNet + linear, trained with DP-SGD (Opacus; Poisson
+2. The teacher: :mod:`~privpix.mechanisms.neural.dp_sgd`'s ScatterNet + linear, trained with DP-SGD (Opacus; Poisson
    sampling at q = ``teacher_batch_size`` / n, T = ``teacher_epochs`` · round(1/q) steps, per-example clipping to
    ``teacher_max_grad_norm``, Gaussian noise of multiplier z_t).
 3. z_t is the smallest (to 0.1 % in ε, by bisection) for which the composition of the two releases is (ε, δ)-DP
    under **replace-one**: dp-accounting's pessimistic privacy-loss distributions
-   (:func:`privpix.composition.compose`; the teacher's steps as REPLACE_ONE Poisson-sampled Gaussians), the same
+   (:func:`privpix.privacy.composition.compose`; the teacher's steps as REPLACE_ONE Poisson-sampled Gaussians), the same
    accountant the ledger composes with, so a fit charges exactly its claim.
 4. Post-processing only: a release draws labels k from the DP class proportions and images G(z, k) from the
    generator, then publishes the teacher's label for each image (its argmax), not k.
@@ -40,15 +40,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privpix.composition import NoiseEvent, compose
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
-from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import ConformanceCase, Param
 from privpix.mechanisms.registry import register
 from privpix.mechanisms.synthesis import embedding
 from privpix.mechanisms.synthesis.dp_merf import DPMERF
-from privpix.noise import RNG, torch_seed
+from privpix.privacy.composition import NoiseEvent, compose
+from privpix.privacy.guarantees import Guarantee
+from privpix.privacy.noise import RNG, torch_seed
 
 FORMAT = "privpix-dp-teacher-1"
 ACCOUNTANT = "dp-accounting PLD, pessimistic (the embedding's Gaussian and the teacher's Poisson-sampled steps)"
@@ -70,7 +70,7 @@ TEACHER_TRAINING = tuple(p.name for p in TEACHER)
 
 def teacher_sampling(n: int, batch_size: int, epochs: int) -> tuple[float, int]:
     """(q, T) of the teacher's DP-SGD on n images: q = batch / n, T = epochs · round(n / batch)."""
-    from privpix.mechanisms.dp_sgd import sampling
+    from privpix.mechanisms.neural.dp_sgd import sampling
 
     if batch_size > n:
         raise ParameterError(
@@ -241,7 +241,7 @@ class DPTeacher(DPMERF):
         n = len(data)
         q, steps, _, z_t = self._calibration(n)  # refused (batch > n, budget) before the private images are read
         gen, meta = super()._train(data, seed)
-        from privpix.mechanisms import dp_sgd_net
+        from privpix.mechanisms.neural import dp_sgd_net
 
         # Its own stream: the generator's draws stay those of a dp-merf fit with the same seed.
         rng = np.random.default_rng([int(seed), 29]) if seed is not None else None
@@ -267,7 +267,7 @@ class DPTeacher(DPMERF):
         from privpix.mechanisms.neural.modelfile import build_from_file
 
         def build():
-            from privpix.mechanisms import dp_sgd_net
+            from privpix.mechanisms.neural import dp_sgd_net
 
             net = dp_sgd_net.build_network(tuple(meta["shape"]), int(meta["n_classes"]), 0, "scatternet")
             net.load_state_dict({k.removeprefix("teacher."): v for k, v in state.items() if k.startswith("teacher.")})
@@ -284,7 +284,7 @@ class DPTeacher(DPMERF):
 
     def predict(self, images: ImageSet) -> np.ndarray:
         """(n,) int64 labels the released teacher gives ``images`` (of the fitted shape): post-processing."""
-        from privpix.mechanisms import dp_sgd_net
+        from privpix.mechanisms.neural import dp_sgd_net
 
         _, meta = self._load()
         if tuple(images.shape) != tuple(meta["shape"]):
@@ -295,7 +295,7 @@ class DPTeacher(DPMERF):
     def _synthesize(self, n: int, shape: tuple[int, int, int], rng: RNG) -> tuple[np.ndarray, np.ndarray | None]:
         """dp-merf's images, drawn class by class from the DP class proportions, published with the teacher's
         labels (post-processing of the two releases; the input images are not read)."""
-        from privpix.mechanisms import dp_sgd_net
+        from privpix.mechanisms.neural import dp_sgd_net
 
         images, _ = super()._synthesize(n, shape, rng)
         return images, dp_sgd_net.predict(self.teacher_, images)  # in chunks, as the teacher's own predict

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from privpix import training
-from privpix.gaussian_release import FixedPointSum
+from privpix.privacy.gaussian_release import FixedPointSum
 
 torch = training.torch
 nn = torch.nn

@@ -13,13 +13,13 @@ The pipeline (:class:`MeanEmbeddingSynthesizer`):
    pair changed) move μ by ‖u_i − u'_i‖/n ≤ 2/n.
 
    * float mode (default): μ in float64 plus N(0, σ²) per value, σ = z·2/n, z from the analytic Gaussian
-     mechanism (:func:`privpix.gaussian_release.analytic_noise_multiplier`); NumPy's sampler when seeded,
+     mechanism (:func:`privpix.privacy.gaussian_release.analytic_noise_multiplier`); NumPy's sampler when seeded,
      Box–Muller on OS CSPRNG bits when not.
    * ``secure=true``: each row [sqrt(1 − a²)·φ(x_i), a] (width D + 1, norm ≤ 1) is rounded to the lattice
      Z^(D+1)/2^20 and summed exactly as integers in the group of its label
-     (:class:`~privpix.gaussian_release.FixedPointSum`); exact discrete Gaussian noise is added to the integer sum
-     (:func:`~privpix.gaussian_release.exact_gaussian_release`: σ_int = z·2·(2^20 + sqrt(D+1)/2), the rounding
-     included in the sensitivity), z from dp-accounting's RDP accountant, which holds for the discrete Gaussian
+     (:class:`~privpix.privacy.gaussian_release.FixedPointSum`); exact discrete Gaussian noise is added to the integer
+     sum (:func:`~privpix.privacy.gaussian_release.exact_gaussian_release`: σ_int = z·2·(2^20 + sqrt(D+1)/2), the
+     rounding included in the sensitivity), z from dp-accounting's RDP accountant, which holds for the discrete Gaussian
      (Canonne, Kamath & Steinke 2020). The noisy integers are put back in the float layout and divided by n·2^20.
 4. Post-processing only (no ε): the DP label distribution p̂ (the count part divided by a, negatives set to 0,
    normalised) and a generator G(z, y) trained to minimise ‖μ̃_φ − Σ_k p̂_k·e_k ⊗ E_z φ(G(z, k))‖² (DP-MERF's
@@ -44,15 +44,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privpix import gaussian_release
-from privpix.composition import NoiseEvent
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError, PrivpixWarning
-from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Capabilities, ConformanceCase, Param
 from privpix.mechanisms.trained import CalibratedModel
-from privpix.neighbours import Neighbours, OneOfBatch
-from privpix.noise import RNG, gaussian, make_rng, torch_seed
+from privpix.privacy import gaussian_release
+from privpix.privacy.composition import NoiseEvent
+from privpix.privacy.guarantees import Guarantee
+from privpix.privacy.neighbours import Neighbours, OneOfBatch
+from privpix.privacy.noise import RNG, gaussian, make_rng, torch_seed
 
 UNIT = "one image and its label of the private set"
 ANALYTIC, RDP = gaussian_release.ANALYTIC, gaussian_release.RDP

@@ -1,5 +1,5 @@
 """Writing a mechanism's release to disk: PNGs (or records) plus ``manifest.json``, through the safe folder
-writer of :mod:`privpix.release_folder` (staged, swapped in atomically, never touching a user's files)."""
+writer of :mod:`privpix.publishing.staging` (staged, swapped in atomically, never touching a user's files)."""
 
 from __future__ import annotations
 
@@ -12,26 +12,28 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from privpix.data.imageset import ImageSet, RecordSet
-from privpix.errors import ParameterError
-from privpix.fileio import write_text_atomic
-from privpix.guarantees import Guarantee
-from privpix.mechanisms.base import Mechanism
-from privpix.noise import RNG
-from privpix.release_folder import (  # noqa: F401  (re-exported: the public names of a release folder)
-    FAULT_ENV,
+from privpix.data.formats.release_layout import (  # noqa: F401  (re-exported: the public names of a release folder)
     JOURNAL,
     LOCK,
     MANIFEST,
     RECORDS,
     STAGING_PREFIX,
+    listed_files,
+    png_bytes,
+    read_manifest,
+)
+from privpix.data.imageset import ImageSet, RecordSet
+from privpix.errors import ParameterError
+from privpix.fileio import write_text_atomic
+from privpix.mechanisms.base import Mechanism
+from privpix.privacy.guarantees import Guarantee
+from privpix.privacy.noise import RNG
+from privpix.publishing.staging import (  # noqa: F401  (re-exported)
+    FAULT_ENV,
     OpaqueNames,
     ReleaseWriter,
     check_no_overlap,
     check_output,
-    listed_files,
-    png_bytes,
-    read_manifest,
     recover,
     verify_manifest,
 )

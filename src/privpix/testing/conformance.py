@@ -5,7 +5,7 @@ release, write a release folder, build audit pairs) on each of its :meth:`Mechan
 the problems found (an empty list: it conforms). ``tests/test_conformance.py`` runs it on every registered
 mechanism, so a new mechanism is covered without writing a test; an author of a plugin can run it too::
 
-    from privpix.conformance import check_mechanism
+    from privpix.testing.conformance import check_mechanism
     assert check_mechanism("my-mechanism", tmp_path) == []
 """
 
@@ -21,7 +21,7 @@ from sklearn.base import clone
 from privpix.data import ImageSet, load_dataset
 from privpix.evaluation.audit import neighbour_pairs
 from privpix.mechanisms import MECHANISMS, ConformanceCase, Mechanism, fit_as_declared, get_mechanism
-from privpix.publish import release_to_dir
+from privpix.publishing.release import release_to_dir
 
 
 def default_images() -> ImageSet:

@@ -6,7 +6,7 @@ Two modes, chosen with :func:`make_rng`:
   runs, tests and benchmarks. Floating-point samplers are NumPy's.
 * **secure**: :class:`SecureRandom`, fed by the operating system's CSPRNG (``os.urandom``); cannot be seeded.
   The discrete samplers (discrete Laplace, generalised randomized response, exponential mechanism) are *exact*:
-  compiled kernels (:mod:`privpix.noise_kernels`) that compare CSPRNG bits with exact binary expansions of
+  compiled kernels (:mod:`privpix.privacy.noise_kernels`) that compare CSPRNG bits with exact binary expansions of
   rational numbers and of exp(-v·c) (Canonne, Kamath & Steinke 2020), so no floating-point artefact can leak the
   input. Continuous Laplace noise is produced as discrete Laplace noise on a fine grid, and :func:`add_laplace`
   snaps the data to that grid first, which keeps the guarantee exact. :func:`discrete_gaussian` is exact in both
@@ -126,7 +126,8 @@ def is_secure(rng: RNG) -> bool:
 def _check_rng(rng: object) -> None:
     if not isinstance(rng, np.random.Generator | SecureRandom):
         raise ParameterError(
-            f"rng must be a numpy.random.Generator or privpix.noise.SecureRandom (see make_rng), got {type(rng)}"
+            f"rng must be a numpy.random.Generator or privpix.privacy.noise.SecureRandom (see make_rng), "
+            f"got {type(rng)}"
         )
 
 
@@ -139,7 +140,7 @@ def _size(size: int | tuple[int, ...] | None) -> tuple[int, ...]:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Exact building blocks. The samplers themselves are compiled kernels (privpix.noise_kernels), imported on first
+# Exact building blocks. The samplers themselves are compiled kernels (privpix.privacy.noise_kernels), imported on first
 # use so that importing privpix does not load numba.
 
 # Largest discrete Laplace scale and discrete Gaussian σ of the exact samplers: every kernel quantity fits in int64.
@@ -148,7 +149,7 @@ _MAX_EXACT_SIGMA = float(1 << 40)
 
 
 def _kernels():
-    from privpix import noise_kernels
+    from privpix.privacy import noise_kernels
 
     return noise_kernels
 

@@ -8,8 +8,8 @@ in L2, whatever the data. Two modes:
   mechanism (Balle & Wang 2018) as Google's ``dp-accounting`` computes it (:func:`analytic_noise_multiplier`).
 * **exact** (``secure``): every row is rounded to the lattice Z^w / s (s = 2^bits) and the rows are summed as
   integers (:class:`FixedPointSum`: exact, so the result does not depend on the order or the batching of the
-  rows); exact discrete Gaussian noise (:func:`privpix.noise.discrete_gaussian`) is added to the integer sum. The
-  discrete Gaussian has the Rényi divergences of the continuous one for integer shifts (Canonne, Kamath & Steinke
+  rows); exact discrete Gaussian noise (:func:`privpix.privacy.noise.discrete_gaussian`) is added to the integer sum.
+  The discrete Gaussian has the Rényi divergences of the continuous one for integer shifts (Canonne, Kamath & Steinke
   2020) but not its analytic (ε, δ) curve, so z comes from ``dp-accounting``'s RDP accountant
   (:func:`rdp_noise_multiplier`): a few percent more noise, and a proof that covers the samples actually drawn.
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privpix.errors import ParameterError
-from privpix.noise import RNG, discrete_gaussian
+from privpix.privacy.noise import RNG, discrete_gaussian
 
 ANALYTIC = "dp-accounting analytic Gaussian mechanism (get_sigma_gaussian / get_epsilon_gaussian)"
 RDP = "dp-accounting RDP accountant (GaussianDpEvent), valid for the discrete Gaussian (CKS 2020)"

@@ -3,7 +3,7 @@
 What is charged (docs/accounting.md): a release that touches the private images (``privpix release``), and a fit
 that is itself a DP release (``privpix fit`` of a DP synthesizer or DP-SGD: the noisy embedding or the noisy
 training). A release from a fitted model file is post-processing of its fit and is charged nothing, once the fit
-is in the ledger. Each entry records the noise its event adds (:class:`privpix.composition.NoiseEvent`), and the
+is in the ledger. Each entry records the noise its event adds (:class:`privpix.privacy.composition.NoiseEvent`), and the
 ledger composes all of them with dp-accounting's privacy-loss distributions (pessimistic): "spent" is the smallest
 ε at which the whole composition is (ε, δ_budget)-DP, or the basic sum of the entries' (ε, δ) when that is smaller
 (both are valid upper bounds). A charge is admitted only if the composition including it stays within the budget.
@@ -24,7 +24,9 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from privpix.composition import (
+from privpix.errors import BudgetExceededError, DataError, ParameterError, check_delta, check_positive
+from privpix.fileio import write_text_atomic
+from privpix.privacy.composition import (
     BASIC,
     LEDGER_RELATION,
     NoiseEvent,
@@ -33,9 +35,7 @@ from privpix.composition import (
     events_from_dicts,
     replace_one,
 )
-from privpix.errors import BudgetExceededError, DataError, ParameterError, check_delta, check_positive
-from privpix.fileio import write_text_atomic
-from privpix.guarantees import Guarantee
+from privpix.privacy.guarantees import Guarantee
 
 # What touched the private data: a release, a fit, a model's fit charged afterwards (`privpix ledger charge`).
 ENTRY_KINDS = ("release", "fit", "model")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import io
 import json
 import os
 import secrets
@@ -34,22 +33,23 @@ from typing import Any
 
 import numpy as np
 from filelock import FileLock, Timeout
-from PIL import Image
 
 from privpix import strict_json
+from privpix.data.formats.release_layout import (
+    JOURNAL,
+    LOCK,
+    MANIFEST,
+    OWN_FILES,
+    PLAN,
+    SHARDS,
+    STAGING_PREFIX,
+    listed_files,
+    png_image,
+    read_manifest,
+    safe_name,
+)
 from privpix.errors import DataError, ParameterError
 from privpix.fileio import sha256_file, write_text_atomic
-
-MANIFEST = "manifest.json"
-RECORDS = "records.csv"
-LOCK = ".privpix-lock"
-JOURNAL = ".privpix-commit.json"
-STAGING_PREFIX = ".privpix-staging-"
-# Inside a resumable (sharded) staging folder: the run's plan, and one record per finished shard.
-PLAN = ".privpix-run.json"
-SHARDS = ".privpix-shards"
-# Files privpix keeps in a release folder that are not part of the release.
-_OWN = {LOCK, JOURNAL}
 
 # Test hook: the named point sends SIGKILL to this process, so the tests can kill a real release exactly there.
 FAULT_ENV = "PRIVPIX_FAULT_INJECT"
@@ -58,20 +58,6 @@ FAULT_ENV = "PRIVPIX_FAULT_INJECT"
 def _checkpoint(point: str) -> None:
     if os.environ.get(FAULT_ENV) == point:
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _png_image(image: np.ndarray) -> Image.Image:
-    """A Pillow image of the released pixels alone: nothing from the source (EXIF, ICC, text chunks) exists
-    to be carried."""
-    arr = image[..., 0] if image.shape[-1] == 1 else image
-    return Image.fromarray(np.ascontiguousarray(arr))
-
-
-def png_bytes(image: np.ndarray, compress_level: int = 6) -> bytes:
-    """One (h, w, c) uint8 image as PNG bytes, without metadata."""
-    buf = io.BytesIO()
-    _png_image(image).save(buf, format="PNG", compress_level=compress_level)
-    return buf.getvalue()
 
 
 class OpaqueNames:
@@ -97,55 +83,6 @@ class OpaqueNames:
 
 
 # --------------------------------------------------------------------------------------- what is in a folder
-
-
-def _safe_name(name: Any, manifest: Path) -> str:
-    """A manifest's file name, refused unless it is a plain relative path inside the folder."""
-    if not isinstance(name, str) or not name:
-        raise DataError(f"{manifest}: a file name is not a string: {name!r}")
-    p = PurePosixPath(name)
-    if p.is_absolute() or ".." in p.parts or "\\" in name or name in (MANIFEST, *_OWN):
-        raise DataError(f"{manifest}: file name {name!r} points outside the release; refusing to touch it")
-    return name
-
-
-def read_manifest(folder: str | Path) -> dict[str, Any] | None:
-    """The privpix manifest in ``folder``, or ``None`` when there is none.
-
-    Raises :class:`DataError` when ``manifest.json`` exists but is not a privpix manifest (another program's
-    file of the same name), so such a folder is never taken for a release."""
-    path = Path(folder) / MANIFEST
-    if not path.is_file():
-        return None
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise DataError(
-            f"{path}: not a privpix manifest ({type(exc).__name__}); refusing to touch the folder"
-        ) from None
-    if not isinstance(manifest, dict) or "privpix_version" not in manifest:
-        raise DataError(f"{path}: not a privpix manifest (written by another program); refusing to touch the folder")
-    return manifest
-
-
-def listed_files(manifest: dict[str, Any], where: Path) -> list[tuple[str, str]]:
-    """(name, sha256) of every file a privpix manifest lists, names checked to stay inside the folder."""
-    mpath = where / MANIFEST
-    if "files" in manifest:
-        entries = manifest["files"]
-        if not isinstance(entries, list):
-            raise DataError(f"{mpath}: 'files' is not a list")
-        pairs = [(e.get("name"), e.get("sha256")) if isinstance(e, dict) else (None, None) for e in entries]
-    elif "file" in manifest:  # an LDP report folder: one file
-        pairs = [(manifest.get("file"), manifest.get("sha256"))]
-    else:
-        raise DataError(f"{mpath}: lists no files")
-    out = []
-    for name, sha in pairs:
-        if not isinstance(sha, str):
-            raise DataError(f"{mpath}: file {name!r} has no sha256")
-        out.append((_safe_name(name, mpath), sha))
-    return out
 
 
 def verify_manifest(
@@ -191,7 +128,7 @@ def verify_manifest(
             problems.append(f"{p}: missing")
         elif sha256_file(p) != sha:
             problems.append(f"{p}: sha256 mismatch")
-    known = {n for n, _ in listed} | {MANIFEST, *_OWN}
+    known = {n for n, _ in listed} | {MANIFEST, *OWN_FILES}
     for p in sorted(out.rglob("*")):
         rel = p.relative_to(out).as_posix()
         if p.is_file() and rel not in known:
@@ -218,7 +155,7 @@ def check_no_overlap(output: Path, inputs: Sequence[str | Path], option: str = "
 
 
 def _own_entry(p: Path) -> bool:
-    return p.name in _OWN or p.name.startswith(STAGING_PREFIX)
+    return p.name in OWN_FILES or p.name.startswith(STAGING_PREFIX)
 
 
 def check_output(output: Path, force: bool, inputs: Sequence[str | Path] = ()) -> dict[str, Any] | None:
@@ -360,7 +297,7 @@ class ReleaseWriter:
     def adopt(self, name: str, sha256: str) -> None:
         """Register a file that a worker wrote into the staging folder (its sha256 as the worker read it back)."""
         assert self.stage is not None, "use ReleaseWriter as a context manager"
-        _safe_name(name, self.out / MANIFEST)
+        safe_name(name, self.out / MANIFEST)
         self._files.append({"name": name, "sha256": sha256})
 
     def add(self, name: str, data: bytes) -> str:
@@ -371,13 +308,13 @@ class ReleaseWriter:
         """Stage one (h, w, c) uint8 image as a PNG, encoded straight into its file (a big photo is not held a
         second time as bytes); returns its sha256."""
         return self._stage_file(
-            name, lambda path: _png_image(image).save(path, format="PNG", compress_level=compress_level)
+            name, lambda path: png_image(image).save(path, format="PNG", compress_level=compress_level)
         )
 
     def _stage_file(self, name: str, write: Callable[[Path], object]) -> str:
         """Write one staged file with ``write(path)``, record its sha256 (read back from the file) and return it."""
         assert self.stage is not None, "use ReleaseWriter as a context manager"
-        _safe_name(name, self.out / MANIFEST)
+        safe_name(name, self.out / MANIFEST)
         path = self.stage / name
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -507,7 +444,7 @@ def _no_links(out: Path, name: str, where: Path) -> Path:
     """``out / name``, refused when any part of it below ``out`` is a symbolic link: a planted link would make
     a removal or a move land outside the release folder."""
     p = out
-    for part in PurePosixPath(_safe_name(name, where)).parts:
+    for part in PurePosixPath(safe_name(name, where)).parts:
         p = p / part
         if p.is_symlink():
             raise DataError(f"{where}: {name!r} passes through a symbolic link ({p}); refusing to touch it")

@@ -15,7 +15,7 @@ Each worker reads its shard's images from the source (paths and indexes travel, 
 block by block, writes the shard's files into the release's staging folder in the chosen format, and last writes
 a shard record (files, sha256, metadata rows) atomically. A shard is finished exactly when its record exists, so
 ``--resume`` redoes only the shards without one. The final ``manifest.json`` is written last and swapped in
-through the commit journal of :mod:`privpix.release_folder`, as for every release.
+through the commit journal of :mod:`privpix.publishing.staging`, as for every release.
 
 Duplicates: an image whose decoded pixels equal an earlier one's is released once (the first in the input order),
 within a shard and across shards; a shard that held a later copy is redone without it.
@@ -40,12 +40,13 @@ import numpy as np
 
 from privpix import strict_json
 from privpix.data.formats import FORMATS, Item, check_class_names, finish, write_shard
+from privpix.data.formats.release_layout import PLAN, SHARDS, read_manifest
 from privpix.errors import DataError, ParameterError
 from privpix.executor import Executor
-from privpix.guarantees import Guarantee
 from privpix.mechanisms.base import Mechanism
-from privpix.noise import RNG, SecureRandom
-from privpix.release_folder import PLAN, SHARDS, OpaqueNames, ReleaseWriter, read_manifest
+from privpix.privacy.guarantees import Guarantee
+from privpix.privacy.noise import RNG, SecureRandom
+from privpix.publishing.staging import OpaqueNames, ReleaseWriter
 from privpix.threads import one_thread
 from privpix.version import __version__
 
@@ -429,7 +430,7 @@ class ShardedRelease:
         """Release into ``output``; returns the manifest. ``expect`` is the guarantee planned (and charged to a
         ledger): a block whose guarantee differs stops the release before anything is published. ``on_discard``
         gets the plan of an interrupted run whose unpublished work this run (without ``resume``) removes."""
-        from privpix.publish import _manifest, _stage_source_map, check_source_map
+        from privpix.publishing.release import _manifest, _stage_source_map, check_source_map
 
         out = Path(output)
         plan = plan or self.plan(executor.workers)

@@ -1,4 +1,4 @@
-"""Compiled kernels of the exact samplers of :mod:`privpix.noise`, and the driver that feeds them random bits.
+"""Compiled kernels of the exact samplers of :mod:`privpix.privacy.noise`, and the driver that feeds them random bits.
 
 **Bit stream.** Every kernel is a deterministic function of one stream of uniform random bits: 64-bit words (from
 ``SecureRandom.bits64`` or a seeded Generator) read most significant bit first. Each decision reads only the bits it
