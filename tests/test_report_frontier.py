@@ -205,3 +205,29 @@ def test_bench_marks_a_refit_only_mechanism_not_audited_without_refitting():
     assert RefitOnly.fits == []  # no refit at all, let alone 4 × 1000 of them
     assert res.verdict == "not-audited" and res.statistic == NOT_AUDITED_REFIT
     assert res.claimed_epsilon == 1.0 and res.sound and math.isnan(res.audited_epsilon_lower)
+
+
+def test_every_value_from_a_run_reaches_the_page_escaped():
+    """The page is a template with autoescaping (issue 30, item 5): a method name, a caveat, a dataset name, a
+    note, an environment string and a sample caption holding markup all appear as text, in every table."""
+    evil = "<script>alert(1)</script>"
+    g = Guarantee(model="central-dp", epsilon=1.0, delta=0.0, unit=evil, per_image_epsilon=1.0, sound=True,
+                  caveats=(f"first {evil}", "second & <b>bold</b>"))  # fmt: skip
+    cells = [_cell(f"m{evil}", 1.0, 0.8, g)]
+    res = _results(cells)
+    res["config"]["dataset"] = f"d{evil}"
+    res["notes"] = [f"note {evil}"]
+    res["environment"] = {f"k{evil}": f"v{evil}"}
+    res["audits"] = [{"method": f"m{evil}", "claimed_epsilon_requested": 1.0, "sound": True, "unit": evil,
+                      "claimed_epsilon": 1.0, "audited_epsilon_lower": 0.5, "raw_epsilon_lower": 0.5,
+                      "curve": "", "max_auditable_epsilon": 3.0, "verdict": "consistent", "refutable": True,
+                      "pair": evil, "statistic": evil, "seconds": 1.0}]  # fmt: skip
+    page = render_report(res, [(f"caption {evil}", "AAAA")])
+    assert "<script" not in page and "<b>bold</b>" not in page
+    escaped = "&lt;script&gt;alert(1)&lt;/script&gt;"
+    # dataset, title twice, note, guarantee row (method, unit, caveat), frontier, audit row (method, unit, pair),
+    # utility row, environment (key and value), timings, caption
+    assert page.count(escaped) >= 15
+    assert "second &amp; &lt;b&gt;bold&lt;/b&gt;" in page
+    # The report's own markup is untouched: the caveats on their own lines, the verdict styled.
+    assert f"first {escaped}<br>second" in page and "<span class='good'>consistent" in page

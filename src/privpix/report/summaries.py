@@ -4,7 +4,6 @@ evaluate`, `bench`, `demo`) and the HTML report print the same text from here.""
 
 from __future__ import annotations
 
-import html
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -16,12 +15,14 @@ import numpy as np
 from privpix.privacy.guarantees import Guarantee
 
 
-def _fmt(x: Any) -> str:
+def fmt(x: Any) -> str:
+    """A value as the report and the console print it: "—" for none, floats with four significant digits. Plain
+    text (the report's template escapes it)."""
     if x is None:
         return "—"
     if isinstance(x, float):
         return "∞" if math.isinf(x) else f"{x:.4g}"
-    return html.escape(str(x))
+    return str(x)
 
 
 def eps_text(x: float | None) -> str:
@@ -85,18 +86,22 @@ def verdict_text(a: dict[str, Any]) -> str:
     return text
 
 
-def bound_text(a: dict[str, Any], html_: bool = False) -> str:
-    """An audit record's lower bound, with the raw and curve bounds it is the larger of ("—" when not audited)."""
+def bound_parts(a: dict[str, Any]) -> tuple[str, str | None]:
+    """An audit record's lower bound ("—" when not audited), and the raw and curve bounds it is the larger of
+    (``None`` without a curve bound)."""
     bound = a["audited_epsilon_lower"]
     if bound is None or math.isnan(bound):
-        return "—"
-    head = f"<b>{eps_text(bound)}</b>" if html_ else eps_text(bound)
+        return "—", None
     curve = a.get("curve_epsilon_lower")
     if not a.get("curve") or curve is None or math.isnan(curve):
-        return head
-    sep = "<br>" if html_ else " "
-    detail = f"raw {eps_text(a['raw_epsilon_lower'])}, {a['curve']} curve {eps_text(curve)}"
-    return f"{head}{sep}({html.escape(detail) if html_ else detail})"
+        return eps_text(bound), None
+    return eps_text(bound), f"raw {eps_text(a['raw_epsilon_lower'])}, {a['curve']} curve {eps_text(curve)}"
+
+
+def bound_text(a: dict[str, Any]) -> str:
+    """:func:`bound_parts` on one line, for the console."""
+    head, detail = bound_parts(a)
+    return f"{head} ({detail})" if detail else head
 
 
 MODEL_ONLY = "model only: no images released"
