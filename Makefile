@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.privpix-installed
 
-.PHONY: setup demo test test-fast lint clean browser
+.PHONY: setup demo test test-fast lint docs clean browser
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,7 @@ browser:
 # The full suite, one xdist worker per core (each with one BLAS/OpenMP thread: tests/conftest.py), with the 25
 # slowest tests listed at the end.
 test: $(STAMP) browser
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks docs
 	$(BIN)/python -m pytest -q -n auto --durations=25
 
 # The inner loop: everything but the tests marked slow or integration (pyproject.toml lists the markers).
@@ -38,8 +38,12 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -n auto --dist loadscope -m "not slow and not integration"
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks docs
 	$(BIN)/ruff format --check .
 
+# The documentation site (docs/ and the API reference from the docstrings) into site/; any warning fails it.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) demo-output .pytest_cache
+	rm -rf $(VENV) demo-output .pytest_cache site
