@@ -79,6 +79,7 @@ class Curve:
 PLD_INTERVAL = 1e-3
 OPTIMISTIC_SLACK = 0.02
 PART_KINDS = ("laplace", "gaussian", "sampled-gaussian")
+SAMPLED_RELATIONS = ("add-remove", "replace-one")
 # Composed curves are followed up to this ε: beyond it a PLD's support (and memory) grows without bound (losses
 # of order 1/σ² per step), and no claim audited needs more; a bound that reaches it is reported as EPSILON_CAP.
 EPSILON_CAP = 40.0
@@ -90,8 +91,9 @@ class ComposedCurve:
 
     ``parts``: tuples ``("laplace", ε)`` (the 1-D pair Laplace(0, 1/ε) against Laplace(1, 1/ε)), ``("gaussian",
     μ)`` (N(0, 1) against N(μ, 1)) and ``("sampled-gaussian", z, q, T)`` (T steps of the Gaussian mechanism with
-    noise multiplier z on a Poisson sample of rate q, add/remove neighbours: DP-SGD's steps), each at the
-    mechanism's real noise (scale s = 1)."""
+    noise multiplier z on a Poisson sample of rate q, add/remove neighbours: DP-SGD's steps; with a fifth element
+    ``"replace-one"``, the record replaced by one whose clipped contribution points the other way, dp-accounting's
+    REPLACE_ONE), each at the mechanism's real noise (scale s = 1)."""
 
     parts: tuple[tuple[Any, ...], ...]
     delta: float
@@ -103,6 +105,8 @@ class ComposedCurve:
         for part in self.parts:
             if part[0] not in PART_KINDS:
                 raise ValueError(f"unknown part {part!r}; kinds are {PART_KINDS}")
+            if part[0] == "sampled-gaussian" and len(part) == 5 and part[4] not in SAMPLED_RELATIONS:
+                raise ValueError(f"unknown relation in {part!r}; relations are {SAMPLED_RELATIONS}")
         if not 0 < self.delta < 1:
             raise ValueError(f"a composed curve is read at a δ in (0, 1), got {self.delta}")
 
@@ -114,7 +118,9 @@ class ComposedCurve:
             "sampled-gaussian": "{2}× sampled Gaussian z={0}, q={1}",
         }
         described = [
-            words[p[0]].format(*(f"{v:.4g}" if isinstance(v, float) else v for v in p[1:])) for p in self.parts
+            words[p[0]].format(*(f"{v:.4g}" if isinstance(v, float) else v for v in p[1:4]))
+            + (f" ({p[4]})" if len(p) == 5 else "")
+            for p in self.parts
         ]
         return "composition (PLD): " + " ⊗ ".join(described)
 
@@ -207,8 +213,13 @@ def _pld(parts: tuple[tuple[Any, ...], ...], scale: float, pessimistic: bool, fi
         elif part[0] == "gaussian":
             one = pld.from_gaussian_mechanism(1.0 / (part[1] * scale), **opts)
         else:
-            _, z, q, steps = part
-            one = pld.from_gaussian_mechanism(z / scale, sampling_prob=q, **opts).self_compose(int(steps))
+            z, q, steps = part[1:4]
+            relation = {}
+            if len(part) == 5 and part[4] == "replace-one":
+                from dp_accounting import NeighboringRelation
+
+                relation = {"neighboring_relation": NeighboringRelation.REPLACE_ONE}
+            one = pld.from_gaussian_mechanism(z / scale, sampling_prob=q, **opts, **relation).self_compose(int(steps))
         out = one if out is None else out.compose(one)
     return out
 
@@ -236,7 +247,8 @@ def composed_curve(parts, delta: float) -> ComposedCurve | None:
     why = {
         "laplace": "a Laplace release of L1 sensitivity is dominated by the one-dimensional Laplace pair",
         "gaussian": "a Gaussian release is exactly Δ/σ-GDP",
-        "sampled-gaussian": "each step is the Gaussian mechanism on a Poisson sample (add/remove), every step seen",
+        "sampled-gaussian": "each step is the Gaussian mechanism on a Poisson sample (add/remove, or replace-one where "
+        "stated), every step seen",
     }
     kinds = [k for k in PART_KINDS if any(p[0] == k for p in parts)]  # unknown kinds: refused by ComposedCurve
     return ComposedCurve(

@@ -176,6 +176,9 @@ class Mechanism:
     uses_epsilon: ClassVar[bool] = True
     uses_delta: ClassVar[bool] = False
     params: ClassVar[tuple[Param, ...]] = ()
+    # Whether the audit runs :meth:`white_box_trials` instead of refitting or releasing thousands of times: a
+    # mechanism that trains a network on the private set (DP-SGD's model, a synthesizer with a DP-SGD part).
+    white_box: ClassVar[bool] = False
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, **params: Any) -> None:
         known = {p.name for p in self.params}
@@ -369,9 +372,10 @@ class Mechanism:
         return None
 
     def white_box_trials(self, images: ImageSet, trials: int, seed: int) -> WhiteBoxTrials | None:
-        """For a mechanism whose release cannot be rerun thousands of times (a trained model): ``trials``
-        independent runs per side of its own white-box experiment, under the threat model its guarantee covers,
-        calibrated as for the private set ``images``; the audit bounds ε from them. ``None`` (the default): none."""
+        """For a mechanism whose release or fit cannot be rerun thousands of times (a trained model, a fit that
+        trains a network with DP-SGD; it sets :attr:`white_box`): ``trials`` independent runs per side of its own
+        white-box experiment, under the threat model its guarantee covers, calibrated as for the private set
+        ``images``; the audit bounds ε from them. ``None`` (the default): none."""
         return None
 
     def membership_score(self, images: ImageSet) -> np.ndarray | None:

@@ -86,7 +86,9 @@ def audit(
 def _audit_once(mech: Mechanism, images: ImageSet, trials: int, seed: int, pairs: list[NeighbourPair] | None,
                 progress: Callable[[str], None] | None, target: str, confidence: float) -> AuditResult:  # fmt: skip
     t_start = time.perf_counter()
-    if mech.capabilities().output == "model":
+    # A released model is only ever audited white-box (none declared: not audited); a mechanism that declares a
+    # white-box experiment runs it, unless the output itself was asked for.
+    if mech.capabilities().output == "model" or (mech.white_box and target != "output"):
         return _audit_white_box(mech, images, trials, seed, progress, confidence)
     if isinstance(images, RecordSet):
         return _audit_records(mech, images, trials, seed, progress, confidence)

@@ -298,6 +298,8 @@ class DPSGD(CalibratedModel):
         q, steps, z = self._audited_run(images)
         return (("sampled-gaussian", z, q, steps),)
 
+    white_box: ClassVar[bool] = True
+
     def white_box_trials(self, images: ImageSet, trials: int, seed: int) -> WhiteBoxTrials:
         """Dirac gradient canaries through the real training loop (:func:`dp_sgd_net.dirac_canary_scores`): the
         adversary sees every noisy gradient (the guarantee covers every iterate) and crafts the rest of the

@@ -288,9 +288,10 @@ class DiracScores(NamedTuple):
 
 class DiracCanaries(nn.Module):
     """The white-box audit's crafted model: logits (w · x, 0) with w ∈ R^p starting at 0. Trained with learning
-    rate 0, a row A·e_k labelled 1 has the per-example gradient (A/2)·e_k at every step, which clipping to C turns
-    into exactly C·e_k when A/2 ≥ C: a Dirac gradient canary on coordinate k (Nasr et al. 2023, "Tight auditing of
-    differentially private machine learning"), and no other example touches that coordinate."""
+    rate 0, a row A·e_k labelled 1 has the per-example gradient (A/2)·e_k at every step (labelled 0: −(A/2)·e_k),
+    which clipping to C turns into exactly ±C·e_k when A/2 ≥ C: a Dirac gradient canary on coordinate k (Nasr et al.
+    2023, "Tight auditing of differentially private machine learning"), and no other example touches that
+    coordinate."""
 
     def __init__(self, p: int) -> None:
         super().__init__()
@@ -312,31 +313,42 @@ def dirac_canary_scores(
     epochs: int,
     sample_seed: int,
     noise_seed: int,
+    relation: str = "add-remove",
 ) -> DiracScores:
     """``trials`` scores per side (:class:`DiracScores`) of one run of :func:`train_dp_sgd` (the Poisson sampler,
     clipping, noise and step count of a fit) on :class:`DiracCanaries` with 2·``trials`` coordinates and a training
-    set of ``trials`` canary examples, the k-th a Dirac canary on coordinate k.
+    set of Dirac canaries, one per coordinate it touches.
 
-    A coordinate's noisy gradients g_t, in units of C / expected batch, are 1 in the steps that sampled its canary
-    plus N(0, z²) each. Its score is their log-likelihood ratio, canary in against out,
-    Σ_t log(1 − q + q·exp((g_t − 1/2) / z²)): the most powerful test of the pair (Neyman–Pearson). ``sum0`` and
-    ``sum1`` are the plain sums Σ_t g_t (the count of sampled steps plus N(0, T·z²)), for checks.
+    ``relation="add-remove"`` (DP-SGD's own): coordinates 0..trials−1 hold a canary (s1, the training set with
+    it); trials..2·trials−1 hold none (s0, the training set without it). A coordinate's noisy gradients g_t, in
+    units of C / expected batch, are 1 in the steps that sampled its canary plus N(0, z²) each. Its score is their
+    log-likelihood ratio, canary in against out, Σ_t log(1 − q + q·exp((g_t − 1/2) / z²)).
 
-    Coordinates 0..trials−1 hold a canary (s1, the training set with it); trials..2·trials−1 hold none (s0, the
-    training set without it: add/remove). Each coordinate's noise and each canary's sampling are independent of the
-    others', so the 2·``trials`` scores are independent trials of the pair."""
+    ``relation="replace-one"``: every coordinate holds a canary, of label 1 on coordinates 0..trials−1 (s1: its
+    clipped gradient is +C) and of label 0 on the others (s0: −C), the record replaced by another whose gradient
+    points the other way, the pair dp-accounting's REPLACE_ONE sampled Gaussian describes. The score is
+    Σ_t [log(1 − q + q·exp((g_t − 1/2) / z²)) − log(1 − q + q·exp((−g_t − 1/2) / z²))].
+
+    Either score is the log-likelihood ratio of the pair, the most powerful test of it (Neyman–Pearson). ``sum0``
+    and ``sum1`` are the plain sums Σ_t g_t, for checks. Each coordinate's noise and each canary's sampling are
+    independent of the others', so the 2·``trials`` scores are independent trials of the pair."""
     if trials < 1:
         raise ParameterError(f"trials must be >= 1, got {trials}")
-    if trials > CANARY_CHUNK:
+    if relation not in ("add-remove", "replace-one"):
+        raise ParameterError(f"relation must be 'add-remove' or 'replace-one', got {relation!r}")
+    replace = relation == "replace-one"
+    # Replace-one trains on 2·trials canaries (trials × 2·trials inputs for add/remove): half the chunk, same memory.
+    chunk = CANARY_CHUNK // 2 if replace else CANARY_CHUNK
+    if trials > chunk:
         # Runs of at most CANARY_CHUNK canaries (the inputs are trials × 2·trials), each with its own seeds: the
         # runs are independent, and only (q, z, T) make a trial, so the scores are as from one run.
         runs = []
-        for i, start in enumerate(range(0, trials, CANARY_CHUNK)):
+        for i, start in enumerate(range(0, trials, chunk)):
             seeds = np.random.SeedSequence([sample_seed, noise_seed, i]).generate_state(2)
             runs.append(dirac_canary_scores(
-                min(CANARY_CHUNK, trials - start), noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm,
+                min(chunk, trials - start), noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm,
                 sample_rate=sample_rate, steps_per_epoch=steps_per_epoch, epochs=epochs,
-                sample_seed=int(seeds[0]), noise_seed=int(seeds[1]),
+                sample_seed=int(seeds[0]), noise_seed=int(seeds[1]), relation=relation,
             ))  # fmt: skip
         return DiracScores(*(np.concatenate(parts) for parts in zip(*runs, strict=True)))
     from opacus.accountants import RDPAccountant
@@ -344,11 +356,14 @@ def dirac_canary_scores(
     p = 2 * trials
     # Gradient norm A/2 ≥ 2C and ≥ 1, so Opacus's clip factor C / (‖g‖ + 1e-6) leaves the canary C to 1e-6.
     amplitude = 2.0 * max(2.0 * max_grad_norm, 1.0)
-    x = torch.zeros(trials, p)
-    x[torch.arange(trials), torch.arange(trials)] = amplitude
-    y = torch.ones(trials, dtype=torch.long)
+    rows = p if replace else trials
+    x = torch.zeros(rows, p)
+    x[torch.arange(rows), torch.arange(rows)] = amplitude
+    y = torch.ones(rows, dtype=torch.long)
+    if replace:
+        y[trials:] = 0  # label 0: the gradient of the logit w·x changes sign, so it clips to −C·e_k
     net = DiracCanaries(p)
-    expected = sample_rate * trials
+    expected = sample_rate * rows
     # Each step's noisy gradient in units of C / expected batch: 1 where the canary was sampled, plus N(0, z²).
     unit = expected / max_grad_norm
     log_keep, log_q, z2 = (
@@ -361,8 +376,11 @@ def dirac_canary_scores(
     def observe() -> None:
         g = net.w.weight.grad[0].to(torch.float64).numpy() * unit
         sums[:] += g
-        # The step's log-likelihood ratio, canary in against out: log(1 − q + q·exp((g − 1/2) / z²)).
+        # The step's log-likelihood ratio, canary in against out: log(1 − q + q·exp((g − 1/2) / z²)); for
+        # replace-one, less that of the canary pointing the other way.
         llr[:] += np.logaddexp(log_keep, log_q + (g - 0.5) / z2)
+        if replace:
+            llr[:] -= np.logaddexp(log_keep, log_q + (-g - 0.5) / z2)
 
     accountant = RDPAccountant()
     train_dp_sgd(

@@ -42,13 +42,13 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import ConformanceCase, Param
+from privpix.mechanisms.base import ConformanceCase, Param, WhiteBoxTrials
 from privpix.mechanisms.registry import register
 from privpix.mechanisms.synthesis import embedding
 from privpix.mechanisms.synthesis.dp_merf import DPMERF
 from privpix.privacy.composition import NoiseEvent, compose
 from privpix.privacy.guarantees import Guarantee
-from privpix.privacy.noise import RNG, torch_seed
+from privpix.privacy.noise import RNG, make_rng, torch_seed
 
 FORMAT = "privpix-dp-teacher-1"
 ACCOUNTANT = "dp-accounting PLD, pessimistic (the embedding's Gaussian and the teacher's Poisson-sampled steps)"
@@ -221,8 +221,79 @@ class DPTeacher(DPMERF):
 
     def released_statistic(self, data: ImageSet, rng: RNG | None, *, seed: int) -> None:
         """None: the fit makes two DP releases (the embedding and the teacher's DP-SGD), and testing the embedding
-        alone against the composed claim would call a test that cannot see the teacher's noise an audit."""
+        alone against the composed claim would call a test that cannot see the teacher's noise an audit. The
+        audit runs :meth:`white_box_trials`, which sees both."""
         return None
+
+    # ------------------------------------------------------------------------------------------- audit
+
+    white_box: ClassVar[bool] = True
+
+    def _audited_run(self, images: ImageSet) -> tuple[float, int, float, float]:
+        """(q, T, z_embedding, z_teacher) the audit tests: the fitted model's (a named model file is read first),
+        else those of a fit on ``images``."""
+        if self.model and not self.is_fitted:
+            self.fit(None)
+        meta = self._fitted_meta()
+        if meta is not None:
+            return (float(meta["teacher_sample_rate"]), int(meta["teacher_steps"]),
+                    self._embedding_noise_multiplier(), float(meta["teacher_noise_multiplier"]))  # fmt: skip
+        return self._calibration(len(images))
+
+    def noise_composition(self, images: ImageSet) -> tuple[tuple[Any, ...], ...]:
+        """The embedding's Gaussian release (replace-one: sensitivity 2/n against σ = z_g·2/n, so μ = 1/z_g) and
+        the teacher's T steps on a Poisson sample of rate q, replace-one, as the ledger composes them."""
+        q, steps, z_g, z_t = self._audited_run(images)
+        return (("gaussian", 1.0 / z_g), ("sampled-gaussian", z_t, q, steps, "replace-one"))
+
+    def white_box_trials(self, images: ImageSet, trials: int, seed: int) -> WhiteBoxTrials:
+        """Both releases of a fit, each through its real code, under one replaced record; the score of a trial is
+        the sum of the two log-likelihood ratios, the most powerful test of the composed pair.
+
+        - The embedding: dp-merf's release (:meth:`released_statistic` of the embedding base, the real noise at
+          this mechanism's z_g) of the two private sets of the :meth:`neighbours` pair built from ``images`` whose
+          noise-free embeddings lie furthest apart; its statistic is the noisy embedding's projection on that
+          difference, N(0, 1) against N(μ, 1) in units of σ, μ = ‖difference‖ / σ ≤ 1/z_g.
+        - The teacher: a Dirac gradient canary replaced by its opposite, through the real DP-SGD loop at the
+          teacher's (q, T, z_t, C) (:func:`dp_sgd_net.dirac_canary_scores`, ``relation="replace-one"``): the
+          adversary crafts the gradients and sees every step, the strongest threat model the accounting covers.
+
+        The record is one whose embedding features are those of the pair's replaced image and whose clipped
+        gradient is the canary's: a record the guarantee covers, since it holds for any images and any loss."""
+        from privpix.mechanisms.neural import dp_sgd_net
+
+        q, steps, z_g, z_t = self._audited_run(images)
+        rng = make_rng(seed)
+        fixed = int(rng.integers(0, 2**31))
+        release = super().released_statistic  # the embedding's real release (this class's override says None)
+        sides = []
+        for pair in self.neighbours().pairs(images):
+            c0 = np.asarray(release(pair.a, None, seed=fixed), dtype=np.float64)
+            c1 = np.asarray(release(pair.b, None, seed=fixed), dtype=np.float64)
+            sides.append((float(np.linalg.norm(c1 - c0)), pair, c0, c1))
+        gap, pair, c0, c1 = max(sides, key=lambda s: s[0])
+        sigma = z_g * embedding.sensitivity(len(pair.a))
+        mu = gap / sigma
+        u = (c1 - c0) / gap if gap > 0 else np.zeros_like(c0)
+
+        def projections(side: ImageSet) -> np.ndarray:
+            return np.array([float((release(side, rng, seed=fixed) - c0) @ u) / sigma for _ in range(trials)])
+
+        e0, e1 = projections(pair.a), projections(pair.b)
+        canary = dp_sgd_net.dirac_canary_scores(
+            trials, noise_multiplier=z_t, max_grad_norm=self.teacher_max_grad_norm, sample_rate=q,
+            steps_per_epoch=steps, epochs=1, sample_seed=torch_seed(rng), noise_seed=torch_seed(rng),
+            relation="replace-one",
+        )  # fmt: skip
+        return WhiteBoxTrials(
+            mu * e0 - mu**2 / 2 + canary.s0,
+            mu * e1 - mu**2 / 2 + canary.s1,
+            f"white-box, one record replaced: the embedding on '{pair.name}' (μ = {mu:.4g} of at most "
+            f"{1 / z_g:.4g}) and a Dirac gradient canary replaced by its opposite in the teacher's DP-SGD (q = "
+            f"{q:.4g}, {steps} steps, z = {z_t:.4g})",
+            "sum of the two log-likelihood ratios: the noisy embedding projected on its noise-free difference, and "
+            "the canary coordinate's noisy gradients over all steps",
+        )
 
     @classmethod
     def conformance_cases(cls, workdir: Path) -> list[ConformanceCase]:
