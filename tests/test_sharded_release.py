@@ -86,6 +86,48 @@ def test_same_seed_same_pixels_whatever_the_workers_backend_or_shards(tmp_path):
     assert _pixels(tmp_path / "other") != results[0]
 
 
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_release_runs_on_a_tls_secured_cluster_and_a_client_without_certificates_is_told(tmp_path):
+    """issue 31, item 5: a LocalCluster whose scheduler and workers speak only TLS (distributed.security.Security,
+    self-signed certificates), reached by `privpix release --engine dask --scheduler tls://...` with the
+    certificates given through Dask's own configuration variables, as docs/scale.md shows. The pixels are those of
+    a local run with the same seed; a client without the certificates gets one line naming what to set."""
+    pytest.importorskip("distributed")
+    pytest.importorskip("cryptography")  # Security.temporary() makes the certificates
+    from distributed import LocalCluster
+    from distributed.security import Security
+
+    images = np.random.default_rng(3).integers(0, 256, size=(40, 12, 10, 3), dtype=np.uint8)
+    _write_pngs(tmp_path / "in", images)
+    sec = Security.temporary()
+    certs = {"CA_FILE": sec.tls_ca_file, "CLIENT__CERT": sec.tls_client_cert, "CLIENT__KEY": sec.tls_client_key}
+    env = dict(os.environ)
+    for key, pem in certs.items():
+        path = tmp_path / f"{key.lower()}.pem"
+        path.write_text(pem)
+        env[f"DASK_DISTRIBUTED__COMM__TLS__{key}"] = str(path)
+    env["DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION"] = "True"
+    release = [sys.executable, "-m", "privpix", "release", "--input", str(tmp_path / "in"), *PIXEL, "--seed", "5"]
+    local = subprocess.run([*release, "--output", str(tmp_path / "local"), "--workers", "1", "-q"],
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert local.returncode == 0, local.stderr[-2000:]
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tls://", security=sec,
+                      dashboard_address=None, silence_logs=40) as cluster:  # fmt: skip
+        address = cluster.scheduler_address
+        assert address.startswith("tls://")
+        cmd = [*release, "--engine", "dask", "--scheduler", address]
+        r = subprocess.run([*cmd, "--output", str(tmp_path / "tls"), "-q"], env=env, capture_output=True, text=True,
+                           timeout=300)  # fmt: skip
+        assert r.returncode == 0, r.stderr[-2000:]
+        bare = subprocess.run([*cmd, "--output", str(tmp_path / "bare"), "-q"], capture_output=True, text=True,
+                              timeout=300)  # fmt: skip
+    assert _pixels(tmp_path / "tls") == _pixels(tmp_path / "local") and not verify_manifest(tmp_path / "tls")
+    assert bare.returncode != 0 and not (tmp_path / "bare").exists()
+    assert "TLS-secured cluster" in bare.stderr and "DASK_DISTRIBUTED__COMM__TLS__CA_FILE" in bare.stderr
+    assert "internal error" not in bare.stderr and len(bare.stderr.strip().splitlines()) <= 2, bare.stderr
+
+
 def test_cli_imagefolder_release_loads_with_hugging_face(tmp_path, run):
     datasets = pytest.importorskip("datasets")
     images = np.random.default_rng(0).integers(0, 256, size=(30, 12, 10, 3), dtype=np.uint8)

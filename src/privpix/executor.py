@@ -161,10 +161,21 @@ class DaskExecutor(Executor):
             ) from None
         self._cluster = None
         if scheduler is not None:
+            # TLS settings come from Dask's own configuration (distributed.comm.tls.*: a YAML file or
+            # DASK_DISTRIBUTED__COMM__TLS__* variables, docs/scale.md), as for any Dask client.
             try:
                 self._client = Client(scheduler, timeout=CONNECT_TIMEOUT)
             except (OSError, TimeoutError) as exc:
                 raise ParameterError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
+            except (TypeError, ValueError) as exc:
+                if not scheduler.startswith("tls://"):
+                    raise
+                raise ParameterError(
+                    f"--scheduler {scheduler}: a TLS-secured cluster, and this client has no TLS certificates; give "
+                    "Dask the CA file, client certificate and key (DASK_DISTRIBUTED__COMM__TLS__CA_FILE, "
+                    "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT, DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY; "
+                    f"docs/scale.md) ({type(exc).__name__}: {exc})"
+                ) from None
             n = len(self._client.scheduler_info().get("workers", {}))
             if n == 0:
                 self._client.close()
