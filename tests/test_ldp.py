@@ -453,3 +453,43 @@ def test_grr_with_a_huge_epsilon_keeps_every_value():
 
     v = np.arange(16) % 4
     np.testing.assert_array_equal(grr_perturb(v, 4, 40.0, np.random.default_rng(0)), v)
+
+
+def test_privpix_release_publishes_ldp_reports_as_ldp_perturb_does(run, data_dir, tmp_path):
+    """issue 30, item 2: `privpix release` with a feature mechanism writes the report folder `ldp perturb`
+    writes (same seed, same values and labels), charges a ledger the per-image ε, and `ldp train` reads it. The
+    encoder is fitted on 300 MNIST training digits, disjoint from the built-in test digits reported."""
+    import json
+
+    enc, quiet = tmp_path / "enc.npz", "-q"
+    r = run("ldp", "fit-encoder", "--encoder", "dcaconv", "--dataset", "mnist:train", "--limit", 300, "--output",
+            enc, "--data-dir", data_dir, quiet)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    perturbed, released = tmp_path / "perturbed", tmp_path / "released"
+    r = run("ldp", "perturb", "--encoder", enc, "--epsilon", 2, "--dataset", "builtin-mnist:test", "--seed", 4,
+            "--output", perturbed, quiet)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    ledger = tmp_path / "ledger.json"
+    r = run("release", "--method", "ldp-dcaconv", "--param", f"model={enc}", "--epsilon", 2, "--dataset",
+            "builtin-mnist:test", "--seed", 4, "--labels", "--output", released, "--ledger", ledger, "--budget",
+            1e6, quiet)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    a, b = np.load(perturbed / "reports.npz"), np.load(released / "reports.npz")
+    assert np.array_equal(a["values"], b["values"]) and np.array_equal(a["labels"], b["labels"])
+    manifest = json.loads((released / "manifest.json").read_text())
+    m = manifest["m"]
+    assert manifest["epsilon_per_feature"] == 2 and manifest["guarantee"]["per_image_epsilon"] == 2 * m
+    [entry] = json.loads(ledger.read_text())["entries"]
+    assert entry["epsilon"] == pytest.approx(2 * m) and manifest["ledger"]["entry"] == entry["id"]
+    r = run("ldp", "train", "--reports", released, "--classifier", "ncc", "--encoder", enc, "--test-dataset",
+            "builtin-mnist:train", "--limit", 200)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    # Without --labels the reports travel alone; and nothing there to resume or to map to source files.
+    r = run("release", "--method", "ldp-dcaconv", "--param", f"model={enc}", "--epsilon", 2, "--dataset",
+            "builtin-mnist:test", "--output", tmp_path / "bare", quiet)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "labels" not in np.load(tmp_path / "bare" / "reports.npz")
+    for extra in (["--resume"], ["--source-map", str(tmp_path / "map.csv")]):
+        r = run("release", "--method", "ldp-dcaconv", "--param", f"model={enc}", "--epsilon", 2, "--dataset",
+                "builtin-mnist:test", "--output", tmp_path / "x", *extra, quiet)  # fmt: skip
+        assert r.exit_code != 0 and extra[0] in r.output and "reports.npz" in r.output

@@ -217,11 +217,11 @@ def release(
         raise ParameterError("--budget and --delta-budget need --ledger FILE")
     if not 0 <= png_level <= 9:
         raise ParameterError(f"--png-level must be in 0..9, got {png_level}")
-    if caps.output == "features":
-        # A release folder holds images or records; per-owner report vectors have their own format.
+    if caps.output == "features" and (resume or source_map is not None):
+        # A report folder is one file written at once: nothing to resume, and rows carry no file names to map.
         raise ParameterError(
-            f"--method {method}: releases per-owner feature reports, not images; write them with "
-            "`privpix ldp perturb` (report folder), or measure them with `privpix bench` / `privpix audit`"
+            f"{'--resume' if resume else '--source-map'}: --method {method} writes one report file "
+            "(reports.npz), which has neither shards to resume nor image files to map"
         )
     make_rng(seed, secure=secure)  # the same checks of --seed / --secure as every command
     if secure:
@@ -303,6 +303,9 @@ def release(
         del private
         _check_public_distinct(mech, source)
         label = f"{mech.name} on {input_dir or dataset} → {output}"
+        if caps.output == "features":
+            _release_reports(mech, source, label, metadata, run)
+            return
         _sharded(mech, source, None, source.shape, source.class_names, source.description, metadata, label, run)
 
 
@@ -510,6 +513,42 @@ def _release_records(mech, data, dataset, out, rng, force, ledger, budget, delta
                               metadata=metadata)  # fmt: skip
     what = f"{manifest['records']} records to {out}/records.csv and manifest.json"
     _report(manifest, out, ledger, book, quiet, what, t0)
+
+
+def _release_reports(mech, source, label: str, metadata: dict, run: _Run) -> None:
+    """A feature mechanism's release (paper 000's LDP reports): every owner's image encoded and each feature
+    perturbed, written as one report folder (reports.npz + manifest.json), the format `privpix ldp perturb` writes
+    and `privpix ldp train` reads. Labels travel in the clear only with --labels, as for images."""
+    import numpy as np
+
+    from privpix.mechanisms.ldp.reports import Reports, write_reports
+    from privpix.privacy.noise import make_rng
+
+    images = _read_all(source)
+    rng = make_rng(run.seed, secure=run.secure)
+    t0 = time.perf_counter()
+    rel = mech.release(images, rng)  # drawn in memory; nothing is published unless the ledger admits it
+    values = np.asarray(rel.features)
+    d = int(rel.extra["domain_size"])
+    reports = Reports(
+        values.astype(np.uint8 if d <= 256 else np.uint16),
+        np.asarray(images.labels) if run.labels and images.labels is not None else None,
+        d,
+        float(mech.epsilon),
+        rel.guarantee,
+        rel.extra["encoder"],
+        {"seconds": round(rel.seconds, 3)},
+    )
+
+    def publish(on_published=None):
+        return write_reports(reports, run.out, force=run.force, extra=metadata, inputs=run.inputs, note=_note,
+                             on_published=on_published)  # fmt: skip
+
+    events = mech.privacy_events(images.shape, None, secure=run.secure)
+    manifest, book = _charged(run.ledger, run.budget, run.delta_budget, rel.guarantee, label, publish, events=events,
+                              metadata=metadata)  # fmt: skip
+    what = f"{manifest['n']} reports of {manifest['m']} features to {run.out}/reports.npz and manifest.json"
+    _report(manifest, run.out, run.ledger, book, run.quiet, what, t0)
 
 
 def _release_synthetic(mech, private, source, data_dir, metadata, run: _Run) -> None:

@@ -170,11 +170,12 @@ def write_reports(
     extra: dict | None = None,
     inputs: Sequence[str | Path] = (),
     note: Callable[[str], None] | None = None,
+    on_published: Callable[[], None] | None = None,
 ) -> dict:
     """Write ``reports.npz`` and ``manifest.json`` into ``output`` through the safe release writer
     (:class:`privpix.publishing.staging.ReleaseWriter`): all or nothing, an earlier report folder replaced only with
     ``force`` and only its own files, never a folder that is not a privpix release, never one overlapping
-    ``inputs``."""
+    ``inputs``. ``on_published`` is called just before the swap (a ledger's reservation becomes a charge)."""
     buf = io.BytesIO()
     arrays = {"values": reports.values}
     if reports.labels is not None:
@@ -200,7 +201,7 @@ def write_reports(
     }
     with ReleaseWriter(output, force=force, inputs=inputs, note=note) as writer:
         writer.add(REPORTS_FILE, data)
-        return writer.commit(manifest)
+        return writer.commit(manifest, on_published)
 
 
 def read_reports(folder: str | Path) -> Reports:
