@@ -14,10 +14,10 @@ seeds whose bound is at or below the true ε; the bounds hold at 95 %, so covera
 seconds per audit. A second table runs mechanisms that spend 2ε while claiming ε and counts how often the claim is
 refuted (at 2,000 trials per side).
 
-A third table calibrates the composed curves (:func:`privpix.evaluation.curves.composed_curve`) on the composition
+A third table calibrates the composed curves (:func:`privpix.evaluation.audit.curves.composed_curve`) on the composition
 pca-inverse basis=dp declares: Laplace(ε_L) ⊗ Gaussian μ, μ = 0.5 / √(2 ln(1.25/δ)) (basis_epsilon 0.5), for
 ε_L ∈ {0.5, 2, 4, 8, 9.5}. The samples are the exact log-likelihood-ratio statistic of the composition
-(:func:`~privpix.evaluation.curves.composed_samples`); the true ε at δ comes from dp-accounting's PLD, pessimistic
+(:func:`~privpix.evaluation.audit.curves.composed_samples`); the true ε at δ comes from dp-accounting's PLD, pessimistic
 (upper) and optimistic (lower) estimates, and coverage is counted against the pessimistic one. The same rows count
 how often a mechanism spending twice (every part at scale 2), read through the scale-1 curve, is refuted: a bound
 above the scale-1 true ε (pessimistic). Its ms / audit is the mean over the row's bounds: the curve caches the PLDs
@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from privpix.evaluation.audit import bounds_from_samples
-from privpix.evaluation.curves import composed_curve, composed_samples, reference_samples
+from privpix.evaluation.audit.curves import composed_curve, composed_samples, reference_samples
 
 RESULTS = Path(__file__).parent / "results"
 DELTA = 1e-5

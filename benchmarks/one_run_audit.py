@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from privpix.data import load_dataset
-from privpix.evaluation.one_run import audit_one_run
+from privpix.evaluation.audit.one_run import audit_one_run
 from privpix.mechanisms import get_mechanism
 
 RESULTS = Path(__file__).parent / "results"

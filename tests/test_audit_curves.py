@@ -12,7 +12,7 @@ from scipy import stats
 
 from privpix.data import ImageSet
 from privpix.evaluation.audit import audit, bounds_from_samples
-from privpix.evaluation.curves import (
+from privpix.evaluation.audit.curves import (
     EPSILON_CAP,
     ComposedCurve,
     Curve,

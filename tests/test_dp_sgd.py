@@ -257,7 +257,7 @@ def test_white_box_audit_refutes_a_noise_multiplier_half_the_calibrated_one(sixt
 
 
 def test_one_run_audit_of_the_released_model(sixty):
-    from privpix.evaluation.one_run import audit_one_run
+    from privpix.evaluation.audit.one_run import audit_one_run
 
     mech = get_mechanism("dp-sgd", epsilon=1.0, delta=1e-5, **TINY)
     res = audit_one_run(mech, sixty, canaries=20, seed=0)

@@ -283,7 +283,7 @@ def test_replace_one_canaries_score_the_likelihood_ratio_of_a_gradient_replaced_
 
 def test_the_replace_one_curve_is_the_ledgers_accountant():
     """The curve the audit reads the composite through has, at scale 1, the ε the ledger charges the fit."""
-    from privpix.evaluation.curves import composed_curve
+    from privpix.evaluation.audit.curves import composed_curve
 
     mech = get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, teacher_batch_size=4096)
     q, steps, z_g, z_t = mech._calibration(55_000)

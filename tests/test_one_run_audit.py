@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from privpix.errors import ParameterError
-from privpix.evaluation.one_run import audit_one_run, bound_from_scores, design, epsilon_lower, p_value
+from privpix.evaluation.audit.one_run import audit_one_run, bound_from_scores, design, epsilon_lower, p_value
 from privpix.mechanisms import get_mechanism
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -28,6 +28,8 @@ MOVED = {
     "privpix.conformance": "privpix.testing.conformance",
     "privpix.stattests": "privpix.testing.stattests",
     "privpix.bench": "privpix.evaluation.bench",
+    "privpix.evaluation.curves": "privpix.evaluation.audit.curves",
+    "privpix.evaluation.one_run": "privpix.evaluation.audit.one_run",
     "privpix.learners": "privpix.mechanisms.ldp.learners",
     "privpix.mechanisms.dp_sgd": "privpix.mechanisms.neural.dp_sgd",
     "privpix.mechanisms.dp_sgd_net": "privpix.mechanisms.neural.dp_sgd_net",

@@ -127,7 +127,7 @@ def audit(
         raise ParameterError(f"--dataset {dataset}: holds records, and {mech.name} releases images")
     t0 = time.perf_counter()
     if canaries is not None:
-        from privpix.evaluation.one_run import audit_one_run
+        from privpix.evaluation.audit.one_run import audit_one_run
 
         res = audit_one_run(mech, data, canaries=canaries, seed=seed, progress=None if quiet else _plain)
     else:
@@ -207,7 +207,7 @@ def audit(
 
 
 def _ceiling_text(ceiling: float) -> str:
-    from privpix.evaluation.curves import EPSILON_CAP
+    from privpix.evaluation.audit.curves import EPSILON_CAP
 
     if ceiling >= EPSILON_CAP:
         return f"≥ {EPSILON_CAP:g} (curves are followed no further)"

@@ -198,7 +198,7 @@ def bench_audit(
                 res = audit(mech, images, trials=bench_trials(mech, images, trials, max_trials), seed=seed)
                 if res.verdict != "not-audited":  # the mechanism's own white-box experiment
                     return res
-                from privpix.evaluation.one_run import audit_one_run
+                from privpix.evaluation.audit.one_run import audit_one_run
 
                 return audit_one_run(mech, images, canaries=len(images) // 2, seed=seed)
             return not_audited(mech, images, NOT_AUDITED_REFIT)

@@ -323,7 +323,7 @@ class Mechanism:
     def noise_composition(self, images: ImageSet) -> tuple[tuple[Any, ...], ...] | None:
         """For audits of a sound mechanism made of several noisy releases that no single ``noise_family`` curve
         describes: the releases, each at its real noise, as parts of a composed trade-off curve
-        (:class:`privpix.evaluation.curves.ComposedCurve`): ``("laplace", ε)``, ``("gaussian", μ)`` or
+        (:class:`privpix.evaluation.audit.curves.ComposedCurve`): ``("laplace", ε)``, ``("gaussian", μ)`` or
         ``("sampled-gaussian", z, q, T)``, for the private set ``images`` (its size may set a sampling rate).
         ``None`` (the default): the audit reads the ``noise_family`` curve, if any."""
         return None

@@ -16,7 +16,7 @@ or below it is consistent, which is evidence, not proof. With ``n`` held-out tri
 about ln(n / 3.7) can be shown (``max_auditable_epsilon``): a larger claim cannot be refuted by this audit.
 
 Beside that assumption-free bound, a mechanism that declares its noise family (``Capabilities.noise_family``) is
-also read through that family's trade-off curve (:mod:`privpix.evaluation.curves`): a second test, the one with
+also read through that family's trade-off curve (:mod:`privpix.evaluation.audit.curves`): a second test, the one with
 the smallest balanced error on the selection trials, gives an upper bound on its mean error rate, and the largest
 ε whose curve allows that rate is a lower bound under the curve's stated assumption. It reaches ε near 10 with a
 few thousand trials where the raw bound stops near ln(n / 4). The two share the 95 %: each is computed at 97.5 %,

@@ -11,8 +11,8 @@ import numpy as np
 from scipy import stats
 
 from privpix.errors import ParameterError
+from privpix.evaluation.audit.curves import AnyCurve, curve_for, pooled_error_upper
 from privpix.evaluation.audit.result import CONFIDENCE, CURVE_SELECT_SHARE, SELECT_SHARE, _split
-from privpix.evaluation.curves import AnyCurve, curve_for, pooled_error_upper
 
 # --------------------------------------------------------------------------------------------- bounds
 

@@ -27,7 +27,7 @@ VERDICTS = ("consistent", "violated", "no-claim", "not-audited")
 # training set, and this audit compares releases of neighbouring images (no retraining per trial).
 NOT_AUDITED_MODEL = (
     "not audited here: model output with no white-box experiment (this audit compares released images or reports, "
-    "not models); use the one-run audit (`privpix audit --one-run N`, privpix.evaluation.one_run)"
+    "not models); use the one-run audit (`privpix audit --one-run N`, privpix.evaluation.audit.one_run)"
 )
 
 
@@ -41,7 +41,7 @@ class AuditResult:
     names the bound(s) above the claim. ``refutable`` is false when the claimed ε is at or above
     ``max_auditable_epsilon`` (the larger of the two bounds' ceilings): then "consistent" carries no
     information. ``kind``: ``"trials"`` (releases per side of neighbour pairs) or ``"one-run"``
-    (:func:`privpix.evaluation.one_run.audit_one_run`). ``rounds`` > 1: an adaptive audit (``budget_seconds``),
+    (:func:`privpix.evaluation.audit.one_run.audit_one_run`). ``rounds`` > 1: an adaptive audit (``budget_seconds``),
     the record of its last round.
     ``perfect_distinguisher`` is true when the held-out test made no error at all:
     on that pair the outputs do not overlap, so no finite ε holds (the bound is capped only by the trials).

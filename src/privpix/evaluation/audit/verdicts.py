@@ -9,6 +9,7 @@ from typing import Any
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.evaluation.audit.bounds import _Candidate, _ceiling, bounds
+from privpix.evaluation.audit.curves import AnyCurve, composed_curve, curve_for
 from privpix.evaluation.audit.result import (
     CONFIDENCE,
     CURVE_SELECT_SHARE,
@@ -19,7 +20,6 @@ from privpix.evaluation.audit.result import (
     _shape,
     _split,
 )
-from privpix.evaluation.curves import AnyCurve, composed_curve, curve_for
 from privpix.mechanisms.base import Mechanism
 from privpix.privacy.neighbours import NeighbourPair
 
