@@ -111,3 +111,25 @@ def test_a_broken_plugin_is_skipped_with_a_warning(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0 and "plugin 'broken'" in r.stderr and "skipped" in r.stderr
     assert "pixel-laplace" in r.stdout
+
+
+def test_the_suite_writes_through_the_path_privpix_release_takes(tmp_path, monkeypatch):
+    """issue 30, item 2: the conformance suite's release folder is the sharded writer's (the command line's), so a
+    fault there is a conformance failure: a manifest whose parameters are not the mechanism's is reported."""
+    from privpix.publishing import shards
+    from privpix.testing.conformance import check_mechanism
+
+    assert check_mechanism("pixel-laplace", tmp_path / "ok") == []
+    real = shards.ShardedRelease._commit
+
+    def wrong_parameters(self, writer, records, metadata, make_manifest, *args, **kwargs):
+        def made(mech, expect, seconds, extra):
+            manifest = make_manifest(mech, expect, seconds, extra)
+            manifest["parameters"] = {**manifest["parameters"], "sensitivity": "tampered"}
+            return manifest
+
+        return real(self, writer, records, metadata, made, *args, **kwargs)
+
+    monkeypatch.setattr(shards.ShardedRelease, "_commit", wrong_parameters)
+    problems = check_mechanism("pixel-laplace", tmp_path / "bad")
+    assert problems and all("the manifest records" in p for p in problems)

@@ -1,9 +1,10 @@
 """The conformance suite every registered mechanism passes, built-in or from another package.
 
 ``check_mechanism(name, workdir)`` runs the mechanism through the one path privpix uses (fit as declared,
-release, write a release folder, build audit pairs) on each of its :meth:`Mechanism.conformance_cases` and returns
-the problems found (an empty list: it conforms). ``tests/test_conformance.py`` runs it on every registered
-mechanism, so a new mechanism is covered without writing a test; an author of a plugin can run it too::
+release, write a release folder through the sharded writer ``privpix release`` uses, build audit pairs) on each
+of its :meth:`Mechanism.conformance_cases` and returns the problems found (an empty list: it conforms).
+``tests/test_conformance.py`` runs it on every registered mechanism, so a new mechanism is covered without writing
+a test; an author of a plugin can run it too::
 
     from privpix.testing.conformance import check_mechanism
     assert check_mechanism("my-mechanism", tmp_path) == []
@@ -21,7 +22,6 @@ from sklearn.base import clone
 from privpix.data import ImageSet, load_dataset
 from privpix.evaluation.audit import neighbour_pairs
 from privpix.mechanisms import MECHANISMS, ConformanceCase, Mechanism, fit_as_declared, get_mechanism
-from privpix.publishing.release import release_to_dir
 
 
 def default_images() -> ImageSet:
@@ -104,13 +104,51 @@ def _check_case(cls: type[Mechanism], case: ConformanceCase, work: Path) -> list
         if len(neighbour_pairs(mech, images)) == 0:
             out.append("no audit neighbour pairs could be built")
         return out
-    manifest = release_to_dir(mech, [images], work / "release", 0)
-    recorded = json.loads((work / "release" / "manifest.json").read_text())["parameters"]
-    expected = json.loads(json.dumps(mech.get_params(), default=float))
-    if recorded != expected or manifest["parameters"] != mech.get_params():
-        out.append(f"the manifest records {recorded}, but get_params() is {expected}")
+    out += _check_folder(mech, images, work / "release")
     if len(neighbour_pairs(mech, images)) == 0:
         out.append("no audit neighbour pairs could be built")
+    return out
+
+
+def _check_folder(mech: Mechanism, images: ImageSet, out_dir: Path) -> list[str]:
+    """The release folder written by the path ``privpix release`` takes (the sharded writer, here on one worker in
+    this process): its manifest records exactly ``get_params()`` and the guarantee of a direct release, the folder
+    verifies against it, and it holds one image per input (or the synthesizer's count) of the input's shape."""
+    from PIL import Image
+
+    from privpix.data.inmemory import ImageSetSource
+    from privpix.executor import Executor
+    from privpix.publishing.release import verify_manifest
+    from privpix.publishing.shards import ShardedRelease
+
+    out: list[str] = []
+    synthetic = mech.capabilities().output == "synthetic-images"
+    count = mech.synthetic_count(len(images)) if synthetic else None
+    source = None if synthetic else ImageSetSource(images, "conformance images")
+    guarantee = mech.guarantee(images.shape)
+    job = ShardedRelease(mech, source, images.shape, count=count, seed=0, class_names=images.class_names,
+                         input_id="conformance images")  # fmt: skip
+    with Executor(1) as ex:
+        manifest = job.run(out_dir, ex, expect=guarantee)
+    recorded = json.loads((out_dir / "manifest.json").read_text())
+    expected = json.loads(json.dumps(mech.get_params(), default=float))
+    if recorded["parameters"] != expected or manifest["parameters"] != mech.get_params():
+        out.append(f"the manifest records {recorded['parameters']}, but get_params() is {expected}")
+    if recorded["guarantee"] != json.loads(json.dumps(guarantee.to_dict(), default=float)):
+        out.append("the manifest's guarantee is not the mechanism's")
+    problems = verify_manifest(out_dir)
+    if problems:
+        out.append(f"the release folder does not verify: {problems[:3]}")
+    pngs = [f["name"] for f in recorded["files"] if f["name"].endswith(".png")]
+    # A release publishes each distinct image once (pixel copies are skipped).
+    want = count if synthetic else len({np.ascontiguousarray(x).tobytes() for x in images.images})
+    if len(pngs) != want:
+        out.append(f"the release folder holds {len(pngs)} images, expected {want}")
+    elif pngs:
+        first = np.asarray(Image.open(out_dir / pngs[0]))
+        h, w, c = images.shape
+        if first.shape[:2] != (h, w) or (first.shape[2] if first.ndim == 3 else 1) != c:
+            out.append(f"released files are {first.shape}, expected {images.shape}")
     return out
 
 
