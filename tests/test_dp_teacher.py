@@ -276,6 +276,13 @@ def test_replace_one_canaries_score_the_likelihood_ratio_of_a_gradient_replaced_
         assert stats.chi2(n).ppf(5e-5) < chi2 < stats.chi2(n).isf(5e-5)
     for sums, sign in ((s.sum1, 1), (s.sum0, -1)):
         assert abs(sums.mean() - sign * steps) < 4 * math.sqrt(steps * z**2 / n)
+    # With Poisson sampling (q < 1) the score is a true log-likelihood ratio only if E₀[e^L] = E₁[e^−L] = 1:
+    # checked within 4 standard errors (fixed seeds).
+    s = dp_sgd_net.dirac_canary_scores(n, noise_multiplier=1.0, max_grad_norm=0.1, sample_rate=0.3,
+                                       steps_per_epoch=10, epochs=1, sample_seed=3, noise_seed=4,
+                                       relation="replace-one")  # fmt: skip
+    for ratio in (np.exp(s.s0), np.exp(-s.s1)):
+        assert abs(ratio.mean() - 1) < 4 * ratio.std() / math.sqrt(n)
     with pytest.raises(ParameterError, match="relation"):
         dp_sgd_net.dirac_canary_scores(10, noise_multiplier=z, max_grad_norm=0.1, sample_rate=1.0, steps_per_epoch=1,
                                        epochs=1, sample_seed=1, noise_seed=2, relation="swap")  # fmt: skip

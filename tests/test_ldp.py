@@ -489,7 +489,7 @@ def test_privpix_release_publishes_ldp_reports_as_ldp_perturb_does(run, data_dir
             "builtin-mnist:test", "--output", tmp_path / "bare", quiet)  # fmt: skip
     assert r.exit_code == 0, r.output
     assert "labels" not in np.load(tmp_path / "bare" / "reports.npz")
-    for extra in (["--resume"], ["--source-map", str(tmp_path / "map.csv")]):
+    for extra in (["--resume"], ["--source-map", str(tmp_path / "map.csv")], ["--format", "parquet"]):
         r = run("release", "--method", "ldp-dcaconv", "--param", f"model={enc}", "--epsilon", 2, "--dataset",
                 "builtin-mnist:test", "--output", tmp_path / "x", *extra, quiet)  # fmt: skip
         assert r.exit_code != 0 and extra[0] in r.output and "reports.npz" in r.output

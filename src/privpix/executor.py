@@ -168,7 +168,9 @@ class DaskExecutor(Executor):
             except (OSError, TimeoutError) as exc:
                 raise ParameterError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
             except (TypeError, ValueError) as exc:
-                if not scheduler.startswith("tls://"):
+                import dask
+
+                if not scheduler.lower().startswith("tls://") or dask.config.get("distributed.comm.tls.ca-file", None):
                     raise
                 raise ParameterError(
                     f"--scheduler {scheduler}: a TLS-secured cluster, and this client has no TLS certificates; give "

@@ -217,12 +217,17 @@ def release(
         raise ParameterError("--budget and --delta-budget need --ledger FILE")
     if not 0 <= png_level <= 9:
         raise ParameterError(f"--png-level must be in 0..9, got {png_level}")
-    if caps.output == "features" and (resume or source_map is not None):
-        # A report folder is one file written at once: nothing to resume, and rows carry no file names to map.
-        raise ParameterError(
-            f"{'--resume' if resume else '--source-map'}: --method {method} writes one report file "
-            "(reports.npz), which has neither shards to resume nor image files to map"
-        )
+    if caps.output == "features":
+        # A report folder is one file written at once, in this process: nothing to resume, no image files to map,
+        # no image format, no shards to spread.
+        options = (("--resume", resume), ("--source-map", source_map is not None), ("--format", fmt != "imagefolder"),
+                   ("--engine", engine != "local"))  # fmt: skip
+        given = [opt for opt, on in options if on]
+        if given:
+            raise ParameterError(
+                f"{given[0]}: --method {method} writes one report file (reports.npz) in this process, with no "
+                "shards to resume or spread, no image files to map and no image format"
+            )
     make_rng(seed, secure=secure)  # the same checks of --seed / --secure as every command
     if secure:
         # Exact samplers for every noise draw behind the claim, or no --secure at all.
@@ -304,6 +309,7 @@ def release(
         _check_public_distinct(mech, source)
         label = f"{mech.name} on {input_dir or dataset} → {output}"
         if caps.output == "features":
+            check_resize_fits(len(source), hw, source.shape[2])  # the reports are computed from every image at once
             _release_reports(mech, source, label, metadata, run)
             return
         _sharded(mech, source, None, source.shape, source.class_names, source.description, metadata, label, run)

@@ -324,7 +324,9 @@ class Mechanism:
         """For audits of a sound mechanism made of several noisy releases that no single ``noise_family`` curve
         describes: the releases, each at its real noise, as parts of a composed trade-off curve
         (:class:`privpix.evaluation.audit.curves.ComposedCurve`): ``("laplace", ε)``, ``("gaussian", μ)`` or
-        ``("sampled-gaussian", z, q, T)``, for the private set ``images`` (its size may set a sampling rate).
+        ``("sampled-gaussian", z, q, T)`` (add/remove; a fifth element ``"replace-one"`` for a record replaced by one
+        whose clipped contribution points the other way), for the private set ``images`` (its size may set a
+        sampling rate).
         ``None`` (the default): the audit reads the ``noise_family`` curve, if any."""
         return None
 

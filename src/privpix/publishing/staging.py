@@ -35,15 +35,19 @@ import numpy as np
 from filelock import FileLock, Timeout
 
 from privpix import strict_json
-from privpix.data.formats.release_layout import (
+
+# RECORDS and png_bytes are not used here: they keep the old import path privpix.release_folder whole.
+from privpix.data.formats.release_layout import (  # noqa: F401
     JOURNAL,
     LOCK,
     MANIFEST,
     OWN_FILES,
     PLAN,
+    RECORDS,
     SHARDS,
     STAGING_PREFIX,
     listed_files,
+    png_bytes,
     png_image,
     read_manifest,
     safe_name,

@@ -37,9 +37,10 @@ def check_mechanism(name: str, workdir: str | Path) -> list[str]:
     input's shape in [0, 1] (or, for ``output == "features"``, one finite row of features per image, integers
     in ``[0, domain_size)`` when ``Release.extra`` states a domain: :func:`_check_features`); the same seed
     gives the same release and another seed another one (when it declares itself randomized); its guarantee
-    has the model the class declares and a sound guarantee states a finite per-image ε; a release folder's
-    manifest records exactly ``get_params()`` (feature releases, which have no release folder yet: the
-    parameters survive JSON); ``sklearn.base.clone`` rebuilds it; audit neighbour pairs can be built. A
+    has the model the class declares and a sound guarantee states a finite per-image ε; the release folder the
+    sharded writer of ``privpix release`` writes records exactly ``get_params()`` and the direct release's
+    guarantee, and verifies (feature releases, written as report folders: the parameters survive JSON);
+    ``sklearn.base.clone`` rebuilds it; audit neighbour pairs can be built. A
     mechanism that releases a model (``output == "model"``) is checked by :func:`_check_model` instead.
     """
     cls = MECHANISMS[name]
@@ -97,23 +98,24 @@ def _check_case(cls: type[Mechanism], case: ConformanceCase, work: Path) -> list
     if a.parameters != mech.get_params():
         out.append(f"Release.parameters {a.parameters} differ from get_params() {mech.get_params()}")
     if caps.output == "features":
-        # A release folder holds images or records; feature reports have their own format (ldp reports.py), and
-        # release_to_dir has no feature path yet. What a manifest would record must survive JSON unchanged.
+        # Feature reports are a report folder (ldp reports.py, which `privpix release` writes for them): what its
+        # manifest records must survive JSON unchanged.
         if json.loads(json.dumps(a.parameters, default=float)) != a.parameters:
             out.append(f"the parameters {a.parameters} do not survive a JSON manifest unchanged")
         if len(neighbour_pairs(mech, images)) == 0:
             out.append("no audit neighbour pairs could be built")
         return out
-    out += _check_folder(mech, images, work / "release")
+    out += _check_folder(mech, images, work / "release", a.guarantee)
     if len(neighbour_pairs(mech, images)) == 0:
         out.append("no audit neighbour pairs could be built")
     return out
 
 
-def _check_folder(mech: Mechanism, images: ImageSet, out_dir: Path) -> list[str]:
+def _check_folder(mech: Mechanism, images: ImageSet, out_dir: Path, direct) -> list[str]:
     """The release folder written by the path ``privpix release`` takes (the sharded writer, here on one worker in
-    this process): its manifest records exactly ``get_params()`` and the guarantee of a direct release, the folder
-    verifies against it, and it holds one image per input (or the synthesizer's count) of the input's shape."""
+    this process): its manifest records exactly ``get_params()`` and ``direct``, the guarantee of a direct
+    release of the same images, the folder verifies against it, and it holds one image per distinct input (or the
+    synthesizer's count) of the input's shape."""
     from PIL import Image
 
     from privpix.data.inmemory import ImageSetSource
@@ -134,8 +136,8 @@ def _check_folder(mech: Mechanism, images: ImageSet, out_dir: Path) -> list[str]
     expected = json.loads(json.dumps(mech.get_params(), default=float))
     if recorded["parameters"] != expected or manifest["parameters"] != mech.get_params():
         out.append(f"the manifest records {recorded['parameters']}, but get_params() is {expected}")
-    if recorded["guarantee"] != json.loads(json.dumps(guarantee.to_dict(), default=float)):
-        out.append("the manifest's guarantee is not the mechanism's")
+    if recorded["guarantee"] != json.loads(json.dumps(direct.to_dict(), default=float)):
+        out.append("the manifest's guarantee is not the one a direct release of the same images carries")
     problems = verify_manifest(out_dir)
     if problems:
         out.append(f"the release folder does not verify: {problems[:3]}")

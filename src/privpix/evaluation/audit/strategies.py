@@ -38,7 +38,9 @@ def audit(
     each side of a pair in every trial: ``target="statistic"`` compares the one DP release its fit makes
     (:meth:`~privpix.mechanisms.Mechanism.released_statistic`, e.g. the noisy embedding: the strongest test, as
     everything after it is post-processing), ``"output"`` the images it then synthesizes (a whole fit per trial,
-    so use few trials), ``"auto"`` the statistic when the mechanism has one.
+    so use few trials), ``"auto"`` the statistic when the mechanism has one. A mechanism that declares a white-box
+    experiment (:attr:`~privpix.mechanisms.Mechanism.white_box`: DP-SGD's model, dp-teacher) runs it for
+    ``"auto"`` and ``"statistic"``, on the pair the experiment builds (``pairs`` is refused).
 
     ``trials`` releases per side of every pair (a share choose the tests, the rest measure them). Returns the
     lower bounds with ``confidence`` (95 % by default), the claim they are compared to (``mech.audit_claim``)
@@ -89,6 +91,10 @@ def _audit_once(mech: Mechanism, images: ImageSet, trials: int, seed: int, pairs
     # A released model is only ever audited white-box (none declared: not audited); a mechanism that declares a
     # white-box experiment runs it, unless the output itself was asked for.
     if mech.capabilities().output == "model" or (mech.white_box and target != "output"):
+        if pairs is not None:
+            raise ParameterError(
+                f"pairs: {mech.name} is audited white-box, on the pair its own experiment builds; give no pairs"
+            )
         return _audit_white_box(mech, images, trials, seed, progress, confidence)
     if isinstance(images, RecordSet):
         return _audit_records(mech, images, trials, seed, progress, confidence)

@@ -318,12 +318,18 @@ class DPTeacher(DPMERF):
         rng = np.random.default_rng([int(seed), 29]) if seed is not None else None
         t0 = time.perf_counter()
         # Its accountant only counts the steps the optimizer takes (its ε is not the claim's: the PLD composition is).
-        self.teacher_, history, _ = dp_sgd_net.fit_classifier(
+        self.teacher_, history, accountant = dp_sgd_net.fit_classifier(
             data.as_float(), labels, self.n_classes, "scatternet", steps=steps, epochs=self.teacher_epochs,
             seeds=(torch_seed(rng), torch_seed(rng), torch_seed(rng)), noise_multiplier=z_t,
             max_grad_norm=self.teacher_max_grad_norm, batch_size=float(self.teacher_batch_size), lr=self.teacher_lr,
             lr_decay=1.0, momentum=self.teacher_momentum,
         )  # fmt: skip
+        # The guarantee is computed from (z_t, q, T): refuse a teacher whose optimizer took other noise or sampling.
+        used = sorted({(float(z), float(r)) for z, r, _ in accountant.history})
+        if used != [(z_t, q)] and not (len(used) == 1 and math.isclose(used[0][0], z_t, rel_tol=1e-9)
+                                       and math.isclose(used[0][1], q, rel_tol=1e-9)):  # fmt: skip
+            raise AssertionError(f"dp-teacher: the teacher trained with (noise, sample rate) {used}, not the "
+                                 f"calibrated ({z_t:.6g}, {q:.6g})")  # fmt: skip
         meta.update(
             teacher_sample_rate=q,
             teacher_steps=steps,
