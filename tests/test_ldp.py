@@ -493,3 +493,13 @@ def test_privpix_release_publishes_ldp_reports_as_ldp_perturb_does(run, data_dir
         r = run("release", "--method", "ldp-dcaconv", "--param", f"model={enc}", "--epsilon", 2, "--dataset",
                 "builtin-mnist:test", "--output", tmp_path / "x", *extra, quiet)  # fmt: skip
         assert r.exit_code != 0 and extra[0] in r.output and "reports.npz" in r.output
+
+
+def test_a_vocabulary_larger_than_its_descriptors_is_refused_in_one_line():
+    """Found by the command-line fuzz test once `privpix release` took feature mechanisms: HOG-BoVW fitted on three
+    8x8 images (12 descriptors) for 50 words was scikit-learn's internal error; now a ParameterError naming words."""
+    from privpix.mechanisms.ldp import make_encoder
+
+    x = np.random.default_rng(0).random((3, 8, 8)).astype(np.float32)
+    with pytest.raises(ParameterError, match=r"words=50 .* give 12"):
+        make_encoder("hog-bovw").fit(x)

@@ -218,6 +218,12 @@ class HogBovwEncoder(Encoder):
         rng = np.random.default_rng(seed)
         if len(flat) > self.config["max_descriptors"]:
             flat = flat[rng.choice(len(flat), self.config["max_descriptors"], replace=False)]
+        if len(flat) < self.config["words"]:
+            raise ParameterError(
+                f"encoder {self.name}: a vocabulary of words={self.config['words']} needs at least as many HOG "
+                f"descriptors, and the {len(x)} fitting image(s) give {len(flat)}; fit on more or larger images, or "
+                "lower words"
+            )
         km = MiniBatchKMeans(n_clusters=self.config["words"], random_state=seed, n_init=3, batch_size=4096)
         km.fit(flat)
         self.centers = km.cluster_centers_.astype(np.float32)
