@@ -220,3 +220,25 @@ def test_cli_train_and_release_all_three(run, data_dir, tmp_path):
         get_mechanism("ppsgan", model=str(tmp_path / "ppsgan.pt")).release(ImageSet(np.zeros((1, 32, 32, 1))), 0)
     with pytest.raises(ParameterError, match="need labels"):
         get_mechanism("acgan", model=str(tmp_path / "acgan.pt")).release(ImageSet(np.zeros((2, 28, 28, 1))), 0)
+
+
+def test_a_trained_network_pickles_to_a_fresh_process():
+    """A bench point fitted in a worker process sends its fitted generator back to the coordinator: the networks'
+    classes are module-level (they were local to build_networks, and `bench --workers 2` failed on PPSGAN)."""
+    import pickle
+    import subprocess
+    import sys
+
+    gen, critic = build_networks("ppsgan", (1, 28, 28), d=8, width=4)
+    code = (
+        "import pickle, sys\n"
+        "gen, critic = pickle.loads(sys.stdin.buffer.read())\n"
+        "n = sum(p.numel() for p in gen.parameters())\n"
+        "print(type(gen).__module__, type(gen).__name__, type(critic).__name__, n)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], input=pickle.dumps((gen, critic)), capture_output=True,
+                       timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    module, gname, cname, n = r.stdout.decode().split()
+    assert (module, gname, cname) == ("privpix.mechanisms.neural.ppsgan.networks", "Generator", "Critic")
+    assert int(n) == sum(p.numel() for p in gen.parameters())

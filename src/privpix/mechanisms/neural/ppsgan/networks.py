@@ -48,19 +48,41 @@ def build_networks(
     """``(generator, critic)`` modules. The generator has ``encode``, ``decode``, ``amplify``; the critic
     returns ``(real_logit, class_logits)``. With a torch ``generator`` the weights come from it, generator's
     first (:func:`privpix.training.build`); without, from torch's global RNG."""
-    torch = _torch()
-    nn = torch.nn
     if kind not in KINDS:
         raise ParameterError(f"kind must be one of {KINDS}, got {kind!r}")
     _check_shape(shape)
     c, h, _ = shape
     sizes = _sizes(h)
-    flat = 8 * width * sizes[-1] ** 2
+    generator_cls, critic_cls = _network_classes()
+
+    def make():
+        return generator_cls(kind, c, width, sizes, d, n_classes), critic_cls(c, width, sizes, n_classes)
+
+    if generator is None:
+        return make()
+    from privpix import training
+
+    return training.build(make, generator)
+
+
+_CLASSES: tuple[type, type] | None = None
+
+
+def _network_classes() -> tuple[type, type]:
+    """The generator and critic classes, defined on first use (torch is imported only then) at module level, so
+    a fitted network pickles (a bench point fitted in a worker process comes back to the coordinator)."""
+    global _CLASSES
+    if _CLASSES is not None:
+        return _CLASSES
+    torch = _torch()
+    nn = torch.nn
 
     class Generator(nn.Module):
-        def __init__(self):
+        def __init__(self, kind: str, c: int, width: int, sizes: list[int], d: int, n_classes: int):
             super().__init__()
             self.kind, self.d, self.n_classes = kind, d, n_classes
+            self.width, self.sizes = width, list(sizes)
+            flat = 8 * width * sizes[-1] ** 2
             self.encoder = nn.Sequential(_conv_trunk(c, width), nn.Linear(flat, d))
             self.fc = nn.Linear(d + (n_classes if kind == "acgan" else 0), flat)
             layers, ch = [], 8 * width
@@ -84,7 +106,8 @@ def build_networks(
             return self.encoder(x)
 
         def decode(self, z):
-            return self.deconv(self.fc(z).view(len(z), 8 * width, sizes[-1], sizes[-1]))
+            side = self.sizes[-1]
+            return self.deconv(self.fc(z).view(len(z), 8 * self.width, side, side))
 
         def noise(self, n: int, generator=None):
             """α ∘ σ*: Gaussian when δ > 0, Laplace when δ = 0."""
@@ -117,8 +140,9 @@ def build_networks(
             return self.decode(torch.cat([z, onehot], dim=1))
 
     class Critic(nn.Module):
-        def __init__(self):
+        def __init__(self, c: int, width: int, sizes: list[int], n_classes: int):
             super().__init__()
+            flat = 8 * width * sizes[-1] ** 2
             self.trunk = _conv_trunk(c, width)
             self.real = nn.Linear(flat, 1)
             self.cls = nn.Linear(flat, n_classes)
@@ -127,11 +151,18 @@ def build_networks(
             f = self.trunk(x)
             return self.real(f)[:, 0], self.cls(f)
 
-    if generator is None:
-        return Generator(), Critic()
-    from privpix import training
+    for cls in (Generator, Critic):
+        cls.__qualname__ = cls.__name__
+        cls.__module__ = __name__
+    _CLASSES = (Generator, Critic)
+    return _CLASSES
 
-    return training.build(lambda: (Generator(), Critic()), generator)
+
+def __getattr__(name: str):
+    # Unpickling a network looks its class up here before anything in this process has built one.
+    if name in ("Generator", "Critic"):
+        return dict(zip(("Generator", "Critic"), _network_classes(), strict=True))[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def attention(z):
