@@ -525,8 +525,6 @@ def _release_reports(mech, source, label: str, metadata: dict, run: _Run) -> Non
     """A feature mechanism's release (paper 000's LDP reports): every owner's image encoded and each feature
     perturbed, written as one report folder (reports.npz + manifest.json), the format `privpix ldp perturb` writes
     and `privpix ldp train` reads. Labels travel in the clear only with --labels, as for images."""
-    import numpy as np
-
     from privpix.mechanisms.ldp.reports import Reports, write_reports
     from privpix.privacy.noise import make_rng
 
@@ -534,17 +532,7 @@ def _release_reports(mech, source, label: str, metadata: dict, run: _Run) -> Non
     rng = make_rng(run.seed, secure=run.secure)
     t0 = time.perf_counter()
     rel = mech.release(images, rng)  # drawn in memory; nothing is published unless the ledger admits it
-    values = np.asarray(rel.features)
-    d = int(rel.extra["domain_size"])
-    reports = Reports(
-        values.astype(np.uint8 if d <= 256 else np.uint16),
-        np.asarray(images.labels) if run.labels and images.labels is not None else None,
-        d,
-        float(mech.epsilon),
-        rel.guarantee,
-        rel.extra["encoder"],
-        {"seconds": round(rel.seconds, 3)},
-    )
+    reports = Reports.of_release(rel, mech.epsilon, images.labels if run.labels else None)
 
     def publish(on_published=None):
         return write_reports(reports, run.out, force=run.force, extra=metadata, inputs=run.inputs, note=_note,

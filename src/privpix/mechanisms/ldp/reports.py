@@ -24,7 +24,7 @@ from privpix.data.overlap import shared_count
 from privpix.errors import DataError, ParameterError
 from privpix.mechanisms.ldp.encoder_base import gray_images
 from privpix.mechanisms.ldp.encoders import Encoder
-from privpix.mechanisms.ldp.rr import check_epsilon, grr_perturb
+from privpix.mechanisms.ldp.rr import check_epsilon, grr_perturb, value_dtype
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.noise import RNG, is_secure
 from privpix.publishing.staging import ReleaseWriter
@@ -127,6 +127,16 @@ class Reports:
     def __len__(self) -> int:
         return len(self.values)
 
+    @classmethod
+    def of_release(cls, release: Any, epsilon: float, labels: np.ndarray | None = None) -> Reports:
+        """The reports of a feature mechanism's :class:`~privpix.mechanisms.Release` (its ``features``, and the
+        ``domain_size`` and ``encoder`` its ``extra`` states), perturbed at ``epsilon`` per feature; ``labels``
+        travel with them in the clear when given."""
+        d = int(release.extra["domain_size"])
+        return cls(np.asarray(release.features).astype(value_dtype(d)), None if labels is None else np.asarray(labels),
+                   d, float(epsilon), release.guarantee, release.extra["encoder"],
+                   {"seconds": round(release.seconds, 3)})  # fmt: skip
+
 
 def perturb(
     encoder: Encoder,
@@ -151,7 +161,7 @@ def perturb(
         labels = images.labels
     n = len(images)
     t0 = time.perf_counter()
-    out = np.empty((n, encoder.n_features), dtype=np.uint8 if encoder.d <= 256 else np.uint16)
+    out = np.empty((n, encoder.n_features), dtype=value_dtype(encoder.d))
     for s in range(0, n, batch_size):
         part = images.subset(slice(s, s + batch_size)) if isinstance(images, ImageSet) else images[s : s + batch_size]
         out[s : s + len(part)] = grr_perturb(encoder.encode(part), encoder.d, epsilon, rng)

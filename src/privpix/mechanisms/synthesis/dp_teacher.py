@@ -326,8 +326,8 @@ class DPTeacher(DPMERF):
         )  # fmt: skip
         # The guarantee is computed from (z_t, q, T): refuse a teacher whose optimizer took other noise or sampling.
         used = sorted({(float(z), float(r)) for z, r, _ in accountant.history})
-        if used != [(z_t, q)] and not (len(used) == 1 and math.isclose(used[0][0], z_t, rel_tol=1e-9)
-                                       and math.isclose(used[0][1], q, rel_tol=1e-9)):  # fmt: skip
+        if len(used) != 1 or not (math.isclose(used[0][0], z_t, rel_tol=1e-9)
+                                  and math.isclose(used[0][1], q, rel_tol=1e-9)):  # fmt: skip
             raise AssertionError(f"dp-teacher: the teacher trained with (noise, sample rate) {used}, not the "
                                  f"calibrated ({z_t:.6g}, {q:.6g})")  # fmt: skip
         meta.update(

@@ -161,7 +161,8 @@ def _network_classes() -> tuple[type, type]:
 def __getattr__(name: str):
     # Unpickling a network looks its class up here before anything in this process has built one.
     if name in ("Generator", "Critic"):
-        return dict(zip(("Generator", "Critic"), _network_classes(), strict=True))[name]
+        generator_cls, critic_cls = _network_classes()
+        return generator_cls if name == "Generator" else critic_cls
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
