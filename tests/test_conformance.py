@@ -120,16 +120,13 @@ def test_the_suite_writes_through_the_path_privpix_release_takes(tmp_path, monke
     from privpix.testing.conformance import check_mechanism
 
     assert check_mechanism("pixel-laplace", tmp_path / "ok") == []
-    real = shards.ShardedRelease._commit
+    real = shards.release_manifest
 
-    def wrong_parameters(self, writer, records, metadata, make_manifest, *args, **kwargs):
-        def made(mech, expect, seconds, extra):
-            manifest = make_manifest(mech, expect, seconds, extra)
-            manifest["parameters"] = {**manifest["parameters"], "sensitivity": "tampered"}
-            return manifest
+    def wrong_parameters(mech, expect, seconds, extra):
+        manifest = real(mech, expect, seconds, extra)
+        manifest["parameters"] = {**manifest["parameters"], "sensitivity": "tampered"}
+        return manifest
 
-        return real(self, writer, records, metadata, made, *args, **kwargs)
-
-    monkeypatch.setattr(shards.ShardedRelease, "_commit", wrong_parameters)
+    monkeypatch.setattr(shards, "release_manifest", wrong_parameters)
     problems = check_mechanism("pixel-laplace", tmp_path / "bad")
     assert problems and all("the manifest records" in p for p in problems)

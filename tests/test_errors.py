@@ -22,10 +22,11 @@ from PIL import Image
 
 from conftest import needs_unshare
 from privpix.cli import main
+from privpix.data import ImageSet
 from privpix.errors import DataError, ParameterError
 from privpix.mechanisms import get_mechanism, parse_method_spec
 from privpix.mechanisms.ldp import make_encoder
-from privpix.mechanisms.ldp.reports import perturb, write_reports
+from privpix.publishing.release import release_to_dir
 
 PRIVPIX = Path(sys.executable).with_name("privpix")
 # A tiny audit, for commands whose error (if any) comes before the audit runs.
@@ -59,11 +60,10 @@ def encoder_file(tmp_path) -> Path:
 def report_dir(tmp_path) -> Path:
     """A finished report folder: 30 labelled 8x8 reports."""
     rng = np.random.default_rng(0)
-    enc = make_encoder("pixel").fit_unsupervised_shape(8, 8)
-    images = rng.random((30, 8, 8)).astype(np.float32)
-    reports = perturb(enc, images, 1.0, rng, labels=np.arange(30) % 3, source="test images")
+    enc = make_encoder("pixel").fit_unsupervised_shape(8, 8).save(tmp_path / "enc.npz")
+    images = ImageSet(rng.random((30, 8, 8, 1)).astype(np.float32), labels=np.arange(30) % 3, source="test images")
     out = tmp_path / "reports"
-    write_reports(reports, out)
+    release_to_dir(get_mechanism("ldp-pixel-report", epsilon=1.0, model=str(enc)), images, out, 0, labels=True)
     return out
 
 

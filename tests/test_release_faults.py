@@ -202,7 +202,7 @@ def test_ldp_outputs_name_no_input_folder_or_encoder_path_unless_asked(tmp_path,
         blob = manifest + json.dumps(load_encoder(enc).describe())  # the file is compressed: read what it holds
         assert "Jane_Roe" not in blob and "other_owners" not in blob and str(tmp_path) not in blob
         assert json.loads(manifest)["guarantee"]["sound"] is sound, manifest
-        assert ("24 of the reported images are among them" in manifest) is not sound
+        assert ("24 of the reported images are among the encoder's fitting images" in manifest) is not sound
     # Asked for, the paths are recorded (and the data user's `ldp train` can then find the encoder by itself).
     out = tmp_path / "rep_recorded"
     r = run("ldp", "perturb", "--encoder", enc, "--epsilon", 1, "--input", others, "--seed", 0, "--output", out,

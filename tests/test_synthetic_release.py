@@ -110,7 +110,9 @@ def test_release_draws_n_images_when_n_is_set_and_publish_batches_stay_one_per_i
     mech = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, model=str(model), n=7)
     rel = mech.release(digits, 0)
     assert len(rel.images) == 7 and rel.images.labels.shape == (7,) and rel.source is digits
-    # release_to_dir's ImageSet batches are the caller's choice of count: one new image per given image.
+    # release_to_dir's image sets are the caller's choice of count: one new image per given image; a count
+    # draws that many.
     batches = [digits.subset(np.arange(5)), digits.subset(np.arange(5, 8))]
     manifest = release_to_dir(mech, batches, tmp_path / "o", np.random.default_rng(0))
-    assert len(manifest["labels"]) == 8
+    assert len(manifest["labels"]) == 8 and manifest["images"] == 8
+    assert len(release_to_dir(mech, [2, 3], tmp_path / "p", 0)["labels"]) == 5

@@ -149,24 +149,32 @@ def fit_encoder(
 @click.option("--quiet", "-q", is_flag=True)
 def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data_dir, output, force, record_source,
             quiet):  # fmt: skip
-    """Encode the owners' images and perturb every feature with ε-LDP randomized response."""
-    from tqdm import tqdm
+    """Encode the owners' images and perturb every feature with ε-LDP randomized response.
 
+    An alias of `privpix release --method <the encoder's ldp-* mechanism> --param model=ENCODER --labels`, written by
+    the same writer, with two options of its own: --limit, and --epsilon inf (the features without perturbation,
+    released with no guarantee: the paper's ε = ∞ column)."""
+    from dataclasses import replace
+
+    from privpix.cli.release import _Run, _sharded
+    from privpix.data.inmemory import ImageSetSource
     from privpix.errors import ParameterError
+    from privpix.executor import Executor
+    from privpix.mechanisms import get_mechanism
     from privpix.mechanisms.ldp import load_encoder
-    from privpix.mechanisms.ldp.reports import perturb as run
-    from privpix.mechanisms.ldp.reports import write_reports
+    from privpix.mechanisms.ldp.encoder_base import ENCODERS
     from privpix.privacy.noise import make_rng
     from privpix.publishing.staging import check_output
 
     if not epsilon > 0:  # also NaN
         raise ParameterError(f"--epsilon must be > 0 (or inf for no perturbation), got {epsilon}")
-    if secure and seed is not None:
-        raise ParameterError("--secure draws from the OS CSPRNG and takes no --seed")
+    make_rng(seed, secure=secure)  # the same checks of --seed / --secure as every command
     enc = load_encoder(encoder_file)
+    mech = get_mechanism(ENCODERS.providers()[enc.name][0], epsilon=epsilon, model=str(encoder_file))
+    mech.fit(None)
     data, source = _images(dataset, input_dir, data_dir, None, limit, seed or 0, "owners' images", record_source)
-    data = _fit_to_encoder(data, enc, quiet)
-    rng = make_rng(seed, secure=secure)
+    # The description the guarantee checks against the encoder's fitting data (a subset says which).
+    data = replace(_fit_to_encoder(data, enc, quiet), source=source)
     out = Path(output)
     # Refuse a bad --output before any work is done.
     _check_output_path(out, "--output", folder=True)
@@ -174,27 +182,20 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
     check_output(out, force, inputs)
     if seed is not None and not quiet:
         _plain("note: --seed makes the randomized response reproducible by anyone who knows the seed")
-    bar = tqdm(total=len(data), unit="img", disable=quiet, desc=f"perturb ε={epsilon:g}")
-    reports = run(enc, data, epsilon, rng, source=source, on_batch=bar.update)
-    bar.close()
-    with _writing(out, "--output"):
-        # No seed in the manifest: with it, anyone could recompute the responses' randomness.
-        manifest = write_reports(
-            reports,
-            out,
-            force=force,
-            extra={
-                "rng": "secure" if secure else ("seeded" if seed is not None else "os-seeded"),
-                **({"encoder_file": str(Path(encoder_file).resolve())} if record_source else {}),
-            },
-            inputs=inputs,
-        )
-    if not quiet:
-        _plain(
-            f"wrote {manifest['n']} reports of m = {manifest['m']} features (d = {manifest['d']}) to {out} in "
-            f"{reports.meta['seconds']:.1f} s"
-        )
-        _plain(reports.guarantee.text())
+    # No seed in the manifest: with it, anyone could recompute the responses' randomness.
+    metadata = {
+        "source": source,
+        "secure_rng": secure,
+        "rng": "secure" if secure else ("seeded" if seed is not None else "os-seeded"),
+        **({"encoder_file": str(Path(encoder_file).resolve())} if record_source else {}),
+    }
+    run = _Run(seed, secure, "imagefolder", 1, True, 1, "local", None, None, None, False, out, force, inputs, None,
+               None, None, None, quiet, resumable=False)  # fmt: skip
+    with Executor(1) as executor, _writing(out, "--output"):
+        run.executor = executor
+        label = f"{mech.name} on {source} → {out}"
+        _sharded(mech, ImageSetSource(data, source), None, data.shape, None, source, metadata, label, run,
+                 mech.guarantee_for(data))  # fmt: skip
 
 
 @ldp.command()

@@ -182,6 +182,7 @@ def release(
     File names are opaque (they do not carry the source names) and the manifest holds no source path unless
     asked. With --ledger, concurrent releases on the same ledger run one at a time and never overspend it."""
     from privpix.data import ImageSet, load_dataset
+    from privpix.data.inmemory import ImageSetSource, RecordSetSource
     from privpix.data.loaders import DATASETS, parse_dataset_spec
     from privpix.data.memory import check_resize_fits
     from privpix.errors import ParameterError
@@ -217,16 +218,19 @@ def release(
         raise ParameterError("--budget and --delta-budget need --ledger FILE")
     if not 0 <= png_level <= 9:
         raise ParameterError(f"--png-level must be in 0..9, got {png_level}")
-    if caps.output == "features":
-        # A report folder is one file written at once, in this process: nothing to resume, no image files to map,
-        # no image format, no shards to spread.
-        options = (("--resume", resume), ("--source-map", source_map is not None), ("--format", fmt != "imagefolder"),
-                   ("--engine", engine != "local"))  # fmt: skip
+    records = dataset is not None and DATASETS[parse_dataset_spec(dataset)[0]].kind != "images"
+    if caps.output == "features" or records:
+        # Released at once, as one file (reports.npz, records.csv): no image files to map, no image layout, no
+        # shards or blocks to size. Refused here, before any fit.
+        options = (("--source-map", source_map is not None), ("--format", fmt != "imagefolder"),
+                   ("--shard-size", shard_size is not None), ("--block-size", block_size is not None),
+                   ("--labels", labels and records))  # fmt: skip
         given = [opt for opt, on in options if on]
         if given:
+            what = "records.csv" if records else "one report file (reports.npz)"
             raise ParameterError(
-                f"{given[0]}: --method {method} writes one report file (reports.npz) in this process, with no "
-                "shards to resume or spread, no image files to map and no image format"
+                f"{given[0]}: --method {method} releases {what} at once, with no image files to map, no image "
+                "layout and no shards or blocks to size"
             )
     make_rng(seed, secure=secure)  # the same checks of --seed / --secure as every command
     if secure:
@@ -286,13 +290,14 @@ def release(
             ctx = (dataset or where or INPUT_FOLDER) if caps.fits_on == "private" else None
             _release_synthetic(mech, private, ctx, data_dir, metadata, run)
             return
-        if dataset is not None and DATASETS[parse_dataset_spec(dataset)[0]].kind != "images":
+        if records:
             data = load_dataset(dataset, data_dir)
             metadata["source"] = dataset
             if not mech.supports_records:
                 raise ParameterError(f"--dataset {dataset}: holds records, not images, and {method} releases images")
-            rng = make_rng(seed, secure=secure)
-            _release_records(mech, data, dataset, out, rng, force, ledger, budget, delta_budget, quiet, metadata)
+            fit_as_declared(mech, data)  # used only by a mechanism that fits on the private records
+            label = f"{mech.name} on {dataset} → {output}"
+            _sharded(mech, RecordSetSource(data, dataset), None, (0, 0, 0), None, dataset, metadata, label, run)
             return
         source = _open(input_dir, dataset, data_dir, hw, max_pixels)
         _print_skipped([(Path(p), why) for p, why in source.skipped])
@@ -310,7 +315,13 @@ def release(
         label = f"{mech.name} on {input_dir or dataset} → {output}"
         if caps.output == "features":
             check_resize_fits(len(source), hw, source.shape[2])  # the reports are computed from every image at once
-            _release_reports(mech, source, label, metadata, run)
+            images = _read_all(source)
+            if dataset is not None:  # its split too: what an encoder's fitting data is checked against
+                images = replace(images, source=dataset)
+            # The guarantee of these very images (an encoder fitted on some of them does not protect them), charged.
+            expect = mech.guarantee_for(images)
+            whole = ImageSetSource(images, source.description)
+            _sharded(mech, whole, None, images.shape, None, source.description, metadata, label, run, expect)
             return
         _sharded(mech, source, None, source.shape, source.class_names, source.description, metadata, label, run)
 
@@ -331,7 +342,8 @@ class _Run:
     """The options every sharded release shares (one place, so the three kinds of release pass them alike)."""
 
     def __init__(self, seed, secure, fmt, png_level, labels, workers, engine, scheduler, shard_size, block_size,
-                 resume, out, force, inputs, source_map, ledger, budget, delta_budget, quiet) -> None:  # fmt: skip
+                 resume, out, force, inputs, source_map, ledger, budget, delta_budget, quiet,
+                 resumable=True) -> None:  # fmt: skip
         self.__dict__.update(locals())
         del self.__dict__["self"]
 
@@ -350,17 +362,22 @@ def _read_all(source):
     return source.read(0, len(source))
 
 
-def _sharded(mech, source, count, shape, class_names, input_id, metadata, label, run: _Run) -> None:
-    """Plan the shards, charge the ledger (or take over the interrupted run's reservation), release, report."""
+def _sharded(mech, source, count, shape, class_names, input_id, metadata, label, run: _Run, expect=None) -> None:
+    """Plan the shards, charge the ledger (or take over the interrupted run's reservation), release, report. Every
+    release of the command line comes here: images, synthetic images (``count``), records and feature reports.
+    ``expect``: the guarantee to charge, when the release's own differs from its shape's (feature reports)."""
     from tqdm import tqdm
 
+    from privpix.data.inmemory import RecordSetSource
     from privpix.errors import ParameterError
     from privpix.publishing.shards import ShardedRelease, read_plan
+
+    caps = mech.capabilities()
 
     job = ShardedRelease(mech, source, shape, count=count, seed=run.seed, secure=run.secure, fmt=run.fmt,
                          compress_level=run.png_level, labels=run.labels, shard=run.shard_size, block=run.block_size,
                          class_names=class_names, input_id=input_id)  # fmt: skip
-    guarantee = mech.guarantee(shape)
+    guarantee = expect if expect is not None else mech.guarantee(shape)
     ledger_path = str(Path(run.ledger).expanduser().resolve()) if run.ledger is not None else None
     earlier = read_plan(run.out) if run.resume else None
     if run.resume:
@@ -371,9 +388,12 @@ def _sharded(mech, source, count, shape, class_names, input_id, metadata, label,
             raise ParameterError(f"--resume: the interrupted run was started with {want}; resume it the same way")
     executor = run.executor
     plan = job.plan(executor.workers, run=earlier["run"] if earlier else None, ledger=ledger_path)
-    bar = tqdm(total=job.n, unit="img", disable=run.quiet, desc=f"{mech.name}")
+    if not run.resumable:  # a command without --resume: its failure must not suggest one
+        plan.update(resumable=False, why_not_resumable="")
+    unit = "record" if isinstance(source, RecordSetSource) else "img"
+    bar = tqdm(total=job.n, unit=unit, disable=run.quiet, desc=f"{mech.name}")
     t0 = time.perf_counter()
-    if not run.quiet:
+    if not run.quiet and not job.unit:
         _note(f"{job.n} images in {-(-job.n // plan['shard_size'])} shard(s) on {executor.describe()}")
 
     def publish(on_published=None, session=None):
@@ -394,8 +414,13 @@ def _sharded(mech, source, count, shape, class_names, input_id, metadata, label,
                               run=plan["run"], resume=run.resume, events=events, fit=fit,
                               metadata=metadata, model=getattr(mech, "model", ""))  # fmt: skip
     bar.close()
-    kind = "synthetic images (labels in the manifest)" if count is not None else "images"
-    what = f"{manifest['images']} {kind} as {run.fmt} ({len(manifest['files'])} files) and {run.out}/manifest.json"
+    if "records" in manifest:
+        what = f"{manifest['records']} records to {run.out}/records.csv and manifest.json"
+    elif caps.output == "features":
+        what = f"{manifest['n']} reports of {manifest['m']} features to {run.out}/{manifest['file']} and manifest.json"
+    else:
+        kind = "synthetic images (labels in the manifest)" if count is not None else "images"
+        what = f"{manifest['images']} {kind} as {run.fmt} ({len(manifest['files'])} files) and {run.out}/manifest.json"
     _report(manifest, run.out, run.ledger, book, run.quiet, what, t0)
 
 
@@ -500,49 +525,6 @@ def spent_text(book) -> str:
     basic = f"; basic sum ε={s.basic_epsilon:.4g}" if s.basic_epsilon > s.epsilon else ""
     return (f"spent ε={s.epsilon:.4g} of {book.epsilon_budget:.4g} at δ={book.delta_budget:g} "
             f"({s.accountant}{basic})")  # fmt: skip
-
-
-def _release_records(mech, data, dataset, out, rng, force, ledger, budget, delta_budget, quiet, metadata) -> None:
-    from privpix.mechanisms import fit_as_declared
-    from privpix.publishing.release import release_records_to_dir
-
-    fit_as_declared(mech, data)  # used only by a mechanism that fits on the private records
-    guarantee = mech.guarantee((0, 0, 0))
-    t0 = time.perf_counter()
-
-    def publish(on_published=None):
-        return release_records_to_dir(
-            mech, data, out, rng, force=force, metadata=metadata, on_published=on_published, note=_note
-        )
-
-    manifest, book = _charged(ledger, budget, delta_budget, guarantee, f"{mech.name} on {dataset} → {out}", publish,
-                              metadata=metadata)  # fmt: skip
-    what = f"{manifest['records']} records to {out}/records.csv and manifest.json"
-    _report(manifest, out, ledger, book, quiet, what, t0)
-
-
-def _release_reports(mech, source, label: str, metadata: dict, run: _Run) -> None:
-    """A feature mechanism's release (paper 000's LDP reports): every owner's image encoded and each feature
-    perturbed, written as one report folder (reports.npz + manifest.json), the format `privpix ldp perturb` writes
-    and `privpix ldp train` reads. Labels travel in the clear only with --labels, as for images."""
-    from privpix.mechanisms.ldp.reports import Reports, write_reports
-    from privpix.privacy.noise import make_rng
-
-    images = _read_all(source)
-    rng = make_rng(run.seed, secure=run.secure)
-    t0 = time.perf_counter()
-    rel = mech.release(images, rng)  # drawn in memory; nothing is published unless the ledger admits it
-    reports = Reports.of_release(rel, mech.epsilon, images.labels if run.labels else None)
-
-    def publish(on_published=None):
-        return write_reports(reports, run.out, force=run.force, extra=metadata, inputs=run.inputs, note=_note,
-                             on_published=on_published)  # fmt: skip
-
-    events = mech.privacy_events(images.shape, None, secure=run.secure)
-    manifest, book = _charged(run.ledger, run.budget, run.delta_budget, rel.guarantee, label, publish, events=events,
-                              metadata=metadata)  # fmt: skip
-    what = f"{manifest['n']} reports of {manifest['m']} features to {run.out}/reports.npz and manifest.json"
-    _report(manifest, run.out, run.ledger, book, run.quiet, what, t0)
 
 
 def _release_synthetic(mech, private, source, data_dir, metadata, run: _Run) -> None:

@@ -1,7 +1,8 @@
-"""An :class:`~privpix.data.imageset.ImageSet` already in memory, read by index like a folder or a dataset: what
-the sharded release path reads when the images come from Python rather than from files (the conformance suite,
-a script's own arrays). It is pickled whole to worker processes, so it is meant for sets that fit in memory once
-per worker; a large set belongs on disk (:func:`privpix.data.formats.open_source`)."""
+"""Data already in memory, read by index like a folder or a dataset: what the sharded release path reads when the
+images (:class:`ImageSetSource`) or tabular records (:class:`RecordSetSource`) come from Python rather than from
+files (the API's ``privpix.release``, the conformance suite, a loaded table). A source is pickled whole to worker
+processes, so it is meant for sets that fit in memory once per worker; a large image set belongs on disk
+(:func:`privpix.data.formats.open_source`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 
-from privpix.data.imageset import ImageSet
+from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
 
 
@@ -47,3 +49,36 @@ class ImageSetSource:
         if part.names is None:
             part = replace(part, names=np.array([f"image/{i:07d}" for i in range(start, stop)]))
         return part
+
+
+class RecordSetSource:
+    """``records`` (a :class:`~privpix.data.imageset.RecordSet`) as a source: ``read(a, b)`` returns records ``a`` to
+    ``b - 1``; the fingerprint of a range is a digest of its rows. Records are released as one unit (the whole
+    table at once), so a release reads them in one range."""
+
+    def __init__(self, records: RecordSet, description: str | None = None) -> None:
+        if not isinstance(records, RecordSet):
+            raise ParameterError(f"a record source wraps a RecordSet, got {type(records).__name__}")
+        self._records = records
+        self.shape = (0, 0, 0)  # no image shape: the guarantee of a record release is stated per record
+        self.class_names = None
+        self.skipped: list[tuple[str, str]] = []
+        self.description = description or f"{records.source or 'records in memory'} ({len(records):,} records)"
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def fingerprint_ranges(self, ranges: Sequence[tuple[int, int]]) -> str:
+        columns = list(self._records.frame.columns)
+        h = hashlib.sha256(f"{self.description}|{self._records.label_column}|{columns}".encode())
+        for a, b in ranges:
+            h.update(f"|{a}:{b}|".encode())
+            rows = pd.util.hash_pandas_object(self._records.frame.iloc[a:b], index=False)
+            h.update(np.ascontiguousarray(rows.to_numpy()).tobytes())
+        return h.hexdigest()
+
+    def read(self, start: int, stop: int) -> RecordSet:
+        start, stop = max(0, start), min(len(self), stop)
+        if (start, stop) == (0, len(self)):
+            return self._records
+        return self._records.subset(np.arange(start, stop))

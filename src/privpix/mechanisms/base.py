@@ -179,6 +179,9 @@ class Mechanism:
     # Whether the audit runs :meth:`white_box_trials` instead of refitting or releasing thousands of times: a
     # mechanism that trains a network on the private set (DP-SGD's model, a synthesizer with a DP-SGD part).
     white_box: ClassVar[bool] = False
+    # Whether ε = ∞ is a defined setting: the mechanism's output without noise, released with no guarantee (paper
+    # 000's ε = ∞ column: LDP reports without randomized response). Other mechanisms refuse it.
+    accepts_infinite_epsilon: ClassVar[bool] = False
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, **params: Any) -> None:
         known = {p.name for p in self.params}
@@ -199,7 +202,10 @@ class Mechanism:
         if self.uses_epsilon:
             if self.epsilon is None:
                 raise ParameterError(f"{self.name}: epsilon is required")
-            self.epsilon = check_positive("epsilon", self.epsilon)
+            if self.accepts_infinite_epsilon and _is_inf(self.epsilon):
+                self.epsilon = math.inf
+            else:
+                self.epsilon = check_positive("epsilon", self.epsilon)
             if self.epsilon < MIN_EPSILON:
                 # Below this the noise scale Δ/ε overflows: no release is possible, and none is useful.
                 raise ParameterError(f"epsilon must be >= {MIN_EPSILON:g}, got {self.epsilon!r}")
@@ -496,6 +502,19 @@ class Mechanism:
         """Hook for ``output == "features"`` mechanisms: (n, k) released reports, one row per image."""
         raise NotImplementedError
 
+    def feature_files(self, release: Release, labels: np.ndarray | None) -> tuple[dict[str, bytes], dict[str, Any]]:
+        """``output == "features"``: how a :meth:`release` of reports is published: its files (name → bytes) and
+        the fields of the manifest its readers check (its format, the files' digests, the guarantee); ``labels``
+        are published beside the reports, in the clear, when given. The sharded writer
+        (:mod:`privpix.publishing.shards`) stages, commits and verifies them like any release."""
+        raise NotImplementedError(f"{self.name}: releases {self.capabilities().output}, not features")
+
+    def guarantee_for(self, images: ImageSet) -> Guarantee:
+        """The guarantee a release of these very ``images`` carries: :meth:`guarantee` of their shape, unless the
+        mechanism learned from data that may hold them (an LDP encoder fitted on them), which a release states; the
+        ledger is charged for this one."""
+        return self.guarantee(images.shape)
+
     def encode(self, images: ImageSet) -> np.ndarray:
         """``output == "features"``: the clean (unperturbed) encodings (n, k) of ``images``, as a data user
         computes them for their own images at prediction time."""
@@ -567,6 +586,13 @@ def check_value_range(images: ImageSet) -> None:
             f"images: float pixel values must lie in [0, 1] (the range every sensitivity is declared for; uint8 "
             f"images are 0-255), got values in [{lo:.4g}, {hi:.4g}]; scale them first (e.g. x / 255)"
         )
+
+
+def _is_inf(value: Any) -> bool:
+    try:
+        return float(value) == math.inf
+    except (TypeError, ValueError):
+        return False
 
 
 def _as_rng(rng: RNG | int | None) -> RNG:

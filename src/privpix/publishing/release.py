@@ -1,16 +1,14 @@
-"""Writing a mechanism's release to disk: PNGs (or records) plus ``manifest.json``, through the safe folder
-writer of :mod:`privpix.publishing.staging` (staged, swapped in atomically, never touching a user's files)."""
+"""The API's release (``privpix.release``): a mechanism's output written to a folder with its ``manifest.json``,
+through the one writer every release takes (:mod:`privpix.publishing.shards`: staged, swapped in atomically,
+never touching a user's files), and the names of a release folder."""
 
 from __future__ import annotations
 
-import csv
-import io
-import os
-import secrets
-import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from privpix.data.formats.release_layout import (  # noqa: F401  (re-exported: the public names of a release folder)
     JOURNAL,
@@ -24,10 +22,10 @@ from privpix.data.formats.release_layout import (  # noqa: F401  (re-exported: t
 )
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
-from privpix.fileio import write_text_atomic
 from privpix.mechanisms.base import Mechanism
 from privpix.privacy.guarantees import Guarantee
-from privpix.privacy.noise import RNG
+from privpix.privacy.noise import RNG, SecureRandom, make_rng
+from privpix.publishing.source_map import check_source_map, map_name, unmap_name  # noqa: F401  (re-exported)
 from privpix.publishing.staging import (  # noqa: F401  (re-exported)
     FAULT_ENV,
     OpaqueNames,
@@ -37,188 +35,126 @@ from privpix.publishing.staging import (  # noqa: F401  (re-exported)
     recover,
     verify_manifest,
 )
-from privpix.version import __version__
 
 # ------------------------------------------------------------------------------------------------ releases
 
 
 def release_to_dir(
     mechanism: Mechanism,
-    batches: Iterable[ImageSet | int],
+    data: ImageSet | RecordSet | int | Iterable[ImageSet | int],
     output: str | Path,
-    rng: RNG,
+    rng: RNG | int | None = None,
     *,
     force: bool = False,
     metadata: dict[str, Any] | None = None,
     on_batch: Callable[[int], None] | None = None,
     inputs: Sequence[str | Path] = (),
-    names: OpaqueNames | None = None,
     source_map: str | Path | None = None,
     on_published: Callable[[], None] | None = None,
     note: Callable[[str], None] | None = None,
     compress_level: int = 6,
     expect: Guarantee | None = None,
+    fmt: str = "imagefolder",
+    labels: bool = False,
+    workers: int = 1,
 ) -> dict[str, Any]:
-    """Release every batch and write PNGs plus ``manifest.json`` into ``output``; returns the manifest.
+    """Release ``data`` into the folder ``output`` through the sharded writer ``privpix release`` uses
+    (:mod:`privpix.publishing.shards`); returns the manifest.
 
-    For a synthesizer (``Capabilities.output == "synthetic-images"``) a batch may be a count: that many new images
-    are drawn (:meth:`~privpix.mechanisms.Mechanism.synthesize`), and the manifest's ``labels`` maps each file to
-    its synthetic label (the labels are part of the DP output, so they are published with the images).
+    Args:
+        mechanism: fitted (see :meth:`~privpix.mechanisms.Mechanism.fit`) and ready to release.
+        data: an :class:`~privpix.data.ImageSet` (one file per image, or one report file for a feature mechanism);
+            a :class:`~privpix.data.RecordSet` (``records.csv``); for a synthesizer, a count of new images to draw
+            (its labels go into the manifest), or images whose number and shape it copies; or an iterable of image
+            sets (joined) or of counts (added up).
+        rng: an integer seed, which gives the output ``privpix release --seed`` gives; a
+            :class:`~privpix.privacy.noise.SecureRandom` (the exact samplers, as ``--secure``); a NumPy
+            ``Generator``, from which one seed is drawn (the same generator state, the same release); or ``None``
+            (fresh OS entropy).
+        force: replace an earlier privpix release in ``output`` (only the files its manifest lists).
+        source_map: receives a CSV of (released name, source name); it must lie outside ``output``.
+        expect: the guarantee a ledger was charged for: a release whose guarantee differs is stopped before it is
+            published (default: the guarantee of a release of ``data``).
+        fmt: the layout: ``imagefolder``, ``parquet`` or ``webdataset``.
+        labels: publish the input's class labels (as given: not privatized, not covered by the guarantee).
+        compress_level: the PNG compression level, 0 (fastest) to 9.
+        workers: processes to spread the shards over (1: this process).
 
-    The earlier release in ``output`` (with ``force``) stays whole until the new one is complete. Files are named
-    by ``names`` (opaque; fresh random names when ``None``). The manifest holds no source name; ``source_map``,
-    when given, receives a CSV of (released name, source) and must lie outside ``output``. ``expect`` is the
-    guarantee a ledger was charged for: a release whose guarantee differs is stopped before it is published.
+    The earlier release in ``output`` (with ``force``) stays whole until the new one is complete; file names are
+    opaque, and an image whose pixels equal an earlier one's is released once. The manifest holds no source name.
     """
-    out = Path(output)
-    names = names or OpaqueNames()
-    staged_map: Path | None = None
-    sources: list[tuple[str, str]] = []
-    if source_map is not None:
-        check_source_map(Path(source_map), out, inputs)
-    guarantee: Guarantee | None = None
-    t0 = time.perf_counter()
-    with ReleaseWriter(out, force=force, inputs=inputs, note=note) as writer:
-        position = 0
-        synthetic = mechanism.capabilities().output == "synthetic-images"
-        labels: dict[str, int] = {}
-        for batch in batches:
-            if isinstance(batch, ImageSet) and synthetic:
-                # One new image per given one, whatever the mechanism's n: the caller chose the batches (the CLI
-                # passes counts from synthetic_count instead).
-                rel = mechanism.synthesize(len(batch), rng, batch.shape)
-            elif isinstance(batch, ImageSet):
-                rel = mechanism.release(batch, rng)
-            elif synthetic:
-                rel = mechanism.synthesize(int(batch), rng)
-            else:
-                raise ParameterError(f"{mechanism.name}: draws no synthetic images; give it images to release")
-            if expect is not None and rel.guarantee != expect:
-                raise ParameterError(
-                    f"the release's guarantee ({rel.guarantee.short()}) is not the one charged ({expect.short()})"
-                )
-            if guarantee is None:
-                guarantee = rel.guarantee
-            elif rel.guarantee != guarantee:
-                raise ParameterError("images of different shapes give different guarantees; release them apart")
-            imgs, srcs = rel.images.as_uint8(), rel.images.names
-            drawn = rel.images.labels if synthetic else None
-            del rel  # the float32 release is 4x the uint8 one: drop it before encoding
-            for i, (img, src) in enumerate(zip(imgs, srcs, strict=True)):
-                name = names.name(position)
-                position += 1
-                writer.add_image(name, img, compress_level)
-                if drawn is not None:
-                    labels[name] = int(drawn[i])
-                if source_map is not None and not synthetic:
-                    sources.append((name, str(src)))
-            if on_batch is not None:
-                on_batch(len(imgs))
-            del imgs
-        if guarantee is None:
-            raise ParameterError("nothing to release: the input holds no images")
-        manifest = _manifest(mechanism, guarantee, time.perf_counter() - t0, metadata)
-        if synthetic:
-            manifest["labels"] = dict(sorted(labels.items()))
-        # The map is written in full before the release is committed, and only renamed into place after: a map
-        # that cannot be written stops the release before anything is published.
-        staged_map = _stage_source_map(Path(source_map), sources) if source_map is not None else None
-        try:
-            manifest = writer.commit(manifest, on_published)
-        except BaseException:
-            if staged_map is not None and not writer.committed:
-                staged_map.unlink(missing_ok=True)
-            raise
-    if staged_map is not None:
-        os.replace(staged_map, Path(source_map))
-    return manifest
+    from privpix.data.inmemory import ImageSetSource, RecordSetSource
+    from privpix.executor import Executor, make_executor
+    from privpix.publishing.shards import ShardedRelease
 
-
-def release_records_to_dir(
-    mechanism: Mechanism,
-    records: RecordSet,
-    output: str | Path,
-    rng: RNG,
-    *,
-    force: bool = False,
-    metadata: dict[str, Any] | None = None,
-    on_published: Callable[[], None] | None = None,
-    note: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """Release tabular records into ``output/records.csv`` plus ``manifest.json`` (same rules as images)."""
-    out = Path(output)
-    check_output(out, force)
-    rel = mechanism.release_records(records, rng)
-    if len(rel.frame) == 0:
-        raise ParameterError("nothing to release: the input holds no records")
-    data = rel.frame.to_csv(index=False, float_format="%.6g").encode()
-    with ReleaseWriter(out, force=force, note=note) as writer:
-        writer.add(RECORDS, data)
-        manifest = _manifest(mechanism, rel.guarantee, rel.seconds, {**(metadata or {}), "records": len(rel.frame)})
-        return writer.commit(manifest, on_published)
-
-
-def _manifest(
-    mechanism: Mechanism, guarantee: Guarantee, seconds: float, metadata: dict[str, Any] | None
-) -> dict[str, Any]:
-    return {
-        "privpix_version": __version__,
-        "mechanism": mechanism.name,
-        "parameters": mechanism.parameters(),
-        "guarantee": guarantee.to_dict(),
-        "guarantee_text": guarantee.text(),
-        "seconds": seconds,
-        **(metadata or {}),
-    }
-
-
-def check_source_map(path: Path, output: str | Path, inputs: Sequence[str | Path]) -> None:
-    """Refuse a ``--source-map`` that would overwrite a file, follow a link, lie in a missing folder, or sit inside
-    the release (``output``) or its input."""
-    check_no_overlap(path, [output], "--source-map", "the release folder --output")
-    check_no_overlap(path, inputs, "--source-map", "the input")
-    if path.is_symlink() or path.exists():
-        raise ParameterError(f"--source-map {path}: already exists; privpix does not overwrite it (choose a new name)")
-    if not path.parent.is_dir():
-        raise ParameterError(f"--source-map {path}: folder {path.parent} does not exist")
-
-
-def map_name(name: str) -> str:
-    """A source file name as the source map writes it, losslessly, in UTF-8: a byte of the name that is not UTF-8
-    (a name the OS gave as bytes) is written ``\\xNN``, and a backslash as ``\\\\``, so :func:`unmap_name` gives the
-    name's exact bytes back. Every other character is written as it is."""
-    raw = os.fsencode(name).replace(b"\\", b"\\\\")
-    return raw.decode("utf-8", errors="backslashreplace")
-
-
-def unmap_name(text: str) -> bytes:
-    """The exact bytes of a name written by :func:`map_name`."""
-    out, i, raw = bytearray(), 0, text.encode("utf-8")
-    while i < len(raw):
-        if raw[i : i + 2] == b"\\\\":
-            out += b"\\"
-            i += 2
-        elif raw[i : i + 2] == b"\\x":
-            out.append(int(raw[i + 2 : i + 4], 16))
-            i += 4
+    seed, secure = _seed_of(rng)
+    rng_kind = "secure" if secure else ("seeded" if seed is not None else "os-seeded")
+    metadata = {"secure_rng": secure, "rng": rng_kind, **(metadata or {})}  # as `privpix release` records them
+    caps = mechanism.capabilities()
+    source: Any = None
+    count: int | None = None
+    class_names = None
+    if isinstance(data, RecordSet):
+        source, shape = RecordSetSource(data), (0, 0, 0)
+    else:
+        images, count = _joined(mechanism, data)
+        if caps.output == "synthetic-images":
+            # Given images, one new image per given one, in their shape: the caller chose the batches.
+            shape = images.shape if images is not None else caps.fixed_shape
+            count = len(images) if images is not None else count
+            class_names = mechanism.label_names()
+            if shape is None:
+                raise ParameterError(f"{mechanism.name}: give the image shape to synthesize (images of that shape)")
+        elif images is None:
+            raise ParameterError(f"{mechanism.name}: draws no synthetic images; give it images to release")
         else:
-            out.append(raw[i])
-            i += 1
-    return bytes(out)
+            source, shape, class_names = ImageSetSource(images), images.shape, images.class_names
+    if expect is None:
+        whole = caps.output == "features" and source is not None
+        expect = mechanism.guarantee_for(source.read(0, len(source))) if whole else mechanism.guarantee(shape)
+    job = ShardedRelease(mechanism, source, shape, count=count, seed=seed, secure=secure, fmt=fmt,
+                         compress_level=compress_level, labels=labels, class_names=class_names,
+                         input_id=getattr(source, "description", ""))  # fmt: skip
+    with Executor(1) if workers == 1 else make_executor("local", workers) as executor:
+        return job.run(output, executor, expect=expect, force=force, inputs=inputs, source_map=source_map,
+                       metadata=metadata, on_progress=on_batch, on_published=on_published, note=note)  # fmt: skip
 
 
-def _stage_source_map(path: Path, rows: list[tuple[str, str]]) -> Path:
-    """Write the map to a hidden temporary file beside ``path``; returns it (renamed into place after commit). Source
-    names are written by :func:`map_name` (lossless, UTF-8)."""
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["released_name", "source"])
-    w.writerows(sorted((name, map_name(src)) for name, src in rows))
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        write_text_atomic(tmp, buf.getvalue())
-    except OSError as exc:
+def _seed_of(rng: RNG | int | None) -> tuple[int | None, bool]:
+    """(seed, secure) of the API's ``rng`` argument: see :func:`release_to_dir`."""
+    if isinstance(rng, SecureRandom):
+        return None, True
+    if isinstance(rng, np.random.Generator):
+        return int(rng.integers(0, 2**63)), False
+    if rng is None or (isinstance(rng, int | np.integer) and not isinstance(rng, bool)):
+        seed = None if rng is None else int(rng)
+        make_rng(seed)  # the seed's own checks (a non-negative integer)
+        return seed, False
+    raise ParameterError(f"rng must be an integer seed, a SecureRandom, a numpy Generator or None, got {rng!r}")
+
+
+def _joined(mechanism: Mechanism, data: Any) -> tuple[ImageSet | None, int | None]:
+    """(the images, or ``None``; the count of new images, or ``None``) of the API's ``data`` argument."""
+    if isinstance(data, ImageSet):
+        return data, None
+    if isinstance(data, int | np.integer) and not isinstance(data, bool):
+        return None, int(data)
+    if isinstance(data, str | bytes | Path) or not isinstance(data, Iterable):
         raise ParameterError(
-            f"--source-map {path}: cannot write it ({exc.strerror or exc}); nothing was published"
-        ) from None
-    return tmp
+            f"{mechanism.name}: data must be an ImageSet, a RecordSet, a count, or an iterable of image sets or "
+            f"counts; got {type(data).__name__}"
+        )
+    images: ImageSet | None = None
+    count: int | None = None
+    for part in data:
+        if isinstance(part, ImageSet):
+            images = part if images is None else images.concat(part)
+        elif isinstance(part, int | np.integer) and not isinstance(part, bool):
+            count = int(part) + (count or 0)
+        else:
+            raise ParameterError(f"{mechanism.name}: a batch must be an ImageSet or a count, got {type(part).__name__}")
+    if images is not None and count is not None:
+        raise ParameterError(f"{mechanism.name}: give image sets or counts, not both")
+    if images is None and count is None:
+        raise ParameterError("nothing to release: the input holds no images")
+    return images, count

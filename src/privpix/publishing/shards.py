@@ -19,6 +19,12 @@ through the commit journal of :mod:`privpix.publishing.staging`, as for every re
 
 Duplicates: an image whose decoded pixels equal an earlier one's is released once (the first in the input order),
 within a shard and across shards; a shard that held a later copy is redone without it.
+
+Every release goes through here, whatever it publishes. A release made at once rather than image by image (a
+**unit**: tabular records, whose mechanism privatizes the whole table; feature reports, one file of every owner's
+report) is one shard of one block, drawn from the seed's own stream (:func:`unit_rng`), and written by its worker
+as the file(s) its format holds (``records.csv``; the mechanism's report files); it is staged, resumed and committed
+like any other shard.
 """
 
 from __future__ import annotations
@@ -40,12 +46,16 @@ import numpy as np
 
 from privpix import strict_json
 from privpix.data.formats import FORMATS, Item, check_class_names, finish, write_shard
-from privpix.data.formats.release_layout import PLAN, SHARDS, read_manifest
+from privpix.data.formats.release_layout import PLAN, RECORDS, SHARDS, read_manifest
+from privpix.data.imageset import RecordSet
+from privpix.data.inmemory import RecordSetSource
 from privpix.errors import DataError, ParameterError
 from privpix.executor import Executor
+from privpix.fileio import write_bytes_atomic
 from privpix.mechanisms.base import Mechanism
 from privpix.privacy.guarantees import Guarantee
-from privpix.privacy.noise import RNG, SecureRandom
+from privpix.privacy.noise import RNG, SecureRandom, make_rng
+from privpix.publishing.source_map import check_source_map, stage_source_map
 from privpix.publishing.staging import OpaqueNames, ReleaseWriter
 from privpix.threads import one_thread
 from privpix.version import __version__
@@ -98,6 +108,12 @@ def block_rng(seed: int | None, secure: bool, block: int) -> RNG:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(block,))))
 
 
+def unit_rng(seed: int | None, secure: bool) -> RNG:
+    """The random stream of a release made at once (records, feature reports): the seed's own stream, the one
+    :func:`~privpix.privacy.noise.make_rng` gives (there are no blocks to key it by)."""
+    return make_rng(seed, secure=secure)
+
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9._ +-]")
 
 
@@ -138,6 +154,7 @@ class ShardTask:
     sources: bool = False
     label_names: tuple[str, ...] | None = None
     attempt: str = ""  # this coordinator's run: a record written by another (an orphaned worker) is refused
+    unit: bool = False  # a release made at once (records, feature reports): one shard of one block
 
 
 def _label_name(label: int, label_names: Sequence[str] | None) -> str:
@@ -149,7 +166,54 @@ def _label_name(label: int, label_names: Sequence[str] | None) -> str:
 def run_shard(task: ShardTask) -> dict[str, Any]:
     """Release one shard into the staging folder and write its record last; returns the record."""
     with one_thread():
-        return _run_shard(task)
+        return _run_unit(task) if task.unit else _run_shard(task)
+
+
+def _run_unit(task: ShardTask) -> dict[str, Any]:
+    """A release made at once: read everything, release it with the seed's own stream, write its file(s) and the
+    record. Records go to ``records.csv``; feature reports to the files the mechanism's format names
+    (:meth:`~privpix.mechanisms.Mechanism.feature_files`), whose manifest fields the record carries to the commit."""
+    if not Path(task.stage).is_dir():
+        raise DataError(f"{task.stage}: the release's staging folder is gone; shard {task.index} not written")
+    mech = task.mechanism
+    data = task.source.read(0, task.n)
+    rng = unit_rng(task.seed, task.secure)
+    t0 = time.perf_counter()
+    manifest: dict[str, Any] | None = None
+    if isinstance(data, RecordSet):
+        rel = mech.release_records(data, rng)
+        if len(rel.frame) == 0:
+            raise ParameterError("nothing to release: the input holds no records")
+        files = {RECORDS: rel.frame.to_csv(index=False, float_format="%.6g").encode()}
+        fields: dict[str, Any] = {"records": len(rel.frame)}
+        guarantee, count = rel.guarantee, len(rel.frame)
+    else:
+        rel = mech.release(data, rng)
+        files, manifest = mech.feature_files(rel, data.labels if task.labels else None)
+        fields, guarantee, count = {}, rel.guarantee, len(data)
+    if guarantee != task.expect:
+        raise ParameterError(
+            f"the release's guarantee ({guarantee.short()}) is not the one planned ({task.expect.short()})"
+        )
+    stage = Path(task.stage)
+    written = []
+    for name, payload in files.items():
+        try:
+            write_bytes_atomic(stage / name, payload)
+        except OSError as exc:
+            why = exc.strerror or exc
+            raise ParameterError(
+                f"--output {stage.parent}: cannot write the release ({why}); nothing was published"
+            ) from None
+        written.append([name, hashlib.sha256(payload).hexdigest()])
+    record = {
+        "shard": task.index, "blocks": list(task.blocks), "images": count, "files": written, "rows": [], "keys": [],
+        "digests": [], "skipped": [], "sources": [], "labels": [], "with_sources": False,
+        "inputs": _inputs(task.source, task.blocks, task.block, task.n), "attempt": task.attempt, "exclude": [],
+        "unit": {"manifest": manifest, "fields": fields, "seconds": time.perf_counter() - t0},
+    }  # fmt: skip
+    _write_record(stage, task.index, record)
+    return record
 
 
 def _run_shard(task: ShardTask) -> dict[str, Any]:
@@ -360,9 +424,22 @@ class ShardedRelease:
         if self.shard is not None and self.shard < 1:
             raise ParameterError(f"--shard-size must be >= 1, got {self.shard}")
         self.n = int(self.count) if self.source is None else len(self.source)
+        caps = self.mechanism.capabilities()
+        # Records are privatized as one table and feature reports are one file: released at once, as one block.
+        self.unit = isinstance(self.source, RecordSetSource) or caps.output == "features"
         if self.n < 1:
-            raise ParameterError("nothing to release: the input holds no images")
-        own = self.mechanism.capabilities().batch_size
+            raise ParameterError(f"nothing to release: the input holds no {'records' if self.unit else 'images'}")
+        if self.unit:
+            given = [o for o, on in (("--format", self.fmt != "imagefolder"), ("--shard-size", self.shard is not None),
+                                     ("--block-size", self.block is not None), ("--labels", self.labels and
+                                     isinstance(self.source, RecordSetSource))) if on]  # fmt: skip
+            if given:
+                what = "records.csv" if isinstance(self.source, RecordSetSource) else "one report file"
+                raise ParameterError(f"{given[0]}: {self.mechanism.name} releases {what} at once; drop {given[0]}")
+            self.block = self.n
+            self.label_names = None
+            return
+        own = caps.batch_size
         if self.block is not None and (self.block < 1 or (own is not None and self.block != own)):
             raise ParameterError(
                 f"--block-size must be >= 1{f' and equal to {self.mechanism.name}’s batch of {own}' if own else ''}, "
@@ -394,7 +471,7 @@ class ShardedRelease:
 
     def plan(self, workers: int, run: str | None = None, ledger: str | None = None) -> dict[str, Any]:
         cost = self.mechanism.capabilities().seconds_per_value
-        size = self.shard or shard_size(self.n, self.block, self.shape, workers, cost)
+        size = self.n if self.unit else self.shard or shard_size(self.n, self.block, self.shape, workers, cost)
         size = (size + self.block - 1) // self.block * self.block
         return {
             "version": PLAN_VERSION,
@@ -430,10 +507,13 @@ class ShardedRelease:
         """Release into ``output``; returns the manifest. ``expect`` is the guarantee planned (and charged to a
         ledger): a block whose guarantee differs stops the release before anything is published. ``on_discard``
         gets the plan of an interrupted run whose unpublished work this run (without ``resume``) removes."""
-        from privpix.publishing.release import _manifest, _stage_source_map, check_source_map
-
         out = Path(output)
         plan = plan or self.plan(executor.workers)
+        if source_map is not None and self.unit:
+            raise ParameterError(
+                f"--source-map: {self.mechanism.name} releases {'records' if self.n else 'reports'} in one file, with "
+                "no image files to map to their sources"
+            )
         if source_map is not None:
             check_source_map(Path(source_map), out, inputs)
         t0 = time.perf_counter()
@@ -452,6 +532,7 @@ class ShardedRelease:
                 source=self.source, shape=self.shape, seed=self.seed, secure=self.secure, fmt=self.fmt,
                 compress_level=int(self.compress_level), stage=str(stage), key=key, labels=self.labels,
                 expect=expect, sources=source_map is not None, label_names=self.label_names, attempt=attempt,
+                unit=self.unit,
             )  # fmt: skip
             records: dict[int, dict[str, Any]] = {}
             todo: list[ShardTask] = []
@@ -481,8 +562,7 @@ class ShardedRelease:
                 for path, why in records[i]["skipped"]:
                     if on_skip is not None:
                         on_skip(path, why)
-            manifest = self._commit(writer, records, metadata, _manifest, expect, t0, source_map, _stage_source_map,
-                                    on_published)  # fmt: skip
+            manifest = self._commit(writer, records, metadata, expect, t0, source_map, on_published)
         if source_map is not None and self._staged_map is not None:
             os.replace(self._staged_map, Path(source_map))
         return manifest
@@ -521,8 +601,10 @@ class ShardedRelease:
             tasks.append(replace(base, index=i, blocks=shards[i], exclude=tuple(sorted(every))))
         return tasks
 
-    def _commit(self, writer, records, metadata, make_manifest, expect, t0, source_map, stage_map, on_published):
+    def _commit(self, writer, records, metadata, expect, t0, source_map, on_published):
         stage = writer.stage
+        if self.unit:
+            return self._commit_unit(writer, records, metadata, expect, on_published)
         rows: list[dict[str, Any]] = []
         keys: list[np.ndarray] = []
         labels: dict[str, int] = {}
@@ -573,16 +655,34 @@ class ShardedRelease:
                 "class labels published as given: not privatized, not covered by the guarantee (they are treated "
                 "as public)"
             )
-        manifest = make_manifest(self.mechanism, expect, time.perf_counter() - t0, extra)
+        manifest = release_manifest(self.mechanism, expect, time.perf_counter() - t0, extra)
         if self.source is None:
             manifest["labels"] = dict(sorted(labels.items()))
-        self._staged_map = stage_map(Path(source_map), sources) if source_map is not None else None
+        self._staged_map = stage_source_map(Path(source_map), sources) if source_map is not None else None
         try:
             return writer.commit(manifest, on_published)
         except BaseException:
             if self._staged_map is not None and not writer.committed:
                 self._staged_map.unlink(missing_ok=True)
             raise
+
+    def _commit_unit(self, writer, records, metadata, expect, on_published):
+        """The commit of a release made at once: its one shard's files, under the manifest its format states (a
+        report folder's own) or, for records, the one every release states, with ``records`` counted."""
+        (rec,) = [_load_record(writer.stage, i) for i in records]
+        if rec.get("attempt", "") != records[0]["attempt"]:
+            raise DataError(
+                f"{_record_path(writer.stage, 0)}: the release was rewritten by another process while this one ran; "
+                "nothing was published: run the same command with --resume"
+            )
+        for name, sha in rec["files"]:
+            writer.adopt(name, sha)
+        unit = rec["unit"]
+        if unit["manifest"] is not None:
+            manifest = {**unit["manifest"], **(metadata or {})}
+        else:
+            manifest = release_manifest(self.mechanism, expect, unit["seconds"], {**(metadata or {}), **unit["fields"]})
+        return writer.commit(manifest, on_published)
 
     @staticmethod
     def _files_of(record: dict[str, Any]) -> dict[str, str]:
@@ -594,6 +694,22 @@ class ShardedRelease:
             else:
                 out[Path(row["file_name"]).stem] = row["file_name"]
         return out
+
+
+def release_manifest(
+    mechanism: Mechanism, guarantee: Guarantee, seconds: float, metadata: dict[str, Any] | None
+) -> dict[str, Any]:
+    """What every release's manifest states, before its own fields: privpix's version, the mechanism and its
+    parameters in force, the guarantee (as data and as text) and the seconds it took."""
+    return {
+        "privpix_version": __version__,
+        "mechanism": mechanism.name,
+        "parameters": mechanism.parameters(),
+        "guarantee": guarantee.to_dict(),
+        "guarantee_text": guarantee.text(),
+        "seconds": seconds,
+        **(metadata or {}),
+    }
 
 
 def _seed_tag(seed: int | None, salt: str) -> str | None:

@@ -189,6 +189,12 @@ def check_output(output: Path, force: bool, inputs: Sequence[str | Path] = ()) -
 # ------------------------------------------------------------------------------------------------ writer
 
 
+UNSEEDED_FIT = (
+    "This release fits on the private images without a seed, so it cannot be resumed: run it again (its "
+    "reservation, if any, was released)"
+)
+
+
 class ReleaseWriter:
     """Stage a release inside ``output`` and swap it in atomically (see the module docstring).
 
@@ -372,10 +378,10 @@ class ReleaseWriter:
                 self.note(f"{self.out}: stopped with {done} shard(s) finished; the same command with --resume "
                           "continues the release")  # fmt: skip
             elif not self.committed and self.stage is not None:
-                if self.plan is not None and exc_type is not None:
-                    self.note(f"{self.out}: stopped; nothing was published. This release fits on the private images "
-                              "without a seed, so it cannot be resumed: run it again (its reservation, if any, "
-                              "was released)")  # fmt: skip
+                # Why it cannot be resumed, from its plan ("": a command without --resume, whose error says it all).
+                why = (self.plan or {}).get("why_not_resumable", UNSEEDED_FIT)
+                if self.plan is not None and exc_type is not None and why:
+                    self.note(f"{self.out}: stopped; nothing was published. {why}")
                 shutil.rmtree(self.stage, ignore_errors=True)
         finally:
             self._release_lock()

@@ -98,16 +98,44 @@ def _check_case(cls: type[Mechanism], case: ConformanceCase, work: Path) -> list
     if a.parameters != mech.get_params():
         out.append(f"Release.parameters {a.parameters} differ from get_params() {mech.get_params()}")
     if caps.output == "features":
-        # Feature reports are a report folder (ldp reports.py, which `privpix release` writes for them): what its
-        # manifest records must survive JSON unchanged.
+        # Feature reports are published as the mechanism's own files (feature_files), through the sharded writer
+        # `privpix release` uses: what the manifest records must survive JSON unchanged.
         if json.loads(json.dumps(a.parameters, default=float)) != a.parameters:
             out.append(f"the parameters {a.parameters} do not survive a JSON manifest unchanged")
+        out += _check_report_folder(mech, images, work / "reports")
         if len(neighbour_pairs(mech, images)) == 0:
             out.append("no audit neighbour pairs could be built")
         return out
     out += _check_folder(mech, images, work / "release", a.guarantee)
     if len(neighbour_pairs(mech, images)) == 0:
         out.append("no audit neighbour pairs could be built")
+    return out
+
+
+def _check_report_folder(mech: Mechanism, images: ImageSet, out_dir: Path) -> list[str]:
+    """A feature mechanism's release written by the path ``privpix release`` takes (one unit of the sharded writer,
+    in this process): the folder verifies, its manifest states the guarantee of a direct release of the same
+    images, and the files it lists hold one report per image."""
+    from privpix.data.inmemory import ImageSetSource
+    from privpix.executor import Executor
+    from privpix.publishing.release import verify_manifest
+    from privpix.publishing.shards import ShardedRelease
+
+    out: list[str] = []
+    direct = mech.guarantee_for(images)
+    job = ShardedRelease(mech, ImageSetSource(images, "conformance images"), images.shape, seed=0, labels=True,
+                         input_id="conformance images")  # fmt: skip
+    with Executor(1) as ex:
+        manifest = job.run(out_dir, ex, expect=direct)
+    if manifest.get("guarantee") != json.loads(json.dumps(direct.to_dict(), default=float)):
+        out.append("the report folder's guarantee is not the one a direct release of the same images carries")
+    problems = verify_manifest(out_dir)
+    if problems:
+        out.append(f"the report folder does not verify: {problems[:3]}")
+    if manifest.get("n") not in (None, len(images)):
+        out.append(f"the report folder holds {manifest['n']} reports, expected {len(images)}")
+    if not manifest.get("files"):
+        out.append("the report folder lists no file")
     return out
 
 

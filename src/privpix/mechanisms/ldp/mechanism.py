@@ -21,12 +21,12 @@ import numpy as np
 from privpix.data.imageset import ImageSet
 from privpix.data.overlap import shared_count
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param
+from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param, Release
 from privpix.mechanisms.ldp.bnn import BNNEncoder
 from privpix.mechanisms.ldp.dcaconv import DCAConvEncoder
 from privpix.mechanisms.ldp.encoder_base import ENCODERS, Encoder, gray_images
 from privpix.mechanisms.ldp.encoders import HogBovwEncoder, PixelEncoder, load_encoder
-from privpix.mechanisms.ldp.reports import may_overlap
+from privpix.mechanisms.ldp.reports import Reports, may_overlap, report_files
 from privpix.mechanisms.ldp.rr import grr_perturb
 from privpix.mechanisms.registry import register
 from privpix.privacy.guarantees import Guarantee
@@ -92,6 +92,7 @@ class LDPFeatures(Mechanism):
         "was not fitted on"
     )
     encoder_class: ClassVar[type[Encoder]]
+    accepts_infinite_epsilon = True  # the reports without randomized response: the paper's ε = ∞ column
     params: ClassVar[tuple[Param, ...]] = (
         Param("unit", str, "feature", "feature: ε per encoded feature value (paper); image: m·ε per report", UNITS),
         Param("model", str, "", "encoder file (privpix ldp fit-encoder); the encoder parameters come from it"),
@@ -305,11 +306,24 @@ class LDPFeatures(Mechanism):
         rel.extra.update(domain_size=int(enc.d), n_features=int(enc.n_features), encoder=enc.describe())
         return rel
 
+    def guarantee_for(self, images: ImageSet) -> Guarantee:
+        return self._guarantee(images.shape, self._overlap(images))
+
+    def feature_files(self, release: Release, labels: np.ndarray | None) -> tuple[dict[str, bytes], dict[str, Any]]:
+        """A report folder's ``reports.npz`` and its manifest fields (:mod:`privpix.mechanisms.ldp.reports`), the
+        format ``privpix ldp train`` reads."""
+        return report_files(Reports.of_release(release, float(self.epsilon), labels))
+
     def _overlap(self, images: ImageSet) -> str:
         """Why ``images`` may be among the encoder's fitting images ("" when they are not)."""
         enc = self.encoder_
         if enc is None or not enc.uses_fitting_data:
             return ""
+        if self.loaded_from_ and enc.fit_digests:
+            # The encoder file records its fitting images' digests: decided image by image, not from descriptions
+            # (paths are not recorded unless asked, and a folder's name tells nothing of what it holds).
+            shared = shared_count(enc.fit_digests, gray_images(images))
+            return f"{shared} of the reported images are among the encoder's fitting images" if shared else ""
         if self.loaded_from_ == "":
             # An overlap makes the guarantee unsound rather than refusing the release: paper 000's protocol fits the
             # encoder on data that may hold the reported images, and stays reproducible; the guarantee says why.
@@ -332,6 +346,8 @@ class LDPFeatures(Mechanism):
     def _guarantee(self, shape: tuple[int, int, int], overlap: str) -> Guarantee:
         enc = self._encoder(shape)
         m, d, eps = int(enc.n_features), int(enc.d), float(self.epsilon)
+        if math.isinf(eps):
+            return Guarantee.none(f"epsilon = inf: the {m} encoded features are sent without perturbation")
         per_image = m * eps
         caveats = [
             f"ε = {eps:g} per encoded feature; a report has m = {m} features over d = {d} values, so one whole "

@@ -2,7 +2,8 @@
 
 A report folder holds ``reports.npz`` (``values``: (n, m) integers in [0, d); ``labels`` when known) and
 ``manifest.json`` (encoder, d, m, ε per feature and per image, the guarantee, the sha256 of the npz).
-The folder is written like an image release (staged, swapped in atomically; see docs/security.md).
+The folder is written by the sharded writer, like every release (staged, swapped in atomically; see
+docs/security.md).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import io
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,6 @@ from privpix.mechanisms.ldp.encoders import Encoder
 from privpix.mechanisms.ldp.rr import check_epsilon, grr_perturb, value_dtype
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.noise import RNG, is_secure
-from privpix.publishing.staging import ReleaseWriter
 from privpix.version import __version__
 
 REPORTS_FILE = "reports.npz"
@@ -172,20 +171,11 @@ def perturb(
     return Reports(out, None if labels is None else np.asarray(labels), encoder.d, epsilon, g, encoder.describe(), meta)
 
 
-def write_reports(
-    reports: Reports,
-    output: str | Path,
-    *,
-    force: bool = False,
-    extra: dict | None = None,
-    inputs: Sequence[str | Path] = (),
-    note: Callable[[str], None] | None = None,
-    on_published: Callable[[], None] | None = None,
-) -> dict:
-    """Write ``reports.npz`` and ``manifest.json`` into ``output`` through the safe release writer
-    (:class:`privpix.publishing.staging.ReleaseWriter`): all or nothing, an earlier report folder replaced only with
-    ``force`` and only its own files, never a folder that is not a privpix release, never one overlapping
-    ``inputs``. ``on_published`` is called just before the swap (a ledger's reservation becomes a charge)."""
+def report_files(reports: Reports) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """A report folder's files (``reports.npz``: ``values``, and ``labels`` when known) and its manifest fields, as
+    :func:`read_reports` checks them. The sharded writer (:mod:`privpix.publishing.shards`) stages and commits them
+    like every release (``privpix release`` and ``privpix ldp perturb``): all or nothing, an earlier report folder
+    replaced only with ``--force``."""
     buf = io.BytesIO()
     arrays = {"values": reports.values}
     if reports.labels is not None:
@@ -207,11 +197,8 @@ def write_reports(
         "encoder": reports.encoder,
         "guarantee": reports.guarantee.to_dict(),
         **reports.meta,
-        **(extra or {}),
     }
-    with ReleaseWriter(output, force=force, inputs=inputs, note=note) as writer:
-        writer.add(REPORTS_FILE, data)
-        return writer.commit(manifest, on_published)
+    return {REPORTS_FILE: data}, manifest
 
 
 def read_reports(folder: str | Path) -> Reports:

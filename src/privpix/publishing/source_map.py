@@ -1,0 +1,67 @@
+"""The source map of a release (``--source-map``): a private CSV of (released name, source file name), written
+beside the release, never inside it, and only once the release is committed. Names are written losslessly."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import secrets
+from collections.abc import Sequence
+from pathlib import Path
+
+from privpix.errors import ParameterError
+from privpix.fileio import write_text_atomic
+from privpix.publishing.staging import check_no_overlap
+
+
+def check_source_map(path: Path, output: str | Path, inputs: Sequence[str | Path]) -> None:
+    """Refuse a ``--source-map`` that would overwrite a file, follow a link, lie in a missing folder, or sit inside
+    the release (``output``) or its input."""
+    check_no_overlap(path, [output], "--source-map", "the release folder --output")
+    check_no_overlap(path, inputs, "--source-map", "the input")
+    if path.is_symlink() or path.exists():
+        raise ParameterError(f"--source-map {path}: already exists; privpix does not overwrite it (choose a new name)")
+    if not path.parent.is_dir():
+        raise ParameterError(f"--source-map {path}: folder {path.parent} does not exist")
+
+
+def map_name(name: str) -> str:
+    """A source file name as the source map writes it, losslessly, in UTF-8: a byte of the name that is not UTF-8
+    (a name the OS gave as bytes) is written ``\\xNN``, and a backslash as ``\\\\``, so :func:`unmap_name` gives the
+    name's exact bytes back. Every other character is written as it is."""
+    raw = os.fsencode(name).replace(b"\\", b"\\\\")
+    return raw.decode("utf-8", errors="backslashreplace")
+
+
+def unmap_name(text: str) -> bytes:
+    """The exact bytes of a name written by :func:`map_name`."""
+    out, i, raw = bytearray(), 0, text.encode("utf-8")
+    while i < len(raw):
+        if raw[i : i + 2] == b"\\\\":
+            out += b"\\"
+            i += 2
+        elif raw[i : i + 2] == b"\\x":
+            out.append(int(raw[i + 2 : i + 4], 16))
+            i += 4
+        else:
+            out.append(raw[i])
+            i += 1
+    return bytes(out)
+
+
+def stage_source_map(path: Path, rows: list[tuple[str, str]]) -> Path:
+    """Write the map to a hidden temporary file beside ``path``; returns it (renamed into place after commit). Source
+    names are written by :func:`map_name` (lossless, UTF-8)."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["released_name", "source"])
+    w.writerows(sorted((name, map_name(src)) for name, src in rows))
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        write_text_atomic(tmp, buf.getvalue())
+    except OSError as exc:
+        raise ParameterError(
+            f"--source-map {path}: cannot write it ({exc.strerror or exc}); nothing was published"
+        ) from None
+    return tmp
