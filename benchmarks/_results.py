@@ -94,9 +94,9 @@ def document(title: str | None, *blocks: str | None, preamble: str | None = None
     return "\n\n".join(p for p in parts if p is not None) + "\n"
 
 
-def dumps(results: Any, indent: int | None = 2) -> str:
+def dumps(results: Any, indent: int | None = 2, ensure_ascii: bool = True) -> str:
     """Strict JSON (``NaN`` → ``null``, ``±∞`` → ``±1e999``) of ``results``, with a final newline."""
-    return strict_json.dumps(results, indent=indent) + "\n"
+    return strict_json.dumps(results, indent=indent, ensure_ascii=ensure_ascii) + "\n"
 
 
 def load(path: Path) -> Any:
@@ -104,12 +104,12 @@ def load(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def write(out: Output, results: Any, indent: int | None = 2) -> None:
+def write(out: Output, results: Any, indent: int | None = 2, ensure_ascii: bool = True) -> None:
     """Write ``results`` to ``<stem>.json`` and ``out.render`` of them, as read back from that JSON, to ``<stem>.md``.
 
     The markdown is rendered before anything is written, so an error in the render leaves both files as they were;
     each file is replaced atomically (a reader sees the old file or the whole new one)."""
-    text = dumps(results, indent)
+    text = dumps(results, indent, ensure_ascii)
     md = out.render(json.loads(text))
     write_text_atomic(out.json_path, text)
     write_text_atomic(out.md_path, md)
