@@ -49,10 +49,12 @@ class Col:
 
 @dataclass(frozen=True)
 class Output:
-    """One results file pair of a benchmark: ``<stem>.json`` and ``<stem>.md``, the markdown ``render(results)``."""
+    """One results file pair of a benchmark: ``<stem>.json`` and ``<stem>.md`` (or ``markdown``, where the table
+    has a name of its own), the markdown ``render(results)``."""
 
     stem: Path
     render: Render
+    markdown: Path | None = None
 
     @property
     def json_path(self) -> Path:
@@ -60,7 +62,7 @@ class Output:
 
     @property
     def md_path(self) -> Path:
-        return self.stem.with_name(self.stem.name + ".md")
+        return self.markdown or self.stem.with_name(self.stem.name + ".md")
 
 
 def cell(value: Any, fmt: Format = None) -> str:
@@ -102,6 +104,11 @@ def dumps(results: Any, indent: int | None = 2, ensure_ascii: bool = True) -> st
 def load(path: Path) -> Any:
     """A results file as written: ``null`` stays ``None``, ``1e999`` reads back as infinity."""
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def write_json(path: Path, results: Any, indent: int | None = 2) -> None:
+    """Strict JSON of ``results`` to ``path``, atomically: for benchmarks whose results have no table."""
+    write_text_atomic(path, dumps(results, indent))
 
 
 def write(out: Output, results: Any, indent: int | None = 2, ensure_ascii: bool = True) -> None:

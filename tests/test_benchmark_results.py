@@ -4,8 +4,6 @@ column formats, atomic writes)."""
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import json
 import math
 import subprocess
@@ -23,55 +21,62 @@ from _results import Col, Output  # noqa: E402
 # Benchmarks whose results are on the writer: those that define OUTPUTS.
 SCRIPTS = sorted(p for p in BENCH.glob("*.py") if "\nOUTPUTS = " in p.read_text(encoding="utf-8"))
 
+# Run in a fresh process (this one may hold torch from other tests): import every benchmark, render each of its
+# outputs from the committed JSON and compare with the committed markdown, and list the heavy modules imported.
+RENDER_ALL = """
+import importlib.util, json, sys, traceback
+sys.path.insert(0, sys.argv[1])
+import _results
+report = {"scripts": {}, "covered": []}
+for path in sys.argv[2:]:
+    try:
+        spec = importlib.util.spec_from_file_location("bench_" + path.rsplit("/", 1)[-1][:-3], path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        outs = {}
+        for out in mod.OUTPUTS:
+            rel = out.md_path.relative_to(_results.RESULTS.parent).as_posix()
+            report["covered"].append(rel)
+            md = out.md_path.read_text(encoding="utf-8") if out.md_path.is_file() else None
+            outs[rel] = "same" if _results.render(out) == md else "differs"
+        report["scripts"][path] = outs
+    except Exception:
+        report["scripts"][path] = {"error": traceback.format_exc()}
+report["heavy"] = sorted(n for n in ("torch", "opacus") if n in sys.modules)
+print(json.dumps(report))
+"""
 
-@functools.cache
-def load(path: Path):
-    spec = importlib.util.spec_from_file_location(f"bench_{path.stem}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+
+@pytest.fixture(scope="module")
+def rendered() -> dict:
+    r = subprocess.run(
+        [sys.executable, "-c", RENDER_ALL, str(BENCH), *map(str, SCRIPTS)], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
-def test_committed_markdown_is_the_committed_json_rendered(script):
-    outputs = load(script).OUTPUTS
-    assert outputs
-    for out in outputs:
-        assert out.json_path.is_file(), f"{out.json_path} is not committed"
-        assert _results.render(out) == out.md_path.read_text(encoding="utf-8"), (
-            f"{out.md_path.name} differs from its JSON rendered: run `python benchmarks/{script.name} "
-            f"{_results.RENDER_ONLY}` (or fix the render)"
-        )
-
-
-# Tables not yet moved onto the writer (this list only shrinks).
-NOT_YET = {
-    "results/bench_mnist/audits.md", "results/bench_orl/audits.md", "results/dp_sgd.md", "results/ppsgan.md",
-}  # fmt: skip
-
-
-def test_every_committed_table_has_its_writer():
-    """Each markdown file under benchmarks/results/ is some benchmark's output, rendered from its JSON."""
-    covered = {out.md_path.relative_to(BENCH).as_posix() for script in SCRIPTS for out in load(script).OUTPUTS}
-    committed = {p.relative_to(BENCH).as_posix() for p in (BENCH / "results").rglob("*.md")}
-    assert committed - NOT_YET <= covered, sorted(committed - NOT_YET - covered)
-    assert not covered & NOT_YET, sorted(covered & NOT_YET)
-
-
-def test_rendering_imports_nothing_heavy():
-    """Every benchmark imports and renders without torch: the heavy imports stay in the runs (a fresh process, as
-    this one may hold torch from other tests)."""
-    code = (
-        f"import sys; sys.path.insert(0, {str(BENCH)!r}); import importlib.util, _results\n"
-        f"for p in {[str(s) for s in SCRIPTS]!r}:\n"
-        "    spec = importlib.util.spec_from_file_location('b', p); m = importlib.util.module_from_spec(spec)\n"
-        "    spec.loader.exec_module(m)\n"
-        "    [_results.render(o) for o in m.OUTPUTS]\n"
-        "print(sorted(n for n in ('torch', 'opacus') if n in sys.modules))"
+def test_committed_markdown_is_the_committed_json_rendered(rendered, script):
+    outs = rendered["scripts"][str(script)]
+    assert "error" not in outs, outs.get("error")
+    assert outs
+    differ = sorted(rel for rel, v in outs.items() if v != "same")
+    assert not differ, (
+        f"{differ}: not the committed JSON rendered; run `python benchmarks/{script.name} {_results.RENDER_ONLY}` "
+        "(or fix the render)"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "[]"
+
+
+def test_every_committed_table_has_its_writer(rendered):
+    """Each markdown file under benchmarks/results/ is some benchmark's output, rendered from its JSON."""
+    committed = {p.relative_to(BENCH).as_posix() for p in (BENCH / "results").rglob("*.md")}
+    assert committed <= set(rendered["covered"]), sorted(committed - set(rendered["covered"]))
+
+
+def test_rendering_imports_nothing_heavy(rendered):
+    """Every benchmark imports and renders without torch: the heavy imports stay in the runs."""
+    assert rendered["heavy"] == []
 
 
 def test_strict_json_nan_becomes_null_and_infinity_a_number():
