@@ -10,7 +10,7 @@ Data: Adult, the official train (30,162 complete records) and test (15,060) file
 subset split by identity (3,662 train / 897 test), 64×64 centre crops. The paper trained on all of CelebA
 (~160k images, 183 epochs on a GPU); this runs on 2 CPU cores.
 
-Run: ``.venv/bin/python benchmarks/ae_obfuscator.py [--parts adult,celeba-S,celeba-M,celeba-C] [--render]``
+Run: ``.venv/bin/python benchmarks/ae_obfuscator.py [--parts adult,celeba-S,celeba-M,celeba-C] [--render-only]``
 → ``benchmarks/results/ae_obfuscator.{json,md}``, ``ae_obfuscator_*.png``.
 """
 
@@ -19,10 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
+from _results import RENDER_HELP, RENDER_ONLY, Col, Output, rerender, table, write
 from privpix.data import celeba_64, load_dataset
 from privpix.evaluation.tradeoff import convex_hull_auc
 from privpix.mechanisms.neural.obfuscation import (
@@ -195,12 +197,7 @@ def sample_grid(net, test: AttributeData, part: str, K0: float) -> str:
     return name
 
 
-def render(data: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def render(data: dict) -> str:
     lines = [
         "# Paper 003 reproduction: adjustable-privacy autoencoder obfuscator",
         "",
@@ -231,29 +228,18 @@ def render(data: dict) -> None:
                 f"utility {a['utility']}.",
                 "",
             ]
+        keys = ("series", "sigma2", "K", "variance", "weak", "strong", "utility", "utility_on_released")
+        cols = ["series", *(Col(h, partial(_number, key=k)) for h, k in zip(
+            ("σ²", "K", "variance", "weak adv.", "strong adv.", "utility (orig. test)", "utility (rel. test)"),
+            keys[1:], strict=True))]  # fmt: skip
         lines += [
-            "| series | σ² | K | variance | weak adv. | strong adv. | utility (orig. test) | utility (rel. test) |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for r in case["rows"]:
-
-            def f(key, r=r):
-                v = r.get(key)
-                return "" if v is None else (f"{v:.3f}" if isinstance(v, float) and key not in ("K",) else f"{v:g}")
-
-            lines.append(
-                f"| {r['series']} | {f('sigma2')} | {f('K')} | {f('variance')} | {f('weak')} | {f('strong')} | "
-                f"{f('utility')} | {f('utility_on_released')} |"
-            )
-        lines += [
+            table(cols, ([r.get(k) for k in keys] for r in case["rows"])),
             "",
             "Convex-hull AUC (end point: the adversary's and the utility provider's accuracy on original data):",
             "",
-            "| curve | origin (0,0) | origin (0.5,0.5) |",
-            "|---|---|---|",
-        ]
-        for k, v in case["auc"].items():
-            lines.append(f"| {k} | {v['origin (0,0)']} | {v['origin (0.5,0.5)']} |")
+            table(["curve", "origin (0,0)", "origin (0.5,0.5)"],
+                  ([k, v["origin (0,0)"], v["origin (0.5,0.5)"]] for k, v in case["auc"].items())),
+        ]  # fmt: skip
         if "decorrelation" in case:
             d = case["decorrelation"]
             lines += [
@@ -266,6 +252,24 @@ def render(data: dict) -> None:
         if "grid" in case:
             lines += ["", f"Sample grid: `{case['grid']}` (CelebA faces, © CUHK MMLAB, non-commercial research use)."]
         lines.append("")
+        lines += [f"Plot: `ae_obfuscator_{part}.png`.", ""]
+    return "\n".join(lines)
+
+
+def _number(v, key: str) -> str:
+    """A row value as the table writes it: floats to three places (K, a knob, as given), nothing for a gap."""
+    return "" if v is None else (f"{v:.3f}" if isinstance(v, float) and key not in ("K",) else f"{v:g}")
+
+
+def plot(data: dict) -> None:
+    """``ae_obfuscator_<part>.png`` for each case of the results."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for part, case in data["cases"].items():
+        base = case["original"]
         fig, axes = plt.subplots(1, 2, figsize=(10, 4))
         for series, mk in (("f+g", "o-"), ("g only (no f)", "s--"), ("Gaussian noise", "^:")):
             part_rows = [r for r in case["rows"] if r["series"] == series]
@@ -306,9 +310,10 @@ def render(data: dict) -> None:
         fig.tight_layout()
         fig.savefig(OUT / f"ae_obfuscator_{part}.png", dpi=110)
         plt.close(fig)
-        lines += [f"Plot: `ae_obfuscator_{part}.png`.", ""]
-    (OUT / "ae_obfuscator.md").write_text("\n".join(lines))
-    log(f"wrote {OUT / 'ae_obfuscator.md'}")
+
+
+RESULT = Output(OUT / "ae_obfuscator", render)
+OUTPUTS = (RESULT,)
 
 
 def main() -> None:
@@ -316,14 +321,17 @@ def main() -> None:
     ap.add_argument("--parts", default="adult,celeba-S,celeba-M,celeba-C")
     ap.add_argument("--epochs", type=int, default=25, help="obfuscator epochs (early stopping may end sooner)")
     ap.add_argument("--inferrer-epochs", type=int, default=8)
-    ap.add_argument("--render", action="store_true", help="only re-render the committed JSON")
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP + " (and the plots)")
     args = ap.parse_args()
     data = json.loads(JSON.read_text()) if JSON.exists() else {"cases": {}}
-    if not args.render:
+    if args.render_only:
+        rerender(*OUTPUTS)
+    else:
         for part in args.parts.split(","):
             data["cases"][part] = run_case(part, args)
-            JSON.write_text(json.dumps(data, indent=1, default=float))  # after each case: partial runs survive
-    render(data)
+            write(RESULT, data, indent=1)  # after each case: partial runs survive
+    plot(data)
+    log(f"wrote {RESULT.md_path}")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ how often a mechanism spending twice (every part at scale 2), read through the s
 above the scale-1 true ε (pessimistic). Its ms / audit is the mean over the row's bounds: the curve caches the PLDs
 its bisections compute, so the first bound of a row pays about a second and later ones little.
 
-Writes ``results/audit_power.{json,md}``. Run: ``.venv/bin/python benchmarks/audit_power.py`` (a few minutes).
+Writes ``results/audit_power.{json,md}``. Run: ``.venv/bin/python benchmarks/audit_power.py`` (a few minutes);
+``--render-only`` rewrites the markdown from the JSON.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from _results import RENDER_HELP, RENDER_ONLY, Col, Output, document, rerender, table, write
 from privpix.evaluation.audit import bounds_from_samples
 from privpix.evaluation.audit.curves import composed_curve, composed_samples, reference_samples
 
@@ -140,59 +142,56 @@ def run(seeds: int, epsilons: list[float], trials: list[int], laplace_epsilons: 
             "machine": platform.machine()}  # fmt: skip
 
 
-def table(res: dict) -> str:
-    lines = [
-        "# Audit power and calibration",
-        "",
+def render(res: dict) -> str:
+    preamble = (
         f"`benchmarks/audit_power.py`, {res['seeds']} seeds per row; scalar mechanisms with known ε (Laplace: "
         f"pure; Gaussian: analytic calibration at δ = {res['delta']:g}; GRR: binary randomized response). Both "
         "bounds at 95 % jointly, the raw test chosen on the first half of the trials, the curve test on the first "
         "fifth. Coverage: share of seeds whose "
-        "bound is at or below the true ε (should be ≥ 0.95).",
-        "",
-        "| mechanism | true ε | trials / side | raw: mean (p05) | raw coverage | curve: mean (p05) | curve coverage "
-        "| ms / audit |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in res["power"]:
-        lines.append(
-            f"| {r['mechanism']} | {r['true_epsilon']:g} | {r['trials_per_side']} | {r['raw_mean']:.2f} "
-            f"({r['raw_p05']:.2f}) | {r['raw_coverage']:.3f} | {r['curve_mean']:.2f} ({r['curve_p05']:.2f}) | "
-            f"{r['curve_coverage']:.3f} | {1000 * r['seconds_per_audit']:.1f} |"
-        )
-    lines += [
-        "",
-        "Mechanisms that spend 2ε while claiming ε (2,000 trials per side): share of seeds that refute the claim.",
-        "",
-        "| mechanism | claimed ε | true ε | refuted |",
-        "|---|---|---|---|",
-    ]
-    lines += [
-        f"| {r['mechanism']} | {r['claimed_epsilon']:g} | {r['true_epsilon']:g} | {r['refuted_share']:.2f} |"
-        for r in res["cheat"]
-    ]
-    lines += [
-        "",
+        "bound is at or below the true ε (should be ≥ 0.95)."
+    )
+    power = table(
+        ["mechanism", "true ε", "trials / side", "raw: mean (p05)", "raw coverage", "curve: mean (p05)",
+         "curve coverage", "ms / audit"],
+        ([r["mechanism"], f"{r['true_epsilon']:g}", r["trials_per_side"], f"{r['raw_mean']:.2f} ({r['raw_p05']:.2f})",
+          f"{r['raw_coverage']:.3f}", f"{r['curve_mean']:.2f} ({r['curve_p05']:.2f})", f"{r['curve_coverage']:.3f}",
+          f"{1000 * r['seconds_per_audit']:.1f}"] for r in res["power"]),
+    )  # fmt: skip
+    cheat = table(
+        [Col("mechanism"), Col("claimed ε", "g"), Col("true ε", "g"), Col("refuted", ".2f")],
+        ([r["mechanism"], r["claimed_epsilon"], r["true_epsilon"], r["refuted_share"]] for r in res["cheat"]),
+    )
+    composed = (
         f"Composed curve (PLD) on pca-inverse basis=dp's composition: Laplace ε_L ⊗ Gaussian μ = "
         f"{BASIS_MU:.4f} (basis_epsilon 0.5) at δ = {res['delta']:g}, the samples the exact log-likelihood-ratio "
         "statistic. True ε: the composition's ε at δ from dp-accounting's PLD, pessimistic (optimistic); coverage "
         "against the pessimistic one. Spending 2×: every part at twice its ε (μ), read through the scale-1 curve; "
         "refuted when the larger bound exceeds the scale-1 true ε (pessimistic). ms / audit: mean over the row's "
-        "bounds, both kinds (the curve's PLDs are cached across bounds, so the first costs about a second).",
-        "",
-        "| ε_L | true ε | trials / side | raw: mean (p05) | raw coverage | curve: mean (p05) | curve coverage "
-        "| spending 2×: refuted | ms / audit |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {r['laplace_epsilon']:g} | {r['true_epsilon_pessimistic']:.4f} ({r['true_epsilon_optimistic']:.4f}) "
-        f"| {r['trials_per_side']} | {r['raw_mean']:.2f} ({r['raw_p05']:.2f}) | {r['raw_coverage']:.3f} "
-        f"| {r['curve_mean']:.2f} ({r['curve_p05']:.2f}) | {r['curve_coverage']:.3f} | {r['twice_refuted_share']:.2f} "
-        f"| {1000 * r['seconds_per_audit']:.1f} |"
-        for r in res.get("composition", [])
-    ]
-    lines += ["", f"Machine: {res['machine']}, one core."]
-    return "\n".join(lines) + "\n"
+        "bounds, both kinds (the curve's PLDs are cached across bounds, so the first costs about a second)."
+    )
+    composition = table(
+        ["ε_L", "true ε", "trials / side", "raw: mean (p05)", "raw coverage", "curve: mean (p05)", "curve coverage",
+         "spending 2×: refuted", "ms / audit"],
+        ([f"{r['laplace_epsilon']:g}", f"{r['true_epsilon_pessimistic']:.4f} ({r['true_epsilon_optimistic']:.4f})",
+          r["trials_per_side"], f"{r['raw_mean']:.2f} ({r['raw_p05']:.2f})", f"{r['raw_coverage']:.3f}",
+          f"{r['curve_mean']:.2f} ({r['curve_p05']:.2f})", f"{r['curve_coverage']:.3f}",
+          f"{r['twice_refuted_share']:.2f}", f"{1000 * r['seconds_per_audit']:.1f}"]
+         for r in res.get("composition", [])),
+    )  # fmt: skip
+    return document(
+        "Audit power and calibration",
+        power,
+        "Mechanisms that spend 2ε while claiming ε (2,000 trials per side): share of seeds that refute the claim.",
+        cheat,
+        composed,
+        composition,
+        preamble=preamble,
+        notes=f"Machine: {res['machine']}, one core.",
+    )
+
+
+RESULT = Output(RESULTS / "audit_power", render)
+OUTPUTS = (RESULT,)
 
 
 def main() -> None:
@@ -201,13 +200,14 @@ def main() -> None:
     ap.add_argument("--epsilons", default="1,2,4,8,10")
     ap.add_argument("--trials", default="1000,2000,10000")
     ap.add_argument("--laplace-epsilons", default="0.5,2,4,8,9.5", help="ε_L of the Laplace ⊗ Gaussian rows")
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP)
     args = ap.parse_args()
+    if args.render_only:
+        return rerender(*OUTPUTS)
     res = run(args.seeds, [float(e) for e in args.epsilons.split(",")], [int(t) for t in args.trials.split(",")],
               [float(e) for e in args.laplace_epsilons.split(",")])  # fmt: skip
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "audit_power.json").write_text(json.dumps(res, indent=1) + "\n")
-    (RESULTS / "audit_power.md").write_text(table(res))
-    print(table(res))
+    write(RESULT, res, indent=1)
+    print(RESULT.md_path.read_text(encoding="utf-8"))
 
 
 if __name__ == "__main__":

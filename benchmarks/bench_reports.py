@@ -7,7 +7,8 @@ paper 003 is built for 64×64 RGB CelebA images and does not apply to either set
 
 Run: ``.venv/bin/python benchmarks/bench_reports.py [--datasets orl,mnist] [--workers 2]`` (about an hour on 2 cores)
 → ``benchmarks/results/bench_<dataset>/{results.csv,results.json,audits.md,screenshot.png}``; the full
-``report.html`` is written beside them (not committed: it embeds the sample images).
+``report.html`` is written beside them (not committed: it embeds the sample images). ``--render-only`` rewrites
+``audits.md`` from ``results.json``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import subprocess  # the report screenshot
 import time
 from pathlib import Path
 
+from _results import RENDER_HELP, RENDER_ONLY, Output, document, rerender, table
 from privpix.data import load_pair
 from privpix.evaluation.bench import BenchConfig, run_bench
 from privpix.executor import make_executor
@@ -81,42 +83,48 @@ def screenshot(report: Path, png: Path) -> bool:
 
 
 def audits_md(results: dict) -> str:
-    lines = [
-        f"# privpix bench: {results['config']['dataset']}",
-        "",
-        f"Command: `.venv/bin/python benchmarks/bench_reports.py --datasets {results['config']['dataset']}` "
-        f"(limit {results['config']['limit']}, ε ∈ {results['config']['epsilons']}, "
-        f"{results['config']['repeats']} repeat(s), audit {results['config']['audit_trials']} trials per side). "
-        f"Environment: {results['environment']}.",
-        "",
-        "## Claimed versus audited ε",
-        "",
-        "| method | ε | sound | unit audited | claimed | audited ≥ (95 %) | max auditable | verdict |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for a in results["audits"]:
-        verdict = verdict_text(a)
-        lines.append(
-            f"| {a['method']} | {a['claimed_epsilon_requested']} | {'yes' if a['sound'] else 'NO'} | {a['unit']} | "
-            f"{a['claimed_epsilon']} | {a['audited_epsilon_lower']:.2f} | {a['max_auditable_epsilon']:.2f} | "
-            f"{verdict} |"
-        )
+    """audits.md from the bench's results.json."""
+    cfg = results["config"]
+    preamble = (
+        f"Command: `.venv/bin/python benchmarks/bench_reports.py --datasets {cfg['dataset']}` "
+        f"(limit {cfg['limit']}, ε ∈ {cfg['epsilons']}, {cfg['repeats']} repeat(s), audit {cfg['audit_trials']} "
+        f"trials per side). Environment: {results['environment']}."
+    )
+    audits = [
+        [a["method"], a["claimed_epsilon_requested"], "yes" if a["sound"] else "NO", a["unit"], a["claimed_epsilon"],
+         f"{a['audited_epsilon_lower']:.2f}", f"{a['max_auditable_epsilon']:.2f}", verdict_text(a)]
+        for a in results["audits"]
+    ]  # fmt: skip
     keys = ["accuracy", "ssim", "reid_best", "identity_reid", "attr_strong", "mia_dcr_auc", "mia_subspace_auc",
             "mia_loss_auc", "recon_ridge_psnr", "recon_cnn_psnr", "cell_seconds"]  # fmt: skip
     present = [k for k in keys if any(k in c for c in results["cells"])]
-    lines += ["", "## Utility and attacks (mean over repeats)", "", "| method | ε | " + " | ".join(present) + " |"]
-    lines.append("|---|---|" + "---|" * len(present))
-    for m, e, v in cell_means(results["cells"], present):
-        lines.append(f"| {m} | {e} | " + " | ".join("—" if v[k] is None else f"{v[k]:.3f}" for k in present) + " |")
+    cells = [
+        [m, e, *("—" if v[k] is None else f"{v[k]:.3f}" for k in present)]
+        for m, e, v in cell_means(results["cells"], present)
+    ]
     c0 = results["cells"][0]
-    lines += [
-        "",
-        f"Chance: re-identification {c0['reid_chance']:.4f}, identity {c0.get('identity_chance', '—')}, "
+    return document(
+        f"privpix bench: {cfg['dataset']}",
+        "## Claimed versus audited ε",
+        table(["method", "ε", "sound", "unit audited", "claimed", "audited ≥ (95 %)", "max auditable", "verdict"],
+              audits),
+        "## Utility and attacks (mean over repeats)",
+        table(["method", "ε", *present], cells),
+        preamble=preamble,
+        notes=f"Chance: re-identification {c0['reid_chance']:.4f}, identity {c0.get('identity_chance', '—')}, "
         f"attribute majority {c0['attr_majority']:.3f}; inversion baseline (the mean training image, no release) "
         f"{c0.get('recon_baseline_psnr', float('nan')):.1f} dB PSNR. Run time of the last invocation "
         f"{results['run_seconds']:.0f} s (cells already done are skipped); per-cell seconds are in the table.",
-    ]
-    return "\n".join(lines) + "\n"
+    )  # fmt: skip
+
+
+def output(ds: str) -> Output:
+    """The bench's own results.json (written by privpix's bench) and the audits.md rendered from it."""
+    folder = OUT / f"bench_{ds}"
+    return Output(folder / "results", audits_md, markdown=folder / "audits.md")
+
+
+OUTPUTS = tuple(output(ds) for ds in RUNS)
 
 
 def main() -> None:
@@ -125,7 +133,10 @@ def main() -> None:
     ap.add_argument("--epsilon", default="0.1,1,10")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--workers", type=int, default=1, help="worker processes for the grid points (same results)")
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP)
     args = ap.parse_args()
+    if args.render_only:
+        return rerender(*(output(ds) for ds in args.datasets.split(",")))
 
     def log(msg):
         print(time.strftime("%H:%M:%S"), msg, flush=True)
@@ -150,12 +161,12 @@ def main() -> None:
         out = OUT / f"bench_{ds}"
         t0 = time.perf_counter()
         with make_executor("local", args.workers) as ex:
-            res = run_bench(train, test, cfg, WORK / f"bench_{ds}", progress=lambda m, ds=ds: log(f"{ds}: {m}"),
-                            executor=ex)  # fmt: skip
+            run_bench(train, test, cfg, WORK / f"bench_{ds}", progress=lambda m, ds=ds: log(f"{ds}: {m}"),
+                      executor=ex)  # fmt: skip
         out.mkdir(parents=True, exist_ok=True)
         for name in ("results.csv", "results.json"):
             shutil.copy(WORK / f"bench_{ds}" / name, out / name)
-        (out / "audits.md").write_text(audits_md(res))
+        rerender(output(ds))  # audits.md from the results.json just copied
         if screenshot(WORK / f"bench_{ds}" / "report.html", out / "screenshot.png"):
             log(f"{ds}: screenshot written")
         log(f"{ds}: done in {time.perf_counter() - t0:.0f} s → {out}")

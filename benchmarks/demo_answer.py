@@ -7,7 +7,7 @@ training images, ε = 0.5, the grid's smallest then) and today's (fitted on the 
 ε = 1), with the feature count that separates them.
 
 Run: ``.venv/bin/python benchmarks/demo_answer.py`` → ``benchmarks/results/demo_answer.{json,md}`` (about 6 min on
-one core).
+one core); ``--render-only`` rewrites the markdown from the JSON.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from _results import Output, document, render_only, table
+from _results import write as write_results
 from privpix.data import load_pair
 from privpix.evaluation.bench import DEMO_METHODS, demo_fit_set
 from privpix.evaluation.utility import utility
@@ -60,35 +62,42 @@ def main() -> None:
     write(rows)
 
 
-def write(rows: list[dict]) -> None:
-    lines = [
-        "# The demo's answer at per-image ε ≤ 1, over seeds",
-        "",
-        f"`python benchmarks/demo_answer.py` ({platform.machine()}, {os.cpu_count()} cores, one torch thread). "
+def render(res: dict) -> str:
+    rows = res["rows"]
+    preamble = (
+        f"`python benchmarks/demo_answer.py` ({res['machine']}, one torch thread). "
         "`builtin-mnist`; 1,000 synthetic images train PCA + SVM (the demo's utility), scored on the demo's 1,000 "
         f"real test images; δ = 1e-5. Accuracy, mean ± sample std over seeds {', '.join(map(str, SEEDS))} (the "
-        "fit's seed; the release uses seed + 1). The demo itself fits once per ε, with its own cell seeds.",
-        "",
-        "| row | method | per-image ε | fitted on | accuracy | per seed | CPU s per fit + release |",
-        "|---|---|---|---|---|---|---|",
-    ]
+        "fit's seed; the release uses seed + 1). The demo itself fits once per ε, with its own cell seeds."
+    )
+    body = []
     for label, spec, eps, _ in ROWS:
         sel = [r for r in rows if r["row"] == label]
         accs = [r["accuracy"] for r in sel]
-        lines.append(
-            f"| {label} | `{spec}` | {eps:g} | {sel[0]['fit_images']} | {np.mean(accs):.3f} ± "
-            f"{np.std(accs, ddof=1):.3f} | {', '.join(f'{a:.3f}' for a in accs)} | "
-            f"{np.mean([r['cpu_seconds'] for r in sel]):.0f} |"
-        )
+        body.append([
+            label, f"`{spec}`", f"{eps:g}", sel[0]["fit_images"],
+            f"{np.mean(accs):.3f} ± {np.std(accs, ddof=1):.3f}", ", ".join(f"{a:.3f}" for a in accs),
+            f"{np.mean([r['cpu_seconds'] for r in sel]):.0f}",
+        ])  # fmt: skip
+    cols = ["row", "method", "per-image ε", "fitted on", "accuracy", "per seed", "CPU s per fit + release"]
     now = [r["accuracy"] for r in rows if r["row"] == "today's demo"]
-    lines += [
-        "",
+    notes = (
         f"Today's demo: mean {np.mean(now):.3f}, lowest seed {min(now):.3f}, against the target {TARGET:g} "
-        f"({sum(a >= TARGET for a in now)} of {len(now)} seeds reach it).",
-    ]
-    OUT.with_suffix(".json").write_text(json.dumps({"rows": rows}, indent=2) + "\n")
-    OUT.with_suffix(".md").write_text("\n".join(lines) + "\n")
+        f"({sum(a >= TARGET for a in now)} of {len(now)} seeds reach it)."
+    )
+    return document(
+        "The demo's answer at per-image ε ≤ 1, over seeds", table(cols, body), preamble=preamble, notes=notes
+    )
+
+
+RESULT = Output(OUT, render)
+OUTPUTS = (RESULT,)
+
+
+def write(rows: list[dict]) -> None:
+    write_results(RESULT, {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "rows": rows})
 
 
 if __name__ == "__main__":
-    main()
+    if not render_only(None, *OUTPUTS):
+        main()

@@ -10,7 +10,8 @@ synthetic images (seed + 1000) train a logistic regression (scikit-learn, max_it
 Every finished (spec, ε, seed, public) is appended to ``results/dp_public/runs.jsonl`` (a rerun skips it); the
 table (mean ± std and the paired difference) is rewritten to ``results/dp_public.{json,md}`` after each run.
 
-Run: ``.venv/bin/python benchmarks/dp_public.py`` (defaults below), ``--table-only`` to rewrite the table.
+Run: ``.venv/bin/python benchmarks/dp_public.py`` (defaults below; a rerun with every run stored rewrites the
+table from the JSONL), ``--render-only`` to rewrite the markdown from the JSON.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from _results import RENDER_HELP, RENDER_ONLY, Output, document, rerender, table, write
 from privpix.data import load_dataset
 from privpix.mechanisms import get_mechanism, parse_method_spec
 
@@ -61,38 +63,45 @@ def run_one(spec: str, eps: float, seed: int, public: str, private, test, delta:
     }
 
 
-def table(runs: list[dict], args) -> str:
-    lines = [
-        "# Public pretraining of the generator (issue 18, item 3)",
-        "",
-        f"Private: {args.n} images of `{args.private}` (split seed {args.split_seed}); public: `{args.public}`; "
-        f"test: `{args.test}`; δ = {args.delta:g}. Logistic regression trained on 5,000 synthetic images. Both "
-        "columns of a row use the same seeds, hence the same noisy embedding; the difference is the pretraining "
-        "alone (mean ± std over seeds of the paired difference).",
-        "",
-        "| method | ε | seeds | no public | public | paired difference | fit CPU-s (none / public) |",
-        "|---|---|---|---|---|---|---|",
-    ]
+def render(res: dict) -> str:
+    args, runs = res["args"], res["runs"]
+    preamble = (
+        f"Private: {args['n']} images of `{args['private']}` (split seed {args['split_seed']}); public: "
+        f"`{args['public']}`; test: `{args['test']}`; δ = {args['delta']:g}. Logistic regression trained on 5,000 "
+        "synthetic images. Both columns of a row use the same seeds, hence the same noisy embedding; the difference "
+        "is the pretraining alone (mean ± std over seeds of the paired difference)."
+    )
+    public = args["public"]
     keyed = {(r["spec"], r["epsilon"], r["seed"], r["public"]): r for r in runs}
+    body = []
     for spec in dict.fromkeys(r["spec"] for r in runs):
         for eps in sorted({r["epsilon"] for r in runs if r["spec"] == spec}):
             seeds = sorted(
-                s for (sp, e, s, p) in keyed if sp == spec and e == eps and p == "" and (sp, e, s, args.public) in keyed
+                s for (sp, e, s, p) in keyed if sp == spec and e == eps and p == "" and (sp, e, s, public) in keyed
             )
             if not seeds:
                 continue
             a = np.array([keyed[(spec, eps, s, "")]["accuracy"] for s in seeds])
-            b = np.array([keyed[(spec, eps, s, args.public)]["accuracy"] for s in seeds])
+            b = np.array([keyed[(spec, eps, s, public)]["accuracy"] for s in seeds])
             ca = np.mean([keyed[(spec, eps, s, "")]["fit_cpu_seconds"] for s in seeds])
-            cb = np.mean([keyed[(spec, eps, s, args.public)]["fit_cpu_seconds"] for s in seeds])
+            cb = np.mean([keyed[(spec, eps, s, public)]["fit_cpu_seconds"] for s in seeds])
             d = b - a
-            lines.append(
-                f"| `{spec}` | {eps:g} | {len(seeds)} | {a.mean():.3f} ± {a.std(ddof=1) if len(a) > 1 else 0:.3f} "
-                f"| {b.mean():.3f} ± {b.std(ddof=1) if len(b) > 1 else 0:.3f} "
-                f"| {d.mean():+.3f} ± {d.std(ddof=1) if len(d) > 1 else 0:.3f} | {ca:.0f} / {cb:.0f} |"
-            )
-    lines += ["", f"Machine: {platform.machine()}, 2 shared cores, one torch thread."]
-    return "\n".join(lines) + "\n"
+            body.append([
+                f"`{spec}`", f"{eps:g}", len(seeds), f"{a.mean():.3f} ± {a.std(ddof=1) if len(a) > 1 else 0:.3f}",
+                f"{b.mean():.3f} ± {b.std(ddof=1) if len(b) > 1 else 0:.3f}",
+                f"{d.mean():+.3f} ± {d.std(ddof=1) if len(d) > 1 else 0:.3f}", f"{ca:.0f} / {cb:.0f}",
+            ])  # fmt: skip
+    cols = ["method", "ε", "seeds", "no public", "public", "paired difference", "fit CPU-s (none / public)"]
+    return document(
+        "Public pretraining of the generator (issue 18, item 3)",
+        table(cols, body),
+        preamble=preamble,
+        notes=f"Machine: {res['machine']}, 2 shared cores, one torch thread.",
+    )
+
+
+RESULT = Output(RESULTS / "dp_public", render)
+OUTPUTS = (RESULT,)
 
 
 def main() -> None:
@@ -106,32 +115,32 @@ def main() -> None:
     ap.add_argument("--epsilons", default="0.1,0.3,1,10")
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--delta", type=float, default=1e-5)
-    ap.add_argument("--table-only", action="store_true")
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP)
     args = ap.parse_args()
+    if args.render_only:
+        return rerender(*OUTPUTS)
     import torch
 
     torch.set_num_threads(1)
     RUNS.parent.mkdir(parents=True, exist_ok=True)
     runs = [json.loads(x) for x in RUNS.read_text().splitlines()] if RUNS.exists() else []
-    if not args.table_only:
-        full = load_dataset(args.private, DATA)
-        pick = np.random.default_rng(args.split_seed).choice(len(full), args.n, replace=False)
-        private, test = full.subset(np.sort(pick)), load_dataset(args.test, DATA)
-        done = {(r["spec"], r["epsilon"], r["seed"], r["public"]) for r in runs}
-        for eps in [float(e) for e in args.epsilons.split(",")]:
-            for seed in [int(s) for s in args.seeds.split(",")]:
-                for public in ("", args.public):
-                    if (args.spec, eps, seed, public) in done:
-                        continue
-                    r = run_one(args.spec, eps, seed, public, private, test, args.delta)
-                    runs.append(r)
-                    with RUNS.open("a") as f:
-                        f.write(json.dumps(r) + "\n")
-                    print(json.dumps(r), flush=True)
-                    (RESULTS / "dp_public.md").write_text(table(runs, args))
-    (RESULTS / "dp_public.json").write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1) + "\n")
-    (RESULTS / "dp_public.md").write_text(table(runs, args))
-    print(table(runs, args))
+    full = load_dataset(args.private, DATA)
+    pick = np.random.default_rng(args.split_seed).choice(len(full), args.n, replace=False)
+    private, test = full.subset(np.sort(pick)), load_dataset(args.test, DATA)
+    done = {(r["spec"], r["epsilon"], r["seed"], r["public"]) for r in runs}
+    for eps in [float(e) for e in args.epsilons.split(",")]:
+        for seed in [int(s) for s in args.seeds.split(",")]:
+            for public in ("", args.public):
+                if (args.spec, eps, seed, public) in done:
+                    continue
+                r = run_one(args.spec, eps, seed, public, private, test, args.delta)
+                runs.append(r)
+                with RUNS.open("a") as f:
+                    f.write(json.dumps(r) + "\n")
+                print(json.dumps(r), flush=True)
+                write(RESULT, {"machine": platform.machine(), "args": vars(args), "runs": runs}, indent=1)
+    write(RESULT, {"machine": platform.machine(), "args": vars(args), "runs": runs}, indent=1)
+    print(RESULT.md_path.read_text(encoding="utf-8"))
 
 
 if __name__ == "__main__":

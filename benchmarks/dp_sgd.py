@@ -18,6 +18,9 @@ ScatterNet rows (issue 29, item 3): ``--features scatternet --datasets mnist,fas
 0,1,2 --threads 2`` → ``dp_sgd/scatternet.jsonl``: ``dp-sgd features=scatternet`` (Tramèr & Boneh's ScatterNet +
 linear, Poisson sampling) on the same 55,000 images, tested at its last epoch (no selection on private data, so
 the whole result is covered by ε). Settings are fixed a priori (``SCATTER_SETTINGS``), not tuned.
+
+``--render-only`` rewrites ``dp_sgd.md`` from ``dp_sgd.json`` (which holds the runs, the tuning runs and the
+ScatterNet rows).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from _results import RENDER_HELP, RENDER_ONLY, Output, rerender, table, write
 from privpix.data import ImageSet, load_dataset
 from privpix.mechanisms import get_mechanism
 
@@ -182,10 +186,8 @@ def scatter_section(rows: list[dict]) -> list[str]:
         "fixed a priori from Tramèr & Boneh's large-batch recipe, not tuned: batch 4096, lr 4, momentum 0.9, C 0.1, "
         "15 epochs at ε = 1 and 30 at ε = 3 (a prototype of each watched its test curve; nothing was chosen by it).",
         "",
-        "| data | ε | test accuracy (last epoch) | target | seeds | epochs | z | q | steps | accountant's ε | "
-        "fit seconds (features + training) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    body = []
     groups: dict[tuple[str, float], list[dict]] = {}
     for r in rows:
         groups.setdefault((r["dataset"], float(r["epsilon"])), []).append(r)
@@ -193,16 +195,19 @@ def scatter_section(rows: list[dict]) -> list[str]:
         m, s = mean_std([r["test_last"] for r in rs])
         target = SCATTER_TARGETS.get((ds, eps))
         met = "" if target is None else (" (met)" if m >= target else f" (missed by {target - m:.4f})")
-        lines.append(
-            f"| {ds} | {eps:g} | {m:.4f} ± {s:.4f} | {'—' if target is None else f'≥ {target:.3f}'}{met} | "
-            f"{', '.join(str(r['seed']) for r in rs)} | {rs[0]['epochs']} | {rs[0]['noise_multiplier']:.4f} | "
-            f"{rs[0]['sample_rate']:.5f} | {rs[0]['steps']} | {max(r['epsilon_spent'] for r in rs):.4f} | "
-            f"{mean_std([r['seconds'] for r in rs])[0]:.0f} |"
-        )
-    lines += ["", "| data | ε | seed | test accuracy | fit seconds |", "|---|---|---|---|---|"]
-    for r in sorted(rows, key=lambda r: (r["dataset"], r["epsilon"], r["seed"])):
-        lines.append(f"| {r['dataset']} | {r['epsilon']:g} | {r['seed']} | {r['test_last']:.4f} | {r['seconds']:.0f} |")
-    return lines
+        body.append([
+            ds, f"{eps:g}", f"{m:.4f} ± {s:.4f}", f"{'—' if target is None else f'≥ {target:.3f}'}{met}",
+            ", ".join(str(r["seed"]) for r in rs), rs[0]["epochs"], f"{rs[0]['noise_multiplier']:.4f}",
+            f"{rs[0]['sample_rate']:.5f}", rs[0]["steps"], f"{max(r['epsilon_spent'] for r in rs):.4f}",
+            f"{mean_std([r['seconds'] for r in rs])[0]:.0f}",
+        ])  # fmt: skip
+    cols = ["data", "ε", "test accuracy (last epoch)", "target", "seeds", "epochs", "z", "q", "steps",
+            "accountant's ε", "fit seconds (features + training)"]  # fmt: skip
+    runs = [
+        [r["dataset"], f"{r['epsilon']:g}", r["seed"], f"{r['test_last']:.4f}", f"{r['seconds']:.0f}"]
+        for r in sorted(rows, key=lambda r: (r["dataset"], r["epsilon"], r["seed"]))
+    ]
+    return [*lines, table(cols, body), "", table(["data", "ε", "seed", "test accuracy", "fit seconds"], runs)]
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -233,11 +238,11 @@ def summarize(rows: list[dict], command: str, threads: int) -> dict[str, Any]:
     by_eps: dict[float, list[dict]] = {}
     for r in rows:
         by_eps.setdefault(float(r["epsilon"]), []).append(r)
-    table = []
+    rows_by_eps = []
     for eps, rs in sorted(by_eps.items()):
         rs = sorted(rs, key=lambda r: r["seed"])
         chosen, last = mean_std([r["test_chosen"] for r in rs]), mean_std([r["test_last"] for r in rs])
-        table.append(
+        rows_by_eps.append(
             {
                 "epsilon": eps,
                 "delta": rs[0]["delta"],
@@ -267,12 +272,14 @@ def summarize(rows: list[dict], command: str, threads: int) -> dict[str, Any]:
         "machine": f"{platform.machine()}, {platform.python_version()}, torch threads {threads}",
         "accountant": rows[0]["accountant"] if rows else "",
         "split": {"seed": SPLIT_SEED, "train": 55_000, "validation": 5_000, "test": 10_000},
-        "table": table,
+        "table": rows_by_eps,
         "runs": rows,
     }
 
 
-def write_md(summary: dict[str, Any], path: Path, tuning: list[dict], scatter: list[dict] | None = None) -> None:
+def render(summary: dict[str, Any]) -> str:
+    """dp_sgd.md from dp_sgd.json: the CNN's runs, the tuning runs, and the ScatterNet rows when there are any."""
+    tuning, scatter = summary.get("tuning", []), summary.get("scatternet", [])
     lines = [
         "# DP-SGD reference on MNIST (issue 18, item 4)",
         "",
@@ -286,52 +293,53 @@ def write_md(summary: dict[str, Any], path: Path, tuning: list[dict], scatter: l
         "validation data and is not covered by ε** (as in DPImageBench); the last-epoch column involves no selection "
         "and is covered by ε. Mean ± sample std over the seeds.",
         "",
-        "| ε | test acc. (chosen epoch) | test acc. (last epoch) | target | seeds | epochs (chosen) | batch | lr | "
-        "lr decay | momentum | C | noise multiplier z | q | steps | accountant's ε | seconds per run |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for t in summary["table"]:
-        target = "—" if t["target"] is None else f"≥ {t['target']:.2f}"
-        lines.append(
-            f"| {t['epsilon']:g} | {t['test_chosen_mean']:.4f} ± {t['test_chosen_std']:.4f} | "
-            f"{t['test_last_mean']:.4f} ± {t['test_last_std']:.4f} | {target} | "
-            f"{', '.join(map(str, t['seeds']))} | {t['epochs']} ({', '.join(map(str, t['chosen_epochs']))}) | "
-            f"{t['batch_size']} | {t['lr']:g} | {t['lr_decay']:g} | {t['momentum']:g} | {t['max_grad_norm']:g} | "
-            f"{t['noise_multiplier']:.4f} | {t['sample_rate']:.5f} | {t['steps']} | {t['epsilon_spent']:.4f} | "
-            f"{t['seconds_mean']:.0f} |"
-        )
+    body = [
+        [f"{t['epsilon']:g}", f"{t['test_chosen_mean']:.4f} ± {t['test_chosen_std']:.4f}",
+         f"{t['test_last_mean']:.4f} ± {t['test_last_std']:.4f}",
+         "—" if t["target"] is None else f"≥ {t['target']:.2f}", ", ".join(map(str, t["seeds"])),
+         f"{t['epochs']} ({', '.join(map(str, t['chosen_epochs']))})", t["batch_size"], f"{t['lr']:g}",
+         f"{t['lr_decay']:g}", f"{t['momentum']:g}", f"{t['max_grad_norm']:g}", f"{t['noise_multiplier']:.4f}",
+         f"{t['sample_rate']:.5f}", t["steps"], f"{t['epsilon_spent']:.4f}", f"{t['seconds_mean']:.0f}"]
+        for t in summary["table"]
+    ]  # fmt: skip
+    cols = ["ε", "test acc. (chosen epoch)", "test acc. (last epoch)", "target", "seeds", "epochs (chosen)", "batch",
+            "lr", "lr decay", "momentum", "C", "noise multiplier z", "q", "steps", "accountant's ε",
+            "seconds per run"]  # fmt: skip
+    runs = [
+        [f"{r['epsilon']:g}", r["seed"], f"{max(r['val_curve']):.4f} ({r['chosen_epoch']})", f"{r['test_chosen']:.4f}",
+         f"{r['test_last']:.4f}", f"{r['seconds']:.0f}"]
+        for r in sorted(summary["runs"], key=lambda r: (r["epsilon"], r["seed"]))
+    ]  # fmt: skip
     lines += [
+        table(cols, body),
         "",
-        "| ε | seed | best validation (epoch) | test (chosen epoch) | test (last epoch) | seconds |",
-        "|---|---|---|---|---|---|",
+        table(["ε", "seed", "best validation (epoch)", "test (chosen epoch)", "test (last epoch)", "seconds"], runs),
     ]
-    for r in sorted(summary["runs"], key=lambda r: (r["epsilon"], r["seed"])):
-        lines.append(
-            f"| {r['epsilon']:g} | {r['seed']} | {max(r['val_curve']):.4f} ({r['chosen_epoch']}) | "
-            f"{r['test_chosen']:.4f} | {r['test_last']:.4f} | {r['seconds']:.0f} |"
-        )
-    scatter = scatter or []
     lines += ["", *NOTES, "", "## Tuning (validation accuracy only; the test set was not loaded)", ""]
     if tuning:
-        lines += [
-            "| ε | seed | network input | epochs | batch | lr | lr decay | momentum | C | z | "
-            "best validation (epoch) | last validation |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
-        ]
+        body = []
         for r in tuning:
             best = int(np.argmax(r["val_curve"]))
-            lines.append(
-                f"| {r['epsilon']:g} | {r['seed']} | {r['inputs']} | {r['epochs']} | {r['batch_size']} | {r['lr']:g} | "
-                f"{r.get('lr_decay', 1.0):g} | {r['momentum']:g} | {r['max_grad_norm']:g} | "
-                f"{r['noise_multiplier']:.3f} | {r['val_curve'][best]:.4f} ({best + 1}) | {r['val_curve'][-1]:.4f} |"
-            )
+            body.append([
+                f"{r['epsilon']:g}", r["seed"], r["inputs"], r["epochs"], r["batch_size"], f"{r['lr']:g}",
+                f"{r.get('lr_decay', 1.0):g}", f"{r['momentum']:g}", f"{r['max_grad_norm']:g}",
+                f"{r['noise_multiplier']:.3f}", f"{r['val_curve'][best]:.4f} ({best + 1})", f"{r['val_curve'][-1]:.4f}",
+            ])  # fmt: skip
+        cols = ["ε", "seed", "network input", "epochs", "batch", "lr", "lr decay", "momentum", "C", "z",
+                "best validation (epoch)", "last validation"]  # fmt: skip
+        lines.append(table(cols, body))
     else:
         lines.append("No tuning runs recorded.")
     if STOPPED:
         lines += ["", "Stopped early (validation accuracy per epoch):", ""]
         lines += [f"- ε = {e:g}, {what}: {', '.join(f'{v:.4f}' for v in curve)}" for e, what, curve in STOPPED]
     lines += scatter_section(scatter)
-    path.write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
+
+
+RESULT = Output(OUT / "dp_sgd", render)
+OUTPUTS = (RESULT,)
 
 
 def main() -> None:
@@ -345,7 +353,10 @@ def main() -> None:
     ap.add_argument("--output", default=str(OUT / "dp_sgd"), help="folder of runs.jsonl / tuning.jsonl")
     ap.add_argument("--features", default="pixels", choices=("pixels", "scatternet"))
     ap.add_argument("--datasets", default="mnist", help="with --features scatternet: mnist,fashion-mnist")
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP)
     args = ap.parse_args()
+    if args.render_only:
+        return rerender(*OUTPUTS)
     import torch
 
     torch.set_num_threads(args.threads)
@@ -380,13 +391,13 @@ def main() -> None:
 
 
 def write_results(folder: Path, command: str, threads: int) -> None:
-    """dp_sgd.json and dp_sgd.md from every recorded run (the CNN's, and the ScatterNet rows when there are any)."""
-    scatter = read_rows(folder / "scatternet.jsonl")
+    """dp_sgd.json and dp_sgd.md from every recorded run (the CNN's, the tuning runs, and the ScatterNet rows when
+    there are any)."""
     summary = summarize(read_rows(folder / "runs.jsonl"), command, threads)
-    summary["scatternet"] = scatter
-    (OUT / "dp_sgd.json").write_text(json.dumps(summary, indent=1) + "\n")
-    write_md(summary, OUT / "dp_sgd.md", read_rows(folder / "tuning.jsonl"), scatter)
-    log(f"wrote {OUT / 'dp_sgd.json'} and {OUT / 'dp_sgd.md'}")
+    summary["scatternet"] = read_rows(folder / "scatternet.jsonl")
+    summary["tuning"] = read_rows(folder / "tuning.jsonl")
+    write(RESULT, summary, indent=1)
+    log(f"wrote {RESULT.json_path} and {RESULT.md_path}")
 
 
 def scatter_runs(args, folder: Path) -> None:

@@ -5,7 +5,7 @@ and tested on the real MNIST test set. The CNN is scored at its last epoch: noth
 
 Run: ``.venv/bin/python benchmarks/dp_synth_release.py`` → ``benchmarks/results/dp_synth_release.{json,md}``.
 ``--seed S`` adds ``--seed S`` to the release (reproducible; without it the release draws its noise from the OS
-CSPRNG, as a real release should).
+CSPRNG, as a real release should). ``--render-only`` rewrites the markdown from the JSON.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import numpy as np
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _results import RENDER_HELP, RENDER_ONLY, Output, document, rerender, table, write
 from dp_synthesis import DATA, OUT, accuracy, make_cnn
 
 TARGET = 0.92
@@ -63,13 +64,42 @@ def train_and_test(x: np.ndarray, y: np.ndarray, epochs: int, seed: int, data_di
     return curve[-1], curve
 
 
+def render(result: dict) -> str:
+    g = result["guarantee"] or {}
+    acc, target = result["test_accuracy_last_epoch"], result["target"]
+    preamble = (
+        f"`{result['command']}` (`python benchmarks/dp_synth_release.py`), then a small CNN (the protocol's: 2 "
+        f"convolutions + 2 dense layers, Adam, {result['cnn_epochs']} epochs, batch 128) trained on the published "
+        "folder alone (its PNG files and the manifest's labels, read without privpix), tested on the 10,000 real "
+        "MNIST test images at its last epoch (no selection)."
+    )
+    row = [
+        f"`{result['mechanism']}` (alias `dp-synth`)", result["images"],
+        f"{g.get('model')}, ε = {g.get('epsilon')}, δ = {g.get('delta')} per image ({g.get('unit')})",
+        result["release_seconds"], f"**{acc:.4f}**", f"≥ {target} ({'met' if acc >= target else 'missed'})",
+    ]  # fmt: skip
+    return document(
+        "`dp-synth` as a user runs it (issue 29, must hold)",
+        table(["mechanism", "images", "guarantee", "release seconds", "test accuracy", "target"], [row]),
+        preamble=preamble,
+        notes=f"Label counts: {result['label_counts']}. Test accuracy per epoch: {result['test_curve']}. Machine: "
+        f"{result['machine']}.",
+    )
+
+
+OUTPUTS = (Output(OUT / "dp_synth_release", render),)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=None, help="release seed (default: none, OS CSPRNG noise)")
     ap.add_argument("--cnn-epochs", type=int, default=10)
     ap.add_argument("--data-dir", default=DATA)
     ap.add_argument("--out", default=str(OUT / "dp_synth_release"))
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP)
     args = ap.parse_args(argv)
+    if args.render_only:
+        return rerender(*OUTPUTS)
     privpix = str(Path(sys.executable).with_name("privpix"))
     command = [privpix, "release", "--method", "dp-synth", "--dataset", "mnist:train", "--epsilon", "1", "--delta",
                "1e-5", "--param", "n=10000"]  # fmt: skip
@@ -100,21 +130,7 @@ def main(argv: list[str] | None = None) -> None:
         "target": TARGET,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
     }
-    out = Path(args.out)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    g = result["guarantee"] or {}
-    out.with_suffix(".md").write_text(
-        "# `dp-synth` as a user runs it (issue 29, must hold)\n\n"
-        f"`{result['command']}` (`python benchmarks/dp_synth_release.py`), then a small CNN (the protocol's: 2 "
-        f"convolutions + 2 dense layers, Adam, {args.cnn_epochs} epochs, batch 128) trained on the published "
-        "folder alone (its PNG files and the manifest's labels, read without privpix), tested on the 10,000 real "
-        "MNIST test images at its last epoch (no selection).\n\n"
-        "| mechanism | images | guarantee | release seconds | test accuracy | target |\n|---|---|---|---|---|---|\n"
-        f"| `{result['mechanism']}` (alias `dp-synth`) | {result['images']} | {g.get('model')}, ε = "
-        f"{g.get('epsilon')}, δ = {g.get('delta')} per image ({g.get('unit')}) | {result['release_seconds']} | "
-        f"**{acc:.4f}** | ≥ {TARGET} ({'met' if acc >= TARGET else 'missed'}) |\n\n"
-        f"Label counts: {result['label_counts']}. Test accuracy per epoch: {curve}. Machine: {result['machine']}.\n"
-    )
+    write(Output(Path(args.out), render), result)
     print(json.dumps({k: result[k] for k in ("images", "release_seconds", "test_accuracy_last_epoch")}))
 
 

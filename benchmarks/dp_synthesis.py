@@ -15,7 +15,8 @@ the count and the shape), and classifiers trained on the synthetic images alone 
   classifiers of DP-MERF's own tables.
 
 Each finished (dataset, method, ε, seed) is appended to ``runs.jsonl`` at once; a rerun skips those already
-there, so an interrupted run resumes. ``--aggregate-only`` rewrites the tables (mean ± sample std over seeds).
+there, so an interrupted run resumes. ``--aggregate-only`` rewrites the JSON and tables from the JSONL (mean ±
+sample std over seeds); ``--render-only`` rewrites the markdown from the JSON alone.
 
 Run: ``.venv/bin/python benchmarks/dp_synthesis.py --dataset mnist --methods dp-merf --epsilons 1,10
 --seeds 0,1,2 --threads 1`` → ``benchmarks/results/dp_synthesis_protocol/runs.jsonl``, per-class sample grids
@@ -23,7 +24,8 @@ Run: ``.venv/bin/python benchmarks/dp_synthesis.py --dataset mnist --methods dp-
 
 The item-1 results (``benchmarks/results/dp_synthesis.{json,md,png}``: dp-merf fitted on all 60,000 MNIST
 training images, 10,000 synthetic images, logreg and MLP, one seed) came from the earlier version of this script
-(``--epsilons 1,10 --synthetic 10000 --threads 1``); that mode is not kept here, its files are left as they are.
+(``--epsilons 1,10 --synthetic 10000 --threads 1``); that mode is not kept here, its JSON is left as it is and
+``--render-only`` renders its markdown (:func:`render_item1`).
 """
 
 from __future__ import annotations
@@ -33,15 +35,19 @@ import json
 import os
 import platform
 import re
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _results import RENDER_HELP, RENDER_ONLY, Output, document, rerender, table, write
 from privpix.data import ImageSet, load_dataset
 from privpix.mechanisms import fit_as_declared, get_mechanism, mechanism_class, parse_method_spec
 
@@ -450,8 +456,12 @@ def write_results(rows: list[dict], out: Path, machine: str) -> None:
         "timings": timings(rows),
         "runs": rows,
     }
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    out.with_suffix(".md").write_text(markdown(result, out.name))
+    write(protocol_output(out), result)
+
+
+def protocol_output(stem: Path) -> Output:
+    """The protocol's results at ``stem`` (.json, .md); the markdown names the grid folder ``stem``'s name."""
+    return Output(stem, partial(markdown, stem=stem.name))
 
 
 def settings(row: dict) -> str:
@@ -501,30 +511,25 @@ WHY_MISSED = {
 
 
 def markdown(r: dict, stem: str) -> str:
-    lines = [
-        "# DP synthetic images under DPImageBench's protocol (issue 18, items 5 and 8)",
-        "",
+    preamble = (
         f"Written by `benchmarks/dp_synthesis.py` ({r['machine']}). Test accuracy in % (mean ± sample std over "
         "the seeds listed), classifiers trained on synthetic images only. Private training split divided 11:1 "
         f"(seed {SPLIT_SEED}): the synthesizer fits on 55,000 MNIST / Fashion-MNIST images, the other 5,000 are "
         "the sensitive validation set; CelebA (Male, 32×32) in the same ratio. CNN columns: epoch chosen on the "
         "real validation images (**val**, DPImageBench's rule, reads private data outside ε), on held-out "
         "synthetic images (**synthetic**, touches no private data), or the last epoch. MLP / logreg: "
-        "scikit-learn, fixed settings, no selection.",
-        "",
-        *[f"- {line}" for line in r["settings"]],
-        "",
+        "scikit-learn, fixed settings, no selection."
+    )
+    blocks = [
+        "\n".join(f"- {line}" for line in r["settings"]),
         "Targets: issue 18's (DPImageBench's DP-MERF) and issue 29's (the state of the art: DP-Kernel, PrivImage, "
         "DP-FETA), both for the CNN.",
-        "",
-        "| dataset | method | ε | trained on | CNN val-selected | CNN synthetic-selected | CNN last | MLP | logreg "
-        "| target | issue 29 target | seeds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     cells: dict[tuple, dict] = {}
     for s in r["summary"]:
         key = (s["dataset"], s["method"], s["epsilon"], s.get("n_classifier"))
         cells.setdefault(key, {})[(s["classifier"], s["selection"])] = s
+    accuracy = []
     for (ds, method, eps, n_clf), c in cells.items():
 
         def cell(key: tuple[str, str], c: dict = c) -> str:
@@ -532,55 +537,85 @@ def markdown(r: dict, stem: str) -> str:
 
         first = next(iter(c.values()))
         target = first["target"]
-        lines.append(
-            f"| {ds} | `{method}` | {eps:g} | {n_clf:,} | {cell(('cnn', 'val'))} | {cell(('cnn', 'synthetic'))} | "
-            f"{cell(('cnn', 'last'))} | {cell(('mlp', 'none'))} | {cell(('logreg', 'none'))} | "
-            f"{'–' if target is None else f'≥ {100 * target:.0f}'} | {_sota(c)} | "
-            f"{','.join(map(str, first['seeds']))} |"
-        )
+        accuracy.append([
+            ds, f"`{method}`", f"{eps:g}", f"{n_clf:,}", cell(("cnn", "val")), cell(("cnn", "synthetic")),
+            cell(("cnn", "last")), cell(("mlp", "none")), cell(("logreg", "none")),
+            "–" if target is None else f"≥ {100 * target:.0f}", _sota(c), ",".join(map(str, first["seeds"])),
+        ])  # fmt: skip
+    blocks.append(table(["dataset", "method", "ε", "trained on", "CNN val-selected", "CNN synthetic-selected",
+                         "CNN last", "MLP", "logreg", "target", "issue 29 target", "seeds"], accuracy))  # fmt: skip
     missed = sorted({key[0] for key, c in cells.items() if "missed" in _sota(c)})
     if missed:
-        lines += ["", "Why the issue 29 targets are missed:", ""]
-        lines += [f"- {WHY_MISSED[ds]}" for ds in missed if ds in WHY_MISSED]
-    lines += [
-        "",
+        blocks += [
+            "Why the issue 29 targets are missed:",
+            "\n".join(f"- {WHY_MISSED[ds]}" for ds in missed if ds in WHY_MISSED),
+        ]
+    blocks.append(
         "Seconds per run (mean over its seeds; one torch thread; wall clock on a shared 2-core machine, and the "
         "process's CPU seconds, which is what an idle core would take; each column over the runs that recorded "
         "it): fit = embed + generator "
         "training (from the mechanism's `meta_`), generate = drawing the synthetic images (n), then the "
-        "classifiers (wall).",
-        "",
-        "| dataset | method | ε | trained on | runs | fit wall (embed + train) | fit CPU (runs) "
-        "| generate wall / CPU (n) | CNN | MLP | logreg | whole run wall / CPU |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+        "classifiers (wall)."
+    )
 
     def sec(t: dict, key: str, digits: int = 0) -> str:
         return f"{t[key]:.{digits}f}" if t.get(key) is not None else "–"
 
-    for t in r["timings"]:
-        lines.append(
-            f"| {t['dataset']} | `{t['method']}` | {t['epsilon']:g} | {t['n_classifier']:,} | {t['runs']} | "
-            f"{sec(t, 'fit_seconds')} "
-            f"({sec(t, 'embed_seconds')} + {sec(t, 'train_seconds')}) | "
-            f"{sec(t, 'fit_cpu_seconds')} ({t['cpu_runs']}) | "
-            f"{sec(t, 'generate_seconds', 1)} / {sec(t, 'generate_cpu_seconds', 1)} ({t['n_synthetic']}) | "
-            f"{sec(t, 'cnn_seconds')} | {sec(t, 'mlp_seconds')} | {sec(t, 'logreg_seconds')} | "
-            f"{sec(t, 'run_seconds')} / {sec(t, 'run_cpu_seconds')} |"
-        )
+    seconds = [
+        [t["dataset"], f"`{t['method']}`", f"{t['epsilon']:g}", f"{t['n_classifier']:,}", t["runs"],
+         f"{sec(t, 'fit_seconds')} ({sec(t, 'embed_seconds')} + {sec(t, 'train_seconds')})",
+         f"{sec(t, 'fit_cpu_seconds')} ({t['cpu_runs']})",
+         f"{sec(t, 'generate_seconds', 1)} / {sec(t, 'generate_cpu_seconds', 1)} ({t['n_synthetic']})",
+         sec(t, "cnn_seconds"), sec(t, "mlp_seconds"), sec(t, "logreg_seconds"),
+         f"{sec(t, 'run_seconds')} / {sec(t, 'run_cpu_seconds')}"]
+        for t in r["timings"]
+    ]  # fmt: skip
+    blocks.append(table(["dataset", "method", "ε", "trained on", "runs", "fit wall (embed + train)",
+                         "fit CPU (runs)", "generate wall / CPU (n)", "CNN", "MLP", "logreg",
+                         "whole run wall / CPU"], seconds))  # fmt: skip
     pics = sorted({(s["dataset"], s["method"], s["epsilon"]) for s in r["summary"]})
-    lines += ["", f"Sample grids (`{stem}/`, ten synthetic images per class, one row per class):", ""]
-    for ds, method, eps in pics:
-        lines.append(f"- {ds}, `{method}`, ε = {eps:g}: `{stem}/{ds}_{slug(method)}_eps{eps:g}.png`")
+    blocks += [
+        f"Sample grids (`{stem}/`, ten synthetic images per class, one row per class):",
+        "\n".join(f"- {ds}, `{method}`, ε = {eps:g}: `{stem}/{ds}_{slug(method)}_eps{eps:g}.png`"
+                  for ds, method, eps in pics),
+    ]  # fmt: skip
     if any(ds == "celeba" for ds, _, _ in pics):
-        lines += [
-            "",
+        blocks.append(
             "CelebA grids: rows female, male; synthetic faces generated from a model fitted with DP on the "
             "CelebA subset (MMLAB, CUHK; non-commercial research use only); dp-eigenfaces draws them in the "
             "principal components of LFW (University of Massachusetts, Amherst; research use). No dataset image "
-            "is shown.",
-        ]
-    return "\n".join(lines) + "\n"
+            "is shown."
+        )
+    return document(
+        "DP synthetic images under DPImageBench's protocol (issue 18, items 5 and 8)", *blocks, preamble=preamble
+    )
+
+
+def render_item1(r: dict) -> str:
+    """The item-1 results (one seed, logreg and MLP; written by this script's earlier version, whose run mode is
+    not kept): rendered from their JSON so the table and the JSON stay one."""
+    cols = ["ε (δ = 1e-5)", "n private", "σ per value", "logreg", "MLP", "fit s (embed + train)", "generate s"]
+    body = [
+        [f"{x['epsilon']:g}", x["n_private"], f"{x['sigma']:.3g}", f"{x['accuracy']['logreg']:.4f}",
+         f"{x['accuracy']['mlp']:.4f}", f"{x['fit_seconds']:.0f} ({x['embed_seconds']:.0f} + {x['train_seconds']:.0f})",
+         f"{x['generate_seconds']:.1f} ({x['n_synthetic']} images)"]
+        for x in r["rows"]
+    ]  # fmt: skip
+    real = r["reference_real"]
+    targets = ", ".join(f"≥ {TARGETS['mnist', x['epsilon']]:.2f} at ε = {x['epsilon']:g}" for x in r["rows"])
+    return document(
+        "dp-merf on MNIST (issue 18, item 1)",
+        table(cols, body),
+        f"Non-private reference, the same classifiers on {real['n_real']} real training images: logreg "
+        f"{real['accuracy']['logreg']:.4f}, MLP {real['accuracy']['mlp']:.4f}.",
+        f"Target (DPImageBench's DP-MERF, MLP downstream): {targets}.",
+        preamble=f"`{r['command']}` (seed {r['seed']}; {r['machine']}). Classifiers trained on the synthetic images "
+        "only, tested on the 10,000 real MNIST test images; fixed settings, nothing selected on the test set.",
+        notes="`dp_synthesis.png`: ten synthetic images per class (rows 0–9), one panel per ε in the table's order.",
+    )
+
+
+OUTPUTS = (protocol_output(OUT / "dp_synthesis_protocol"), Output(OUT / "dp_synthesis", render_item1))
 
 
 # ------------------------------------------------------------------------------------------ CLI
@@ -612,8 +647,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--data-dir", default=DATA)
     ap.add_argument("--out", default=str(OUT / "dp_synthesis_protocol"), help="results stem (.json, .md, folder)")
-    ap.add_argument("--aggregate-only", action="store_true", help="rewrite the tables from the JSONL")
+    ap.add_argument("--aggregate-only", action="store_true", help="rewrite the JSON and tables from the JSONL")
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP + " (the default --out's and item 1's)")
     args = ap.parse_args(argv)
+    if args.render_only:
+        return rerender(*OUTPUTS)
     if args.threads:
         from privpix.training import torch
 

@@ -5,7 +5,8 @@ The demo's setting: ``builtin-mnist`` (the 2,500 training images privpix ships, 
 test images. ``dp-merf`` with the demo's settings against ``dp-teacher`` with the same generator and a teacher
 batch that fits 2,500 images (1,000, 30 epochs: Tramèr & Boneh's recipe scaled down, fixed before measuring).
 
-Run: ``.venv/bin/python benchmarks/dp_teacher_small.py`` → ``benchmarks/results/dp_teacher_small.{json,md}``.
+Run: ``.venv/bin/python benchmarks/dp_teacher_small.py`` → ``benchmarks/results/dp_teacher_small.{json,md}``;
+``--render-only`` rewrites the markdown from the JSON.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from _results import Output, document, render_only, table
+from _results import write as write_results
 from privpix.data import load_pair
 from privpix.evaluation.utility import utility
 from privpix.mechanisms import fit_as_declared, get_mechanism
@@ -49,39 +52,44 @@ def main() -> None:
     write(rows, len(full))
 
 
-def write(rows: list[dict], n_fit: int) -> None:
-    lines = [
-        "# dp-merf against dp-teacher on a small private set",
-        "",
-        f"`python benchmarks/dp_teacher_small.py` ({platform.machine()}, {os.cpu_count()} cores, one torch thread). "
+def render(res: dict) -> str:
+    rows, n_fit = res["rows"], res["n_fit"]
+    preamble = (
+        f"`python benchmarks/dp_teacher_small.py` ({res['machine']}, one torch thread). "
         f"Fit on all {n_fit} `builtin-mnist` training images, δ = 1e-5; 1,000 synthetic images train PCA + SVM "
         "(the demo's utility), tested on the demo's 1,000 real test images. Accuracy, mean ± sample std over seeds "
-        f"{', '.join(map(str, SEEDS))}.",
-        "",
-        "| method | ε | accuracy | per seed | CPU s per fit + release |",
-        "|---|---|---|---|---|",
-    ]
-    means = {}
+        f"{', '.join(map(str, SEEDS))}."
+    )
+    body, means = [], {}
     for spec in METHODS:
         for eps in EPSILONS:
             accs = [r["accuracy"] for r in rows if r["method"] == spec and r["epsilon"] == eps]
             cpu = np.mean([r["cpu_seconds"] for r in rows if r["method"] == spec and r["epsilon"] == eps])
             means[spec, eps] = float(np.mean(accs))
-            lines.append(f"| `{spec}` | {eps:g} | {np.mean(accs):.3f} ± {np.std(accs, ddof=1):.3f} | "
-                         f"{', '.join(f'{a:.3f}' for a in accs)} | {cpu:.0f} |")  # fmt: skip
+            body.append([f"`{spec}`", f"{eps:g}", f"{np.mean(accs):.3f} ± {np.std(accs, ddof=1):.3f}",
+                         ", ".join(f"{a:.3f}" for a in accs), f"{cpu:.0f}"])  # fmt: skip
     merf, teacher = METHODS
     better = [eps for eps in EPSILONS if means[merf, eps] > means[teacher, eps]]
-    lines += [
-        "",
+    notes = (
         f"`dp-merf` is ahead at ε = {', '.join(f'{e:g}' for e in better) or 'none'} (of "
         f"{', '.join(f'{e:g}' for e in EPSILONS)}) on this small set. Likely causes, not measured apart: under "
         "`dp-teacher` the embedding gets a quarter of ε, and a DP-SGD teacher trained on "
         f"{n_fit} images is a weak labeller. Pick `dp-merf` for small sets "
-        "([docs/synthesis.md](../../docs/synthesis.md)).",
-    ]
-    OUT.with_suffix(".json").write_text(json.dumps({"n_fit": n_fit, "rows": rows}, indent=2) + "\n")
-    OUT.with_suffix(".md").write_text("\n".join(lines) + "\n")
+        "([docs/synthesis.md](../../docs/synthesis.md))."
+    )
+    cols = ["method", "ε", "accuracy", "per seed", "CPU s per fit + release"]
+    return document("dp-merf against dp-teacher on a small private set", table(cols, body), preamble=preamble,
+                    notes=notes)  # fmt: skip
+
+
+RESULT = Output(OUT, render)
+OUTPUTS = (RESULT,)
+
+
+def write(rows: list[dict], n_fit: int) -> None:
+    write_results(RESULT, {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "n_fit": n_fit, "rows": rows})
 
 
 if __name__ == "__main__":
-    main()
+    if not render_only(None, *OUTPUTS):
+        main()

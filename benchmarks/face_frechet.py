@@ -17,7 +17,7 @@ Also at 64×64 for dp-eigenfaces (faces of that size from the same method; DP-ME
 there).
 
 Run: ``.venv/bin/python benchmarks/face_frechet.py`` → ``benchmarks/results/face_frechet.{json,md}`` and the grids
-in ``benchmarks/results/face_frechet/``.
+in ``benchmarks/results/face_frechet/``; ``--render-only`` rewrites the markdown from the JSON.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import os
 import platform
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,7 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).parent))
 import dp_synthesis as protocol
+from _results import RENDER_HELP, RENDER_ONLY, Output, document, rerender, table, write
 from privpix.data import ImageSet, load_dataset
 from privpix.evaluation.frechet import frechet_distance
 from privpix.mechanisms import fit_as_declared, get_mechanism
@@ -107,7 +109,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data-dir", default=DATA)
     ap.add_argument("--out", default=str(OUT / "face_frechet"))
     ap.add_argument("--cache", default=None, help="folder for the drawn faces (outside the project), reused by reruns")
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP)
     args = ap.parse_args(argv)
+    if args.render_only:
+        return rerender(*OUTPUTS)
     out = Path(args.out)
     rows: list[dict] = []
     for size in (int(s) for s in args.sizes.split(",")):
@@ -133,32 +138,38 @@ def main(argv: list[str] | None = None) -> None:
                 print(json.dumps(rows[-1]), flush=True)
                 grid(drawn, out / f"{protocol.slug(spec)}_eps{eps:g}_{size}.png")
     machine = f"{platform.machine()}, {os.cpu_count()} shared cores"
-    out.with_suffix(".json").write_text(json.dumps({"machine": machine, "seed": args.seed, "rows": rows}, indent=2))
-    out.with_suffix(".md").write_text(markdown(rows, machine, out.name))
+    write(output(out), {"machine": machine, "seed": args.seed, "rows": rows})
     print(f"wrote {out.with_suffix('.md')}")
 
 
-def markdown(rows: list[dict], machine: str, stem: str) -> str:
-    lines = [
-        "# Synthetic faces against real ones: Fréchet distance (issue 29, item 2)",
-        "",
-        f"Written by `benchmarks/face_frechet.py` ({machine}). d² between Gaussians fitted to 204 scattering "
+def markdown(res: dict, stem: str) -> str:
+    preamble = (
+        f"Written by `benchmarks/face_frechet.py` ({res['machine']}). d² between Gaussians fitted to 204 scattering "
         "features per image (`privpix.evaluation.frechet`: J = 2, L = 8, each channel's order-0 and order-1 maps "
         "averaged over the four quadrants, pixel units; fixed wavelets, no learned weights). Each row against "
         "CelebA's 897 held-out test "
         "faces, with as many images; lower is closer. Private set: the protocol's CelebA fit split (3,357 faces); "
-        "δ = 1e-5; one seed.",
-        "",
-        "| size | images | ε | Fréchet d² | fit s |",
-        "|---|---|---|---|---|",
-    ]
-    for r in rows:
-        eps = "–" if r["epsilon"] is None else f"{r['epsilon']:g}"
-        name = r["what"] if r["epsilon"] is None else f"`{r['what']}`"
-        lines.append(f"| {r['size']} | {name} | {eps} | {r['fid']:.1f} | {r.get('fit_seconds', '–')} |")
-    lines += ["", f"Grids in `{stem}/` (ten per class, rows female then male). {CAPTION}", ""]
-    return "\n".join(lines)
+        "δ = 1e-5; one seed."
+    )
+    body = [
+        [r["size"], r["what"] if r["epsilon"] is None else f"`{r['what']}`",
+         "–" if r["epsilon"] is None else f"{r['epsilon']:g}", f"{r['fid']:.1f}", r.get("fit_seconds", "–")]
+        for r in res["rows"]
+    ]  # fmt: skip
+    return document(
+        "Synthetic faces against real ones: Fréchet distance (issue 29, item 2)",
+        table(["size", "images", "ε", "Fréchet d²", "fit s"], body),
+        preamble=preamble,
+        notes=f"Grids in `{stem}/` (ten per class, rows female then male). {CAPTION}",
+    )
 
+
+def output(stem: Path) -> Output:
+    """The results at ``stem`` (.json, .md); the markdown names the grid folder ``stem``'s name."""
+    return Output(stem, partial(markdown, stem=stem.name))
+
+
+OUTPUTS = (output(OUT / "face_frechet"),)
 
 if __name__ == "__main__":
     main()

@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from _results import write_json
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "fuzz_long.json"
 
@@ -61,7 +63,7 @@ def main() -> None:
         "failures": proc.stdout[-6000:] if proc.returncode else "",
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(RESULTS, result)
     print(json.dumps({k: v for k, v in result.items() if k != "failures"}, indent=2))
     if proc.returncode:
         print(proc.stdout[-6000:])

@@ -10,13 +10,12 @@ quick fit (3,000 MNIST digits, one epoch each; its accuracy is not the point). M
    PNG files and to Parquet, on every core and on one.
 
 Run: ``.venv/bin/python benchmarks/generation_speed.py`` → ``benchmarks/results/generation_speed.{json,md}``
-(about 6 min).
+(about 6 min); ``--render-only`` rewrites the markdown from the JSON.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import subprocess
@@ -27,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+from _results import RENDER_HELP, RENDER_ONLY, Col, Output, document, rerender, table, write
 from privpix.data import load_dataset
 from privpix.mechanisms import get_mechanism
-from privpix.mechanisms.scattering import Scattering2D
 from privpix.threads import one_thread
 
 OUT = Path(__file__).parent / "results" / "generation_speed"
@@ -41,6 +40,8 @@ FIT = "dp-synth[epochs=1,teacher_epochs=1,teacher_batch_size=750]"
 def scattering_ms(data_dir: str) -> dict[str, float]:
     import torch
     from kymatio.scattering2d.frontend.torch_frontend import ScatteringTorch2D
+
+    from privpix.mechanisms.scattering import Scattering2D  # imports torch: kept out of the render
 
     digits = load_dataset("mnist:test", data_dir).as_float()[:5000]
     x = torch.from_numpy(np.ascontiguousarray(digits.transpose(0, 3, 1, 2)))
@@ -71,7 +72,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=os.environ.get("PRIVPIX_DATA", str(Path(__file__).parents[2] / "shared" /
                                                                           "datasets")))  # fmt: skip
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP)
     args = ap.parse_args()
+    if args.render_only:
+        return rerender(*OUTPUTS)
     result: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "n": N}
     result["scattering_ms_per_image"] = scattering_ms(args.data)
     print(result["scattering_ms_per_image"], flush=True)
@@ -97,43 +101,44 @@ def main() -> None:
             rows.append({"format": fmt, "workers": workers, "seconds": s})
             print(fmt, workers, s, flush=True)
         result["releases"] = rows
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    write(RESULT, result)
+    print(RESULT.md_path.read_text(encoding="utf-8"))
+
+
+def render(result: dict) -> str:
     sc = result["scattering_ms_per_image"]
-    lines = [
-        "# Publishing 60,000 synthetic images with `dp-synth` (issue 29, item 4)",
-        "",
+    preamble = (
         f"`python benchmarks/generation_speed.py` ({result['machine']}). The model: `privpix fit --method '{FIT}' "
         "--dataset mnist:train --limit 3000` (generating costs the same for any fit: the generator and the teacher "
-        "have fixed sizes). Target: 60,000 images in ≤ 60 s.",
-        "",
-        "| step | seconds for 60,000 images | target |",
-        "|---|---|---|",
-        f"| `synthesize(60000)`, one process, one thread (images and labels in memory) | "
-        f"{result['synthesize_seconds_one_thread']:.1f} | ≤ {TARGET:.0f} "
-        f"({'met' if result['synthesize_seconds_one_thread'] <= TARGET else 'missed'}) |",
-    ]
-    for r in rows:
+        "have fixed sizes). Target: 60,000 images in ≤ 60 s."
+    )
+    one = result["synthesize_seconds_one_thread"]
+    steps = [[
+        "`synthesize(60000)`, one process, one thread (images and labels in memory)", f"{one:.1f}",
+        f"≤ {TARGET:.0f} ({'met' if one <= TARGET else 'missed'})",
+    ]]  # fmt: skip
+    for r in result["releases"]:
         verdict = "met" if r["seconds"] <= TARGET else "missed"
         command = f"`privpix release … --param n=60000 --format {r['format']} --workers {r['workers']}`"
-        lines.append(f"| {command} (the whole command: start, model load, files, manifest) | {r['seconds']:.1f} | "
-                     f"≤ {TARGET:.0f} ({verdict}) |")  # fmt: skip
-    lines += [
-        "",
+        steps.append([f"{command} (the whole command: start, model load, files, manifest)", f"{r['seconds']:.1f}",
+                      f"≤ {TARGET:.0f} ({verdict})"])  # fmt: skip
+    return document(
+        "Publishing 60,000 synthetic images with `dp-synth` (issue 29, item 4)",
+        table(["step", "seconds for 60,000 images", "target"], steps),
         "The teacher labels each synthetic image from its scattering coefficients (J = 2, L = 8), most of the cost. "
         "privpix applies kymatio's filter bank in batched passes of 16 images (`privpix.mechanisms.scattering`); "
         "per image, one thread, 5,000 MNIST test digits:",
-        "",
-        "| transform | ms per image |",
-        "|---|---|",
-        *(f"| {k} | {v:.3f} |" for k, v in sc.items() if k != "max_abs_difference"),
-        "",
-        f"Largest difference between the two on 500 digits: {sc['max_abs_difference']:.2e} (float32 rounding; "
+        table(
+            [Col("transform"), Col("ms per image", ".3f")], [[k, v] for k, v in sc.items() if k != "max_abs_difference"]
+        ),
+        preamble=preamble,
+        notes=f"Largest difference between the two on 500 digits: {sc['max_abs_difference']:.2e} (float32 rounding; "
         "`tests/test_scattering.py` holds it under 1e-6 for the shapes privpix uses).",
-    ]
-    OUT.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    )
 
+
+RESULT = Output(OUT, render)
+OUTPUTS = (RESULT,)
 
 if __name__ == "__main__":
     main()

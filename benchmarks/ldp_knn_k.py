@@ -8,7 +8,6 @@ Run: ``.venv/bin/python benchmarks/ldp_knn_k.py [--dataset mnist]`` → ``result
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
+from _results import write_json
 from privpix.data import load_dataset
 from privpix.mechanisms.ldp import grr_perturb, make_encoder
 
@@ -49,7 +49,7 @@ def main() -> None:
             flush=True,
         )
     path = Path(__file__).parent / "results" / f"ldp_knn_k_{args.dataset}.json"
-    path.write_text(json.dumps(out, indent=1))
+    write_json(path, out, indent=1)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ reports; they are scored on the clean encoded test images. ε = inf means no per
 
 Run everything (about an hour on 2 cores):
     .venv/bin/python benchmarks/ldp_tables.py
-Parts: ``--datasets mnist --configs dcaconv-d16``; ``--render`` rebuilds tables and plots from the JSON.
+Parts: ``--datasets mnist --configs dcaconv-d16``; ``--render-only`` rebuilds tables and plots from the JSON.
 Results: ``benchmarks/results/ldp_tables.{json,md}``, ``ldp_fig4_*.png``, ``ldp_fig6.png``.
 """
 
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from _results import RENDER_HELP, RENDER_ONLY, Output, rerender, table, write
 from privpix.data import load_dataset
 from privpix.mechanisms.ldp import grr_perturb, make_encoder
 from privpix.mechanisms.ldp.learners import make_classifier
@@ -214,12 +215,8 @@ def _count(rows, ds, clf) -> int:
     )
 
 
-def render(data: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def _accuracies(data: dict):
+    """(ε keys with None for ∞, acc(dataset, config, classifier, ε) → the accuracies of the runs, the rows)."""
     rows = [r for part in data["runs"].values() for r in part["rows"]]
     eps_keys = [None if math.isinf(e) else e for e in EPSILONS]
 
@@ -229,6 +226,12 @@ def render(data: dict) -> None:
             for r in rows
             if r["dataset"] == ds and r["config"] == cfg and r["classifier"] == clf and r["epsilon"] == e
         ]
+
+    return eps_keys, acc, rows
+
+
+def render(data: dict) -> str:
+    eps_keys, acc, rows = _accuracies(data)
 
     lines = ["# Paper 000 reproduction: local-DP image classification (GRR on image encodings)", ""]
     lines += [
@@ -252,12 +255,7 @@ def render(data: dict) -> None:
         ("dcaconv-d16", "Table 1 (DCAConv, d = 16, L1 = 5, L2 = 4)"),
         ("dcaconv-d2", "Table 2 (DCAConv, d = 2, L1 = 5, L2 = 1)"),
     ):
-        lines += [
-            f"## {title}",
-            "",
-            "| classifier | dataset | " + " | ".join(_fmt_eps(e) for e in eps_keys) + " |",
-            "|---|---|" + "---|" * len(eps_keys),
-        ]
+        body = []
         for clf in ("nb", "ncc", "knn"):
             for ds in DATASETS:
                 if f"{ds}/{cfg}" not in data["runs"]:
@@ -267,16 +265,15 @@ def render(data: dict) -> None:
                     c = _cell(acc(ds, cfg, clf, e))
                     p = PAPER.get((cfg, clf, ds))
                     cells.append(f"{c} [{p[i]:.1f}]" if p else c)
-                lines.append(f"| {clf} | {ds} | " + " | ".join(cells) + " |")
+                body.append([clf, ds, *cells])
         for ds in DATASETS:
             key = f"{ds}/{cfg}"
             if key in data["runs"]:
                 m = data["runs"][key]["meta"]["m"]
-                lines.append(
-                    f"| per-image ε | {ds} (m = {m}) | "
-                    + " | ".join("∞" if e is None else f"{e * m:,.0f}" for e in eps_keys)
-                    + " |"
+                body.append(
+                    ["per-image ε", f"{ds} (m = {m})", *("∞" if e is None else f"{e * m:,.0f}" for e in eps_keys)]
                 )
+        lines += [f"## {title}", "", table(["classifier", "dataset", *(_fmt_eps(e) for e in eps_keys)], body)]
         if cfg == "dcaconv-d16":
             lines += [
                 "",
@@ -287,12 +284,7 @@ def render(data: dict) -> None:
                 + ".",
             ]
         lines.append("")
-    lines += [
-        "## Encoder comparison (Fig. 4 and Fig. 6 analogues)",
-        "",
-        "| dataset | encoder | d | m | classifier | " + " | ".join(_fmt_eps(e) for e in eps_keys) + " |",
-        "|---|---|---|---|---|" + "---|" * len(eps_keys),
-    ]
+    body = []
     for ds in DATASETS:
         for cfg in CONFIGS:
             key = f"{ds}/{cfg}"
@@ -300,24 +292,20 @@ def render(data: dict) -> None:
                 continue
             meta = data["runs"][key]["meta"]
             for clf in ("nb", "ncc", "knn"):
-                lines.append(
-                    f"| {ds} | {cfg} | {meta['d']} | {meta['m']} | {clf} | "
-                    + " | ".join(_cell(acc(ds, cfg, clf, e)) for e in eps_keys)
-                    + " |"
-                )
+                body.append([ds, cfg, meta["d"], meta["m"], clf, *(_cell(acc(ds, cfg, clf, e)) for e in eps_keys)])
     lines += [
+        "## Encoder comparison (Fig. 4 and Fig. 6 analogues)",
+        "",
+        table(["dataset", "encoder", "d", "m", "classifier", *(_fmt_eps(e) for e in eps_keys)], body),
         "",
         "## Fitting and encoding time",
         "",
-        "| dataset | encoder | fit s | encode s (images) |",
-        "|---|---|---|---|",
-    ]
-    for key, part in data["runs"].items():
-        m = part["meta"]
-        lines.append(
-            f"| {key.split('/')[0]} | {key.split('/')[1]} | {m['fit_seconds']:.1f} | "
-            f"{m['encode_seconds']:.1f} ({m['n_encoded']}) |"
-        )
+        table(
+            ["dataset", "encoder", "fit s", "encode s (images)"],
+            ([*key.split("/")[:2], f"{p['meta']['fit_seconds']:.1f}",
+              f"{p['meta']['encode_seconds']:.1f} ({p['meta']['n_encoded']})"] for key, p in data["runs"].items()),
+        ),
+    ]  # fmt: skip
     if data.get("speed"):
         s = data["speed"]
         lines += [
@@ -331,8 +319,17 @@ def render(data: dict) -> None:
             f"- KNN (k = 100) predicting 10,000 test images against 60,000 reports of 3,645 features: "
             f"{s['knn_10000_vs_60000_s']} s.",
         ]
-    (OUT / "ldp_tables.md").write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
+
+def plot(data: dict) -> None:
+    """The Fig. 4 and Fig. 6 analogues (``ldp_fig4_<dataset>.png``, ``ldp_fig6.png``) from the results."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    eps_keys, acc, _ = _accuracies(data)
     xs = [e if e is not None else 5.0 for e in eps_keys]
     for ds in DATASETS:
         if not any(k.startswith(f"{ds}/") for k in data["runs"]):
@@ -370,6 +367,10 @@ def render(data: dict) -> None:
     plt.close(fig)
 
 
+RESULT = Output(OUT / "ldp_tables", render)
+OUTPUTS = (RESULT,)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", default=",".join(DATASETS))
@@ -379,12 +380,12 @@ def main() -> None:
     ap.add_argument("--knn-test", type=int, default=2000)
     ap.add_argument("--extend", action="store_true", help="keep finished cells of each part; run only missing ones")
     ap.add_argument("--speed", action="store_true", help="also measure the speed targets")
-    ap.add_argument("--render", action="store_true", help="only rebuild tables and plots from the JSON")
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP + " (and the plots)")
     ap.add_argument("--speed-only", action="store_true", help="only re-measure the speeds into the JSON")
     ap.add_argument("--json", type=Path, default=OUT / "ldp_tables.json", help="results file read and updated")
     args = ap.parse_args()
-    OUT.mkdir(exist_ok=True)
-    path = args.json
+    out = Output(args.json.with_suffix(""), render)  # the markdown beside the JSON
+    path = out.json_path
     data = json.loads(path.read_text()) if path.exists() else {"runs": {}}
     # Repeats can differ between parts (see --extend); the rendered tables count them from the rows.
     for stale in ("repeats", "knn_repeats"):
@@ -396,8 +397,10 @@ def main() -> None:
 
     if args.speed_only:
         data["speed"] = speed(log)
-        path.write_text(json.dumps(data, indent=1))
-    elif not args.render:
+        write(out, data, indent=1)
+    elif args.render_only:
+        rerender(out)
+    else:
         for ds in args.datasets.split(","):
             for cfg in args.configs.split(","):
                 key = f"{ds}/{cfg}"
@@ -408,12 +411,12 @@ def main() -> None:
                 if path.exists():
                     data["runs"] = json.loads(path.read_text())["runs"]
                 data["runs"][key] = {"rows": rows, "meta": meta}
-                path.write_text(json.dumps(data, indent=1))
+                write(out, data, indent=1)
         if args.speed:
             data["speed"] = speed(log)
-            path.write_text(json.dumps(data, indent=1))
-    render(data)
-    log(f"wrote {OUT / 'ldp_tables.md'}")
+            write(out, data, indent=1)
+    plot(data)
+    log(f"wrote {out.md_path}")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ Also: per-image entropy against the original's (Fig. 9 analogue), the six-panel 
 (Fig. 2 analogue, with a sound DP-Pix panel beside the paper's four), and every method's images per second.
 
 Run: ``.venv/bin/python benchmarks/matrix_faces.py`` (about half an hour on 2 cores)
-→ ``benchmarks/results/matrix_faces.{json,md}``, ``matrix_entropy.png``, ``matrix_six_panel.png``.
+→ ``benchmarks/results/matrix_faces.{json,md}``, ``matrix_entropy.png``, ``matrix_six_panel.png``;
+``--render-only`` rebuilds the markdown (and the pictures) from the JSON.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from _results import RENDER_HELP, RENDER_ONLY, Output, rerender, table, write
 from privpix.data import load_dataset
 from privpix.evaluation import evaluate
 from privpix.evaluation.quality import entropy
@@ -98,12 +100,7 @@ def _mean(rows, ds, method, eps, key):
     return (np.mean(v), np.std(v, ddof=1) if len(v) > 1 else 0.0, len(v))
 
 
-def render(data: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def render(data: dict) -> str:
     rows = data["rows"]
     lines = [
         "# Paper 001 reproduction: matrix-decomposition face release (LAP, LRA, SRA, ESRA)",
@@ -121,20 +118,15 @@ def render(data: dict) -> None:
         ("f1", "Macro F1, train on released / test on original"),
         ("f1_release_all", "Macro F1, everything released"),
     ):
-        lines += [
-            f"## {title}",
-            "",
-            "| dataset | method | " + " | ".join(f"ε={e:g}" for e in EPSILONS) + " |",
-            "|---|---|" + "---|" * len(EPSILONS),
-        ]
+        body = []
         for ds in SIZES:
             for method, label in METHODS.items():
                 cells = []
                 for e in EPSILONS:
                     m, s, _ = _mean(rows, ds, method, e, key)
                     cells.append(f"{m:.3f} ± {s:.3f}")
-                lines.append(f"| {ds} | {label} | " + " | ".join(cells) + " |")
-        lines.append("")
+                body.append([ds, label, *cells])
+        lines += [f"## {title}", "", table(["dataset", "method", *(f"ε={e:g}" for e in EPSILONS)], body), ""]
     lines += [
         "## Ordering of methods (accuracy, train released / test original, mean over ε ∈ {0.1, 0.5, 0.9, 1.3})",
         "",
@@ -150,31 +142,37 @@ def render(data: dict) -> None:
         "",
         "## Entropy of one released image (Fig. 9 analogue), bits",
         "",
-        "| dataset (original) | method | " + " | ".join(f"ε={e:g}" for e in EPSILONS) + " |",
-        "|---|---|" + "---|" * len(EPSILONS),
-    ]
-    for ds, res in ent.items():
-        for method, vals in res["methods"].items():
-            lines.append(
-                f"| {ds} ({res['original']:.2f}) | {METHODS[method]} | " + " | ".join(f"{v:.2f}" for v in vals) + " |"
-            )
-    lines += [
+        table(
+            ["dataset (original)", "method", *(f"ε={e:g}" for e in EPSILONS)],
+            ([f"{ds} ({res['original']:.2f})", METHODS[method], *(f"{v:.2f}" for v in vals)]
+             for ds, res in ent.items() for method, vals in res["methods"].items()),
+        ),
         "",
         "## Speed: all 400 ORL faces (112×92) at ε = 1, this 2-core machine",
         "",
-        "| method | seconds | images/s |",
-        "|---|---|---|",
-    ]
-    for method, s in data["speed"].items():
-        lines.append(f"| {METHODS.get(method, method)} | {s['seconds_400']} | {s['images_per_second']} |")
+        table(
+            ["method", "seconds", "images/s"],
+            ([METHODS.get(method, method), s["seconds_400"], s["images_per_second"]]
+             for method, s in data["speed"].items()),
+        ),
+    ]  # fmt: skip
     lines += [
         "",
         "Pictures: `matrix_six_panel.png` (one ORL face, ε = 1; ORL © AT&T Laboratories Cambridge, "
         "research use), `matrix_entropy.png`.",
         "",
     ]
-    (OUT / "matrix_faces.md").write_text("\n".join(lines))
+    return "\n".join(lines)
 
+
+def plot(data: dict) -> None:
+    """``matrix_entropy.png`` from the results, and ``matrix_six_panel.png`` (one ORL face released by each method)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ent = data["entropy"]
     fig, axes = plt.subplots(1, len(ent), figsize=(5 * len(ent), 3.4))
     for ax, (ds, res) in zip(np.atleast_1d(axes), ent.items(), strict=True):
         for method, vals in res["methods"].items():
@@ -205,6 +203,10 @@ def render(data: dict) -> None:
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(OUT / "matrix_six_panel.png", dpi=110)
     plt.close(fig)
+
+
+RESULT = Output(OUT / "matrix_faces", render)
+OUTPUTS = (RESULT,)
 
 
 WORK = Path(__file__).parent / "work"
@@ -254,14 +256,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--lra-repeats", type=int, default=2)
-    ap.add_argument("--render", action="store_true", help="only rebuild tables and plots from the JSON")
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP + " (and the pictures)")
     ap.add_argument("--speed-only", action="store_true", help="re-measure the speeds into the existing JSON")
     ap.add_argument("--lra-extend", type=int, default=0, help="only compute missing LRA repeats up to this count")
     ap.add_argument("--datasets", default=",".join(SIZES), help="datasets for --lra-extend")
     ap.add_argument("--merge-lra", action="store_true", help="merge --lra-extend rows into the JSON and render")
     args = ap.parse_args()
-    OUT.mkdir(exist_ok=True)
-    path = OUT / "matrix_faces.json"
+    path = RESULT.json_path
 
     def log(msg):
         print(time.strftime("%H:%M:%S"), msg, flush=True)
@@ -269,22 +270,24 @@ def main() -> None:
     if args.lra_extend:
         lra_extend(args.datasets.split(","), args.lra_extend, log)
         return
-    if args.render or args.speed_only or args.merge_lra:
+    if args.render_only or args.speed_only or args.merge_lra:
         data = json.loads(path.read_text())
+        if args.render_only:
+            rerender(RESULT)
         if args.merge_lra:
             lra_merge(data)
-            path.write_text(json.dumps(data, indent=1, default=float))
+            write(RESULT, data, indent=1)
         if args.speed_only:
             data["speed"] = speed(log)
-            path.write_text(json.dumps(data, indent=1, default=float))
+            write(RESULT, data, indent=1)
     else:
         data = {"repeats": args.repeats, "lra_repeats": args.lra_repeats}
         data["speed"] = speed(log)
         data["entropy"] = entropy_curve(log)
         data["rows"] = utility_rows(args.repeats, args.lra_repeats, log)
-        path.write_text(json.dumps(data, indent=1, default=float))
-    render(data)
-    log(f"wrote {OUT / 'matrix_faces.md'}")
+        write(RESULT, data, indent=1)
+    plot(data)
+    log(f"wrote {RESULT.md_path}")
 
 
 if __name__ == "__main__":

@@ -10,13 +10,13 @@ tests/test_noise.py now uses.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
+from _results import write_json
 from privpix.privacy import noise
 from privpix.testing.stattests import discrete_laplace_pmf, pooled_chisquare_pvalue
 
@@ -64,7 +64,7 @@ def main() -> None:
         "seconds": round(time.perf_counter() - t0, 1),
         "rows": rows,
     }
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(RESULTS, result)
 
 
 if __name__ == "__main__":

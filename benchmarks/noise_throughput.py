@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/noise_throughput.py [--baseline 9b61448]
 
-writes ``benchmarks/results/noise_throughput.json`` and ``.md``. The process is pinned to one CPU. Each rate is the
+writes ``benchmarks/results/noise_throughput.json`` and ``.md`` (``--render-only``: the markdown from the JSON alone).
+The process is pinned to one CPU. Each rate is the
 best of ``REPEATS`` timed calls, each drawing ``n`` values into one array:
 
 * privpix secure mode (``SecureRandom``, os.urandom) through the public functions, compiled kernels, 1,000,000
@@ -36,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from _results import RENDER_HELP, RENDER_ONLY, Output, rerender, table, write
 from privpix.privacy import gaussian_release, noise
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -212,7 +214,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--baseline", default="9b61448", help="git commit of the implementation before the kernels")
     ap.add_argument("--cpu", type=int, default=None, help="CPU to pin to (default: the last one available)")
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP)
     args = ap.parse_args()
+    if args.render_only:
+        return rerender(*OUTPUTS)
     cpu = args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {cpu})
     compile_times = compile_seconds()
@@ -231,6 +236,7 @@ def main() -> None:
     os.urandom(8 * N)
     result = {
         "command": f"python benchmarks/noise_throughput.py --baseline {args.baseline}",
+        "baseline": args.baseline,
         "date": datetime.date.today().isoformat(),
         "machine": f"{cpu_model()}, {os.cpu_count()} CPUs (shared), pinned to CPU {cpu}",
         "python": platform.python_version(),
@@ -239,43 +245,37 @@ def main() -> None:
         "compile_seconds": compile_times,
         "rows": rows,
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "noise_throughput.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    (RESULTS / "noise_throughput.md").write_text(markdown(result, args.baseline))
+    write(RESULT, result, ensure_ascii=False)
 
 
-def markdown(result: dict, baseline: str) -> str:
+def render(result: dict) -> str:
+    baseline = result["baseline"]
     rates: dict[tuple[str, str], dict[str, dict]] = {}
     for r in result["rows"]:
         rates.setdefault((r["sampler"], r["parameter"]), {})[r["implementation"]] = r
-    lines = [
-        "# Exact noise samplers: throughput",
-        "",
+    preamble = (
         f"`{result['command']}` on {result['date']}; {result['machine']}. Values per second, best of "
         f"{result['repeats']} calls that each draw n values into one array (privpix: n = 1,000,000; the baseline "
         f"{baseline}, the vectorised-NumPy and Python-loop samplers before the compiled kernels: 200,000, or 20,000 "
         "for the Gaussian; OpenDP: 100,000 Python ints). Secure mode throughout: every exact sampler reads the OS "
         f"CSPRNG (os.urandom: {result['os_urandom_words_per_s'] / 1e6:.0f} M 64-bit words/s here). The machine is "
-        "shared with other work, so a row can differ by up to about 40 % between runs.",
-        "",
-        f"| sampler | parameter | privpix, M/s | bits/value | privpix {baseline}, M/s | OpenDP 0.16, M/s | vs OpenDP |",
-        "|---|---|---|---|---|---|---|",
-    ]
+        "shared with other work, so a row can differ by up to about 40 % between runs."
+    )
+    body = []
     for (sampler, param), impl in rates.items():
         new = impl.get("privpix (kernels)")
         if new is None:
             continue
         old = impl.get(f"privpix {baseline}")
         odp = next((v for k, v in impl.items() if k.startswith("OpenDP")), None)
-        lines.append(
-            f"| {sampler} | {param} | {new['values_per_s'] / 1e6:.1f} | {new['bits_per_value']:.1f} | "
-            + (f"{old['values_per_s'] / 1e6:.2f}" if old else "–")
-            + " | "
-            + (f"{odp['values_per_s'] / 1e6:.3f}" if odp else "–")
-            + " | "
-            + (f"{new['values_per_s'] / odp['values_per_s']:.0f}×" if odp else "–")
-            + " |"
-        )
+        body.append([
+            sampler, param, f"{new['values_per_s'] / 1e6:.1f}", f"{new['bits_per_value']:.1f}",
+            f"{old['values_per_s'] / 1e6:.2f}" if old else "–", f"{odp['values_per_s'] / 1e6:.3f}" if odp else "–",
+            f"{new['values_per_s'] / odp['values_per_s']:.0f}×" if odp else "–",
+        ])  # fmt: skip
+    cols = ["sampler", "parameter", "privpix, M/s", "bits/value", f"privpix {baseline}, M/s", "OpenDP 0.16, M/s",
+            "vs OpenDP"]  # fmt: skip
+    lines = ["# Exact noise samplers: throughput", "", preamble, "", table(cols, body)]
     kernels = [r for r in result["rows"] if r["implementation"] == "privpix (kernels)"]
     verdicts = []
     for name, goal in TARGETS.items():
@@ -300,6 +300,9 @@ def markdown(result: dict, baseline: str) -> str:
     ]
     return "\n".join(lines)
 
+
+RESULT = Output(RESULTS / "noise_throughput", render)
+OUTPUTS = (RESULT,)
 
 if __name__ == "__main__":
     main()

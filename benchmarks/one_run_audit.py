@@ -5,7 +5,8 @@ Rows: the mechanisms as built at ε = 1 and 10, and dp-merf with its noise calib
 100× too small (the module's ``sensitivity`` patched in this process: a stand-in for a broken implementation
 that still claims ε = 1). Writes ``results/one_run_audit.{json,md}``.
 
-Run: ``.venv/bin/python benchmarks/one_run_audit.py`` (about 10 minutes on one core).
+Run: ``.venv/bin/python benchmarks/one_run_audit.py`` (about 10 minutes on one core); ``--render-only`` rewrites
+the markdown from the JSON.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from _results import RENDER_HELP, RENDER_ONLY, Col, Output, document, rerender, table, write
 from privpix.data import load_dataset
 from privpix.evaluation.audit.one_run import audit_one_run
 from privpix.mechanisms import get_mechanism
@@ -32,7 +34,10 @@ def main() -> None:
     ap.add_argument("--images", type=int, default=2000)
     ap.add_argument("--canaries", type=int, default=1000)
     ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP)
     args = ap.parse_args()
+    if args.render_only:
+        return rerender(*OUTPUTS)
     import torch
 
     from privpix.mechanisms.synthesis import embedding
@@ -62,27 +67,31 @@ def main() -> None:
             rows.append({**row, "seconds": time.perf_counter() - t0})
             print(json.dumps(rows[-1]), flush=True)
     embedding.sensitivity = original
-    lines = [
-        "# One-run audits (Steinke, Nasr & Jagielski 2023)",
-        "",
-        f"{args.images} MNIST training images, {args.canaries} canary slots (an image with a wrong label, in or "
-        "out with probability 1/2: replaced by its true label for dp-merf, removed for dp-sgd), one fit per row, "
-        "δ = 1e-5, 95 % confidence. `noise cut`: the noise calibrated for a sensitivity that many times too small "
-        "(a broken implementation that still claims ε).",
-        "",
-        "| method | claimed ε | noise cut | seed | bound ε ≥ | ceiling | verdict | guesses | seconds |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        guesses = r["guesses"].split("; ")[-1]
-        lines.append(f"| `{r['method']}` | {r['epsilon']:g} | {r['noise_cut']}× | {r['seed']} | {r['bound']:.3f} | "
-                     f"{r['ceiling']:.2f} | {r['verdict']} | {guesses} | {r['seconds']:.0f} |")  # fmt: skip
-    lines += ["", f"Machine: {platform.machine()}, 2 shared cores, one torch thread."]
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "one_run_audit.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1) + "\n")
-    (RESULTS / "one_run_audit.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    res = {"machine": platform.machine(), "args": vars(args), "rows": rows}
+    write(RESULT, res, indent=1)
+    print(RESULT.md_path.read_text(encoding="utf-8"))
 
+
+def render(res: dict) -> str:
+    args = res["args"]
+    preamble = (
+        f"{args['images']} MNIST training images, {args['canaries']} canary slots (an image with a wrong label, in "
+        "or out with probability 1/2: replaced by its true label for dp-merf, removed for dp-sgd), one fit per row, "
+        "δ = 1e-5, 95 % confidence. `noise cut`: the noise calibrated for a sensitivity that many times too small "
+        "(a broken implementation that still claims ε)."
+    )
+    cols = [
+        Col("method", "`{}`"), Col("claimed ε", "g"), Col("noise cut", "{}×"), Col("seed"), Col("bound ε ≥", ".3f"),
+        Col("ceiling", ".2f"), Col("verdict"), Col("guesses", lambda g: g.split("; ")[-1]), Col("seconds", ".0f"),
+    ]  # fmt: skip
+    keys = ("method", "epsilon", "noise_cut", "seed", "bound", "ceiling", "verdict", "guesses", "seconds")
+    body = table(cols, ([r[k] for k in keys] for r in res["rows"]))
+    notes = f"Machine: {res['machine']}, 2 shared cores, one torch thread."
+    return document("One-run audits (Steinke, Nasr & Jagielski 2023)", body, preamble=preamble, notes=notes)
+
+
+RESULT = Output(RESULTS / "one_run_audit", render)
+OUTPUTS = (RESULT,)
 
 if __name__ == "__main__":
     main()

@@ -7,7 +7,8 @@ from the training split, which the data owner treats as public; ``basis=dp``) ar
 per-image ε.
 
 Run: ``.venv/bin/python benchmarks/pca_inverse.py`` (about 30 min on 2 cores) →
-``benchmarks/results/pca_inverse.{json,md}`` and ``pca_*.png``.
+``benchmarks/results/pca_inverse.{json,md}`` and ``pca_*.png``; ``--render-only`` rewrites the markdown (and
+the curves' figure) from the JSON.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from _results import RENDER_HELP, RENDER_ONLY, Output, rerender, table, write
 from privpix.data import ImageSet, load_dataset
 from privpix.evaluation.cnn import CNNClassifier
 from privpix.mechanisms import get_mechanism
@@ -213,29 +215,18 @@ def _grid_png(path, rows, row_labels, col_labels, title):
     plt.close(fig)
 
 
-def _grid_table(grid: dict, ds: list, eps: list) -> list[str]:
-    head = ["| d | " + " | ".join(f"ε={e}" for e in eps) + " |", "|---|" + "---|" * len(eps)]
-    return head + [f"| {d} | " + " | ".join(f"{100 * grid[f'{d}/{e}']:.1f}" for e in eps) + " |" for d in ds]
+def _grid_table(grid: dict, ds: list, eps: list) -> str:
+    return table(["d", *(f"ε={e}" for e in eps)], ([d, *(f"{100 * grid[f'{d}/{e}']:.1f}" for e in eps)] for d in ds))
 
 
-def _sound_table(res: dict, ds, variants) -> list[str]:
-    head = [
-        "| d | variant | " + " | ".join(f"ε/image={e}" for e in SOUND_EPS) + " |",
-        "|---|---|" + "---|" * len(SOUND_EPS),
-    ]
-    return head + [
-        f"| {d} | {v} | " + " | ".join(f"{100 * res[f'{v}/{d}/{e}']:.1f}" for e in SOUND_EPS) + " |"
-        for d in ds
-        for v in variants
-    ]
+def _sound_table(res: dict, ds, variants) -> str:
+    return table(
+        ["d", "variant", *(f"ε/image={e}" for e in SOUND_EPS)],
+        ([d, v, *(f"{100 * res[f'{v}/{d}/{e}']:.1f}" for e in SOUND_EPS)] for d in ds for v in variants),
+    )
 
 
-def render(data: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def render(data: dict) -> str:
     lines = ["# Paper 002 reproduction: PCA-inverse image database privatization", ""]
     if "mnist_grid" in data:
         g = data["mnist_grid"]
@@ -247,7 +238,7 @@ def render(data: dict) -> None:
             "",
             "## MNIST, paper-faithful (ε per attribute, private basis: not DP): test accuracy %",
             "",
-            *_grid_table(g, MNIST_D, MNIST_EPS),
+            _grid_table(g, MNIST_D, MNIST_EPS),
         ]
         s = data["mnist_sound"]
         lines += [
@@ -258,24 +249,8 @@ def render(data: dict) -> None:
             "`public`: basis from the training split, coefficients clipped, ε-DP per image. `dp`: DP basis "
             "per batch of 1,000 (Gaussian, δ = 1e-5, basis ε = min(1, ε/10)) plus 0.9·ε for coefficients.",
             "",
-            *_sound_table(s, SOUND_D, ("paper", "public", "dp")),
+            _sound_table(s, SOUND_D, ("paper", "public", "dp")),
         ]
-        fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-        for d in MNIST_D:
-            axes[0].plot(MNIST_EPS, [g[f"{d}/{e}"] for e in MNIST_EPS], marker="o", ms=2, label=f"d={d}")
-        axes[0].set_xscale("log")
-        axes[0].set_xlabel("ε per attribute (noise knob)")
-        axes[0].set_ylabel("CNN accuracy on privatized test")
-        axes[0].legend(fontsize=6, ncol=2)
-        axes[0].set_title("accuracy vs ε (Fig. 2 analogue)")
-        for e in (1, 3, 5, 10, 20, 100):
-            axes[1].plot(MNIST_D, [g[f"{d}/{e}"] for d in MNIST_D], marker="o", ms=2, label=f"ε={e}")
-        axes[1].set_xlabel("d (components)")
-        axes[1].legend(fontsize=6)
-        axes[1].set_title("accuracy vs d (Fig. 3 analogue)")
-        fig.tight_layout()
-        fig.savefig(OUT / "pca_mnist_curves.png", dpi=110)
-        plt.close(fig)
     if "faces_grid" in data:
         g = data["faces_grid"]
         lines += [
@@ -285,14 +260,14 @@ def render(data: dict) -> None:
             "",
             "Paper-faithful, batches of 300, accuracy %:",
             "",
-            *_grid_table(g, FACE_D, FACE_EPS),
+            _grid_table(g, FACE_D, FACE_EPS),
         ]
         s = data["faces_sound"]
         lines += [
             "",
             "Equal per-image ε, paper vs public basis:",
             "",
-            *_sound_table(s, (5, 20), ("paper", "public")),
+            _sound_table(s, (5, 20), ("paper", "public")),
         ]
     if "celeba_grid" in data:
         lines += [
@@ -302,7 +277,7 @@ def render(data: dict) -> None:
             "",
             "Paper-faithful, batches of 300, accuracy %:",
             "",
-            *_grid_table(data["celeba_grid"], FACE_D, FACE_EPS),
+            _grid_table(data["celeba_grid"], FACE_D, FACE_EPS),
         ]
     lines += [
         "",
@@ -327,23 +302,56 @@ def render(data: dict) -> None:
         "(faces: LFW, research use), `pca_mnist_curves.png`.",
         "",
     ]
-    (OUT / "pca_inverse.md").write_text("\n".join(lines))
+    return "\n".join(lines)
+
+
+def plot_curves(data: dict) -> None:
+    """``pca_mnist_curves.png`` from the MNIST grid of the results."""
+    if "mnist_grid" not in data:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    g = data["mnist_grid"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    for d in MNIST_D:
+        axes[0].plot(MNIST_EPS, [g[f"{d}/{e}"] for e in MNIST_EPS], marker="o", ms=2, label=f"d={d}")
+    axes[0].set_xscale("log")
+    axes[0].set_xlabel("ε per attribute (noise knob)")
+    axes[0].set_ylabel("CNN accuracy on privatized test")
+    axes[0].legend(fontsize=6, ncol=2)
+    axes[0].set_title("accuracy vs ε (Fig. 2 analogue)")
+    for e in (1, 3, 5, 10, 20, 100):
+        axes[1].plot(MNIST_D, [g[f"{d}/{e}"] for d in MNIST_D], marker="o", ms=2, label=f"ε={e}")
+    axes[1].set_xlabel("d (components)")
+    axes[1].legend(fontsize=6)
+    axes[1].set_title("accuracy vs d (Fig. 3 analogue)")
+    fig.tight_layout()
+    fig.savefig(OUT / "pca_mnist_curves.png", dpi=110)
+    plt.close(fig)
+
+
+RESULT = Output(OUT / "pca_inverse", render)
+OUTPUTS = (RESULT,)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--parts", default="mnist,faces,celeba")
-    ap.add_argument("--render", action="store_true")
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP + " (and the curves' figure)")
     args = ap.parse_args()
-    OUT.mkdir(exist_ok=True)
-    path = OUT / "pca_inverse.json"
+    path = RESULT.json_path
     data = json.loads(path.read_text()) if path.exists() else {}
-    if not args.render:
+    if args.render_only:
+        rerender(*OUTPUTS)
+    else:
         for part in args.parts.split(","):
             {"mnist": mnist, "faces": faces, "celeba": celeba, "pictures": face_pictures}[part](data)
-            path.write_text(json.dumps(data, indent=1))
-    render(data)
-    log(f"wrote {OUT / 'pca_inverse.md'}")
+            write(RESULT, data, indent=1)  # after each part: partial runs survive
+    plot_curves(data)
+    log(f"wrote {RESULT.md_path}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ epochs. The paper trained on a Titan V.
 
 Run: ``.venv/bin/python benchmarks/ppsgan.py [--datasets mnist,fashion-mnist] [--limit 12000]`` →
 ``benchmarks/results/ppsgan.{json,md}``, ``ppsgan_*.png``. Further seeds of the learned methods:
-``--seeds 1,2`` (one process per dataset may run side by side; rows are merged under a lock).
+``--seeds 1,2`` (one process per dataset may run side by side; rows are merged under a lock). ``--render-only``
+rewrites the markdown from the JSON.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from _results import RENDER_HELP, RENDER_ONLY, Output, rerender, table, write
 from privpix.data import load_dataset
 from privpix.evaluation.linkage import frechet_distance, reidentification_rate
 from privpix.evaluation.quality import ssim
@@ -213,9 +215,7 @@ def _put_analysis(part: str, key: str, value, data: dict) -> None:
 
 
 def _write(data: dict) -> None:
-    tmp = JSON.with_suffix(".json.tmp")  # write whole, then rename: a reader never sees half a file
-    tmp.write_text(json.dumps(data, indent=1, default=float))
-    tmp.replace(JSON)
+    write(RESULT, data, indent=1)  # each file whole, then renamed: a reader never sees half a file
 
 
 def _subset(name: str, limit: int):
@@ -328,7 +328,7 @@ def tsne_picture(name: str, g, x, y) -> str:
     return f"ppsgan_{name}_tsne.png"
 
 
-def render(data: dict) -> None:
+def render(data: dict) -> str:
     lines = [
         "# Paper 004 reproduction on a CPU: PPSGAN, PPAPNet, ACGAN and conventional baselines",
         "",
@@ -351,24 +351,28 @@ def render(data: dict) -> None:
             f"{res['width']} (paper 128), {res['ae_epochs']} autoencoder epochs + the adversarial epochs listed, "
             f"n_critic {res['n_critic']}, batch 256, d = 128; re-identification probe {res.get('probe', 2000)} images.",
             "",
-            "| method | accuracy % | paper % | re-id pixel | re-id feature | SSIM | Fréchet | epochs | train min |",
-            "|---|---|---|---|---|---|---|---|---|",
         ]
+        body = []
         for label, r in sorted(res["methods"].items(), key=lambda kv: _order(kv[0])):
             paper = PAPER.get(name, {}).get(label, "")
             minutes = f"{r['train_minutes']:.1f}" if "train_minutes" in r else ""
-            lines.append(
-                f"| {label} | {100 * r['accuracy']:.2f} | {paper} | {r['reid_pixel']:.3f} | {r['reid_feature']:.3f} "
-                f"| {r['ssim']:.3f} | {r['frechet']:.3g} | {r.get('epochs', '')} | {minutes} |"
-            )
+            body.append([label, f"{100 * r['accuracy']:.2f}", paper, f"{r['reid_pixel']:.3f}",
+                         f"{r['reid_feature']:.3f}", f"{r['ssim']:.3f}", f"{r['frechet']:.3g}", r.get("epochs", ""),
+                         minutes])  # fmt: skip
+        cols = ["method", "accuracy %", "paper %", "re-id pixel", "re-id feature", "SSIM", "Fréchet", "epochs",
+                "train min"]  # fmt: skip
+        lines.append(table(cols, body))
         lines += render_repeats(res)
         lines += ["", "Conventional hyperparameters tried (accuracy %): "
                   + ", ".join(f"{k}: {100 * v:.1f}" for k, v in res["baselines_tried"].items()), "",
                   "Pictures (MNIST / Fashion-MNIST, public datasets): " + ", ".join(f"`{p}`" for p in res["grids"])
                   + f", `{res['tsne']}`.", ""]  # fmt: skip
     lines += render_analysis(data.get("analysis", {}))
-    (OUT / "ppsgan.md").write_text("\n".join(lines))
-    log(f"wrote {OUT / 'ppsgan.md'}")
+    return "\n".join(lines)
+
+
+RESULT = Output(OUT / "ppsgan", render)
+OUTPUTS = (RESULT,)
 
 
 def _order(label: str) -> int:
@@ -385,20 +389,20 @@ def render_repeats(res: dict) -> list[str]:
         for label, row in _seed_rows(res, int(seed)).items():
             by_label.setdefault(label, []).append(row)
     lines = ["", "Over seeds (training, release noise and utility classifier reseeded; same training subset and "
-             "attacker): mean ± sample std.", "",
-             "| method | seeds | accuracy % | re-id pixel | re-id feature | SSIM | Fréchet |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+             "attacker): mean ± sample std.", ""]  # fmt: skip
 
     def ms(rows, key, scale=1.0, fmt=".3f"):
         v = scale * np.array([r[key] for r in rows])
         sd = v.std(ddof=1) if len(v) > 1 else float("nan")
         return f"{v.mean():{fmt}} ± {sd:{fmt}}"
 
-    for label, rows in sorted(by_label.items(), key=lambda kv: _order(kv[0])):
-        cells = [ms(rows, "accuracy", 100, ".2f"), ms(rows, "reid_pixel"), ms(rows, "reid_feature"),
-                 ms(rows, "ssim"), ms(rows, "frechet", fmt=".0f")]  # fmt: skip
-        lines.append(f"| {label} | {len(rows)} | " + " | ".join(cells) + " |")
-    return lines
+    body = [
+        [label, len(rows), ms(rows, "accuracy", 100, ".2f"), ms(rows, "reid_pixel"), ms(rows, "reid_feature"),
+         ms(rows, "ssim"), ms(rows, "frechet", fmt=".0f")]
+        for label, rows in sorted(by_label.items(), key=lambda kv: _order(kv[0]))
+    ]  # fmt: skip
+    cols = ["method", "seeds", "accuracy %", "re-id pixel", "re-id feature", "SSIM", "Fréchet"]
+    return [*lines, table(cols, body)]
 
 
 def render_analysis(extra: dict) -> list[str]:
@@ -406,14 +410,13 @@ def render_analysis(extra: dict) -> list[str]:
     if extra.get("curves"):
         lines += ["## Utility against training length", "",
                   "PPSGAN-(1, 0): accuracy % on 5,000 real test images of a C_c-shaped classifier trained on the "
-                  "released training set, along one longer adversarial training (`--curve-epochs`).", "",
-                  "| run (dataset/recipe/width/train images/epochs) | " + " | ".join(["epoch: accuracy %"]) + " |",
-                  "|---|---|"]  # fmt: skip
+                  "released training set, along one longer adversarial training (`--curve-epochs`).", ""]  # fmt: skip
+        body = []
         for key, rows in extra["curves"].items():
             pts = ", ".join(f"{r['epoch']}: {100 * r['accuracy']:.1f}" for r in rows)
             mins = f" ({rows[-1]['minutes']:.0f} min)" if rows else ""
-            lines.append(f"| {key} | {pts}{mins} |")
-        lines.append("")
+            body.append([key, f"{pts}{mins}"])
+        lines += [table(["run (dataset/recipe/width/train images/epochs)", "epoch: accuracy %"], body), ""]
     if extra.get("noise_budget"):
         lines += ["## Latent noise budget after pretraining", "",
                   "RMS sizes in z̃ right after the autoencoder pretraining (`latent_noise_budget`): `signal` is the "
@@ -422,14 +425,13 @@ def render_analysis(extra: dict) -> list[str]:
                   "mode (one offset per image, which the decoder must learn to cancel), `common %` its share of "
                   "the noise energy, `SNR` = signal / noise diff.", ""]  # fmt: skip
         for name, rows in extra["noise_budget"].items():
-            head = "| setting | signal | noise diff. | noise common | common % | SNR |"
-            lines += [f"### {name}", "", head, "|---|---|---|---|---|---|"]
-            for label, b in rows.items():
-                lines.append(
-                    f"| {label} | {b['signal_spread']:.3g} | {b['noise_differential']:.3g} | {b['noise_common']:.3g} "
-                    f"| {100 * b['common_fraction']:.3g} | {b['snr']:.3g} |"
-                )
-            lines.append("")
+            body = [
+                [label, f"{b['signal_spread']:.3g}", f"{b['noise_differential']:.3g}", f"{b['noise_common']:.3g}",
+                 f"{100 * b['common_fraction']:.3g}", f"{b['snr']:.3g}"]
+                for label, b in rows.items()
+            ]  # fmt: skip
+            cols = ["setting", "signal", "noise diff.", "noise common", "common %", "SNR"]
+            lines += [f"### {name}", "", table(cols, body), ""]
     return lines
 
 
@@ -450,8 +452,10 @@ def main() -> None:
     ap.add_argument("--curve-epochs", type=int, default=0, help="only a utility-vs-epoch curve this long")
     ap.add_argument("--curve-every", type=int, default=6)
     ap.add_argument("--seeds", default="", help="only further seeds of the learned methods, e.g. 1,2 (see run_repeats)")
-    ap.add_argument("--render", action="store_true")
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP)
     args = ap.parse_args()
+    if args.render_only:
+        return rerender(*OUTPUTS)
     if args.budget or args.curve_epochs:
         for name in args.datasets.split(","):
             if args.budget:
@@ -463,11 +467,11 @@ def main() -> None:
     elif args.seeds:
         for name in args.datasets.split(","):
             run_repeats(name, args)
-    elif not args.render:
+    else:
         for name in args.datasets.split(","):
             res = run_dataset(name, args) | {"probe": args.probe}
             _merge(partial(_put, name, res))
-    render(json.loads(JSON.read_text()) if JSON.exists() else {})
+    log(f"wrote {RESULT.md_path}")
 
 
 if __name__ == "__main__":

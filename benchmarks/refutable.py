@@ -10,7 +10,7 @@ Then the audits that need the most trials are run as the bench runs them (``grid
 images), each in a fresh process, with wall time and peak memory (``ru_maxrss`` of that process).
 
 Writes ``results/refutable.{json,md}``. Run: ``.venv/bin/python benchmarks/refutable.py`` (about 10 minutes on 2
-cores; ``--skip-runs`` for the table alone, seconds).
+cores; ``--skip-runs`` for the table alone, seconds; ``--render-only`` rewrites the markdown from the JSON).
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from _results import RENDER_HELP, RENDER_ONLY, Output, document, rerender, write
+from _results import table as md_table
 
 RESULTS = Path(__file__).parent / "results"
 DELTA = 1e-5
@@ -109,21 +112,16 @@ def _fmt(v: float | None) -> str:
     return "–" if v is None or v != v else f"{v:.2f}"
 
 
-def write(rows: list[dict], runs: list[dict], seconds: float) -> None:
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "refutable.json").write_text(json.dumps({"table": rows, "runs": runs}, indent=2, default=float))
-    lines = [
-        "# Can the bench refute every claim up to ε = 10?",
-        "",
-        f"Command: `.venv/bin/python benchmarks/refutable.py` ({platform.machine()}, 2 CPU cores; {seconds:.0f} s "
+def render(res: dict) -> str:
+    rows, runs = res["table"], res["runs"]
+    preamble = (
+        f"Command: `.venv/bin/python benchmarks/refutable.py` ({res['machine']}, 2 CPU cores; {res['seconds']:.0f} s "
         "in all). The bench's audit of each (mechanism, ε): the claim it tests, the trials per side it raises to "
         "(doubling from 1,000 until the claim is refutable, at most 128,000), the largest bound those trials can "
         "show, and whether the claim lies below it. Image mechanisms on the bench's 64 audit images (28x28 "
-        "built-in MNIST), δ = 1e-5 where a mechanism takes one; dp-sgd calibrated for 1,000 training images.",
-        "",
-        "| mechanism | curve | " + " | ".join(f"ε = {e:g}" for e in EPSILONS) + " |",
-        "|---|---|" + "---|" * len(EPSILONS),
-    ]
+        "built-in MNIST), δ = 1e-5 where a mechanism takes one; dp-sgd calibrated for 1,000 training images."
+    )
+    claims = []
     for label, _, _ in MECHANISMS:
         mine = [r for r in rows if r["mechanism"] == label]
         cells = []
@@ -135,35 +133,52 @@ def write(rows: list[dict], runs: list[dict], seconds: float) -> None:
             else:
                 ok = "**yes**" if r["refutable"] else "NO"
                 cells.append(f"{ok} ({r['trials'] // 1000}k, ceiling {_fmt(r['ceiling'])})")
-        lines.append(f"| {label} | {mine[0]['curve'] or 'none (raw only)'} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
+        claims.append([label, mine[0]["curve"] or "none (raw only)", *cells])
+    audits = [
+        [f"{r['spec']} at ε = {r['epsilon']:g}", f"{r['claim']:g}", f"{r['trials']:,}", _fmt(r["raw"]),
+         _fmt(r["curve_bound"]), _fmt(r["ceiling"]),
+         f"{r['verdict']}{' (' + r['refuted_by'] + ')' if r['refuted_by'] else ''}", r["pair"], r["seconds"],
+         f"{r['peak_mb']:,}"]
+        for r in runs
+    ]  # fmt: skip
+    return document(
+        "Can the bench refute every claim up to ε = 10?",
+        md_table(["mechanism", "curve", *(f"ε = {e:g}" for e in EPSILONS)], claims),
         "Cells: refutable (trials per side in thousands, the ceiling). A ceiling of 40.00 is the composed curve's "
         "cap (`curves.EPSILON_CAP`).",
-        "",
         "## The costliest audits, run as the bench runs them",
-        "",
         "Each in a fresh process (peak memory is that process's).",
-        "",
-        "| audit | claim | trials per side | raw bound | curve bound | ceiling | verdict | distinguisher | seconds | "
-        "peak MB |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in runs:
-        lines.append(
-            f"| {r['spec']} at ε = {r['epsilon']:g} | {r['claim']:g} | {r['trials']:,} | {_fmt(r['raw'])} | "
-            f"{_fmt(r['curve_bound'])} | {_fmt(r['ceiling'])} | {r['verdict']}"
-            f"{' (' + r['refuted_by'] + ')' if r['refuted_by'] else ''} | {r['pair']} | {r['seconds']} | "
-            f"{r['peak_mb']:,} |"
-        )
-    (RESULTS / "refutable.md").write_text("\n".join(lines) + "\n")
+        md_table(
+            [
+                "audit",
+                "claim",
+                "trials per side",
+                "raw bound",
+                "curve bound",
+                "ceiling",
+                "verdict",
+                "distinguisher",
+                "seconds",
+                "peak MB",
+            ],
+            audits,
+        ),
+        preamble=preamble,
+    )
+
+
+RESULT = Output(RESULTS / "refutable", render)
+OUTPUTS = (RESULT,)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skip-runs", action="store_true", help="only the table (no audit is run)")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP)
     args = ap.parse_args()
+    if args.render_only:
+        return rerender(*OUTPUTS)
     if args.child:
         spec, eps, delta = args.child
         print(json.dumps(run_one(spec, float(eps), delta == "1")))
@@ -177,7 +192,8 @@ def main() -> None:
                                  check=True, capture_output=True, text=True)  # fmt: skip
             runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
             print(runs[-1], flush=True)
-    write(rows, runs, time.perf_counter() - t0)
+    res = {"machine": platform.machine(), "seconds": time.perf_counter() - t0, "table": rows, "runs": runs}
+    write(RESULT, res)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ They are measured on a smaller photo (``--matrix-side``, default 1000: lra's SGD
 minutes there) and reported beside the others.
 
     python benchmarks/release_memory.py --side 12000
+
+``--render-only`` rewrites the markdown from the JSON.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image
+
+from _results import RENDER_HELP, RENDER_ONLY, Output, document, rerender, table, write
 
 RESULTS = Path(__file__).resolve().parent / "results" / "release_memory.json"
 
@@ -94,7 +98,10 @@ def main() -> None:
     ap.add_argument("--side", type=int, default=12000)
     ap.add_argument("--matrix-side", type=int, default=1000)
     ap.add_argument("--methods", default=None, help="comma-separated subset (default: every per-image mechanism)")
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP)
     args = ap.parse_args()
+    if args.render_only:
+        return rerender(*OUTPUTS)
     here = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import release_memory as r"
     found = json.loads(in_child(f"{here}; import json; print(json.dumps(r.per_image_mechanisms()))"))
     uses_epsilon = dict(found)
@@ -128,34 +135,40 @@ def main() -> None:
         "releases": rows,
         "before_issue_16_peak_rss_bytes": 11_120_712 * 1024 if args.side == 12000 else None,
     }
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    lines = [
-        "# Peak memory of a release of one big photo (issue 31, item 3)",
-        "",
+    write(RESULT, result)
+    print(RESULT.md_path.read_text(encoding="utf-8"))
+
+
+def render(result: dict) -> str:
+    target = result["target_peak_over_decoded"]
+    preamble = (
         f"`{result['command']}`: one child process per mechanism, `privpix release --input` of a single RGB JPEG, "
         "seed 1, its peak RSS (the interpreter and privpix's imports included: the fixed-cost column). Target: "
-        f"≤ {TARGET:g}× the decoded size.",
-        "",
-        "| mechanism | photo | decoded | peak RSS | peak / decoded | target | fixed cost (64² photo) | "
-        "(peak − fixed) / decoded | seconds |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        verdict = "met" if r["peak_over_decoded"] <= TARGET else "missed"
-        peak = f"{r['peak_rss_bytes'] / 1e9:.2f} GB | {r['peak_over_decoded']:.2f}×"
-        lines.append(f"| `{r['method']}` | {r['side']}² | {r['decoded_bytes'] / 1e6:.3g} MB | {peak} | "
-                     f"≤ {TARGET:g}× ({verdict}) | {r['fixed_rss_bytes'] / 1e9:.2f} GB | "
-                     f"{r['above_fixed_over_decoded']:.2f}× | {r['seconds']:.0f} |")  # fmt: skip
-    lines += [
-        "",
-        "Filters (blur, median, box), DP-Pix, ldp-pixel and the pixel noises run in blocks of rows (a halo of rows "
-        "for a filter's reach; whole cell rows for DP-Pix) straight into the float32 output, with the whole image's "
-        "output bit for bit (`tests/test_blockwise.py`). The matrix mechanisms need each whole channel for its "
-        "exact SVD.",
-    ]
-    RESULTS.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+        f"≤ {target:g}× the decoded size."
+    )
+    cols = ["mechanism", "photo", "decoded", "peak RSS", "peak / decoded", "target", "fixed cost (64² photo)",
+            "(peak − fixed) / decoded", "seconds"]  # fmt: skip
+    body = []
+    for r in result["releases"]:
+        verdict = "met" if r["peak_over_decoded"] <= target else "missed"
+        body.append([
+            f"`{r['method']}`", f"{r['side']}²", f"{r['decoded_bytes'] / 1e6:.3g} MB",
+            f"{r['peak_rss_bytes'] / 1e9:.2f} GB", f"{r['peak_over_decoded']:.2f}×", f"≤ {target:g}× ({verdict})",
+            f"{r['fixed_rss_bytes'] / 1e9:.2f} GB", f"{r['above_fixed_over_decoded']:.2f}×", f"{r['seconds']:.0f}",
+        ])  # fmt: skip
+    return document(
+        "Peak memory of a release of one big photo (issue 31, item 3)",
+        table(cols, body),
+        preamble=preamble,
+        notes="Filters (blur, median, box), DP-Pix, ldp-pixel and the pixel noises run in blocks of rows (a halo of "
+        "rows for a filter's reach; whole cell rows for DP-Pix) straight into the float32 output, with the whole "
+        "image's output bit for bit (`tests/test_blockwise.py`). The matrix mechanisms need each whole channel for "
+        "its exact SVD.",
+    )
 
+
+RESULT = Output(RESULTS.with_suffix(""), render)
+OUTPUTS = (RESULT,)
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,7 @@
 """How a release scales: workers, backends, a plain NumPy + Pillow loop, memory against size, a million images.
 
 Run: ``.venv/bin/python benchmarks/scale.py`` (about 15 minutes on 2 cores; ``--quick`` for a smoke run)
-→ ``benchmarks/results/scale.json`` and ``benchmarks/results/scale.md``.
+→ ``benchmarks/results/scale.json`` and ``benchmarks/results/scale.md`` (``--render-only``: the markdown from the JSON).
 
 Parts:
 
@@ -28,6 +28,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from _results import RENDER_HELP, RENDER_ONLY, Col, Output, document, dumps, rerender, table, write
+from privpix.fileio import write_text_atomic
 
 RESULTS = Path(__file__).parent / "results"
 EPS = 1.0
@@ -204,7 +207,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not for the results")
     ap.add_argument("--parts", default="workers,memory,million")
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP)
     args = ap.parse_args()
+    if args.render_only:
+        return rerender(*OUTPUTS)
     parts = args.parts.split(",")
     n_photos, sizes, million = (200, [2000, 5000], 20_000) if args.quick else (4559, [5000, 50_000, 200_000], 10**6)
     path = RESULTS / ("scale_quick.json" if args.quick else "scale.json")
@@ -227,57 +233,51 @@ def main() -> None:
             row = _in_child(million, "webdataset", 2, tmp / "million")
             print("million", row, flush=True)
             results["million"] = {"format": "webdataset", "image_size": "64x64 RGB, generated on the fly", **row}
-    path.write_text(json.dumps(results, indent=2))
-    if not args.quick:
-        (RESULTS / "scale.md").write_text(render(results))
+    if args.quick:  # a smoke run: its JSON only, beside the results
+        write_text_atomic(path, dumps(results))
+    else:
+        write(RESULT, results)
     print(f"wrote {path}")
 
 
 def render(r: dict) -> str:
-    lines = [f"# Release at scale ({r['date']}, {r['machine']})", "", f"Command: `{r['command']}`.", ""]
+    blocks = [f"Command: `{r['command']}`."]
+    num = "right"
     if "workers" in r:
         w = r["workers"]
-        lines += [
+        blocks += [
             f"## Workers and backends: {w['images']:,} CelebA photos ({w['image_size']}), pixel-laplace ε = 1",
-            "",
-            "| run | images/s | seconds |",
-            "|---|---:|---:|",
-        ]
-        for label, row in w["rows"].items():
-            lines.append(f"| {label} | {row['images_per_s']:.0f} | {row['seconds']:.1f} |")
-        lines += [
-            "",
+            table(
+                [Col("run"), Col("images/s", ".0f", num), Col("seconds", ".1f", num)],
+                ([label, row["images_per_s"], row["seconds"]] for label, row in w["rows"].items()),
+            ),
             f"2 local processes / 1 worker: **{w['speedup_2_workers']:.2f}×**; Dask LocalCluster / 1 worker: "
             f"{w['speedup_dask_2_workers']:.2f}×.",
-            "",
         ]
     if "memory" in r:
-        lines += [
+        keys = ("format", "images", "images_per_s", "peak_rss_mb_coordinator", "peak_rss_mb_largest_worker",
+                "peak_rss_mb_total")  # fmt: skip
+        cols = [Col("format"), Col("images", ",", num), Col("images/s", ".0f", num),
+                Col("coordinator peak MB", ".0f", num), Col("largest worker peak MB", ".0f", num),
+                Col("all processes MB", ".0f", num)]  # fmt: skip
+        blocks += [
             "## Peak memory against size (generated 64×64 RGB images, 2 local workers)",
-            "",
-            "| format | images | images/s | coordinator peak MB | largest worker peak MB | all processes MB |",
-            "|---|---:|---:|---:|---:|---:|",
+            table(cols, ([row[k] for k in keys] for row in r["memory"])),
         ]
-        for row in r["memory"]:
-            lines.append(
-                f"| {row['format']} | {row['images']:,} | {row['images_per_s']:.0f} | "
-                f"{row['peak_rss_mb_coordinator']:.0f} | {row['peak_rss_mb_largest_worker']:.0f} | "
-                f"{row['peak_rss_mb_total']:.0f} |"
-            )
-        lines.append("")
     if "million" in r:
         m = r["million"]
-        lines += [
+        blocks += [
             "## A million images",
-            "",
             f"{m['images']:,} generated {m['image_size']} images as {m['format']} shards ({m['shards']} shards): "
             f"{m['seconds']:.0f} s, **{m['images_per_s']:.0f} images/s**, coordinator peak "
             f"{m['peak_rss_mb_coordinator']:.0f} MB, largest worker {m['peak_rss_mb_largest_worker']:.0f} MB, "
             f"all processes {m['peak_rss_mb_total']:.0f} MB.",
-            "",
         ]
-    return "\n".join(lines)
+    return document(f"Release at scale ({r['date']}, {r['machine']})", *blocks)
 
+
+RESULT = Output(RESULTS / "scale", render)
+OUTPUTS = (RESULT,)
 
 if __name__ == "__main__":
     main()

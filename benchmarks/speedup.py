@@ -7,13 +7,13 @@ Makes 1,500 generated 160×160 RGB JPEGs (a smooth gradient with noise; not comm
 run's images are compared with the first's: the same seed gives the same images on any worker count.
 
 Run: ``.venv/bin/python benchmarks/speedup.py`` → ``benchmarks/results/speedup.{json,md}`` (about a minute; on a
-quiet machine: the ratio measures the cores, so anything else running lowers it).
+quiet machine: the ratio measures the cores, so anything else running lowers it); ``--render-only`` rewrites the
+markdown from the JSON.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image
+
+from _results import RENDER_HELP, RENDER_ONLY, Output, document, rerender, table, write
 
 OUT = Path(__file__).parent / "results" / "speedup"
 TARGET = 1.7
@@ -58,7 +60,10 @@ def main() -> None:
     ap.add_argument("--images", type=int, default=1500)
     ap.add_argument("--side", type=int, default=160)
     ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP)
     args = ap.parse_args()
+    if args.render_only:
+        return rerender(*OUTPUTS)
     times: dict[int, list[float]] = {1: [], 2: []}
     with tempfile.TemporaryDirectory() as tmp_:
         tmp = Path(tmp_)
@@ -88,26 +93,35 @@ def main() -> None:
         "target": TARGET,
         "same_images_every_run": True,
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    verdict = "met" if ratio >= TARGET else f"missed by {TARGET - ratio:.2f}"
-    lines = [
-        "# Two workers against one on small JPEGs (issue 31, item 1)",
-        "",
-        f"`python benchmarks/speedup.py` ({result['machine']}): {args.images:,} generated {args.side}×{args.side} "
-        "RGB JPEGs, `privpix release --input … --method pixel-laplace --param sensitivity=bound --param unit=pixel "
-        "--epsilon 1 --seed 1 --workers W`, the whole command timed, W = 1 and 2 alternating, "
-        f"{args.pairs} pairs. Every run released the same images.",
-        "",
-        "| workers | runs (s) | median (s) |",
-        "|---|---|---|",
-        *(f"| {w} | {', '.join(f'{t:.2f}' for t in times[w])} | {med[w]:.2f} |" for w in (1, 2)),
-        "",
-        f"Speed-up, 2 workers over 1: **{ratio:.2f}×** (target ≥ {TARGET}×: {verdict}).",
-    ]
-    OUT.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write(RESULT, result)
+    print(RESULT.md_path.read_text(encoding="utf-8"))
 
+
+def render(result: dict) -> str:
+    times, med, ratio, target = (
+        result["seconds"],
+        result["median_seconds"],
+        result["speedup_2_over_1"],
+        result["target"],
+    )
+    verdict = "met" if ratio >= target else f"missed by {target - ratio:.2f}"
+    preamble = (
+        f"`python benchmarks/speedup.py` ({result['machine']}): {result['images']:,} generated {result['side']}×"
+        f"{result['side']} RGB JPEGs, `privpix release --input … --method pixel-laplace --param sensitivity=bound "
+        "--param unit=pixel --epsilon 1 --seed 1 --workers W`, the whole command timed, W = 1 and 2 alternating, "
+        f"{len(times['1'])} pairs. Every run released the same images."
+    )
+    body = [[w, ", ".join(f"{t:.2f}" for t in times[w]), f"{med[w]:.2f}"] for w in ("1", "2")]
+    return document(
+        "Two workers against one on small JPEGs (issue 31, item 1)",
+        table(["workers", "runs (s)", "median (s)"], body),
+        preamble=preamble,
+        notes=f"Speed-up, 2 workers over 1: **{ratio:.2f}×** (target ≥ {target}×: {verdict}).",
+    )
+
+
+RESULT = Output(OUT, render)
+OUTPUTS = (RESULT,)
 
 if __name__ == "__main__":
     main()

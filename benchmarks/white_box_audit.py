@@ -13,7 +13,7 @@ Plus a calibration bug: ``privpix.mechanisms.neural.dp_sgd.noise_multiplier`` pa
 calibrated z, at claimed ε ∈ {1, 2, 4, 8}, both settings at 2,000 trials; the audit should say "violated".
 
 Writes ``results/white_box_audit.{json,md}``. Run: ``.venv/bin/python benchmarks/white_box_audit.py`` (a few
-minutes on one core).
+minutes on one core); ``--render-only`` rewrites the markdown from the JSON.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from _results import RENDER_HELP, RENDER_ONLY, Output, rerender, table, write
 from privpix.data import load_dataset
 from privpix.data.imageset import ImageSet
 from privpix.evaluation.audit import audit, mechanism_curve
@@ -106,7 +107,7 @@ def one_row(setting: str, images: ImageSet, kw: dict, eps: float, trials: int, s
     return row
 
 
-def table(res: dict) -> str:
+def render(res: dict) -> str:
     lines = [
         "# White-box audit of DP-SGD",
         "",
@@ -129,21 +130,21 @@ def table(res: dict) -> str:
         "composition's ε at δ from dp-accounting's PLD at the real z, `curve._epsilon_at(1.0)` (the optimistic "
         "estimate the curve bound is read with), pessimistic estimate in brackets. raw / curve: the audit's two "
         "lower bounds. s / audit: `AuditResult.seconds` (the z search, once per row, excluded).",
-        "",
-        "| setting | n | epochs | bug | claimed ε | trials / side | q | T | z | PLD ε opt. (pess.) | raw: mean "
-        "| curve: mean (min) | verdicts | s / audit |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    body = []
     for r in res["rows"]:
         verdicts = ", ".join(f"{k} {v}" for k, v in sorted(r["verdicts"].items()))
         by = "; ".join(f"by {k}: {v}" for k, v in sorted(r["refuted_by"].items()))
-        lines.append(
-            f"| {r['setting']} | {r['n']} | {r['epochs']} | {r['bug'] or '–'} | {r['claimed_epsilon']:g} "
-            f"| {r['trials_per_side']} | {r['q']:.4g} | {r['steps']} | {r['z']:.4g} "
-            f"| {r['pld_epsilon_optimistic']:.3f} ({r['pld_epsilon_pessimistic']:.3f}) | {r['raw_mean']:.3f} "
-            f"| {r['curve_mean']:.3f} ({r['curve_min']:.3f}) | {verdicts}{' (' + by + ')' if by else ''} "
-            f"| {r['seconds_per_audit']:.1f} |"
-        )
+        body.append([
+            r["setting"], r["n"], r["epochs"], r["bug"] or "–", f"{r['claimed_epsilon']:g}", r["trials_per_side"],
+            f"{r['q']:.4g}", r["steps"], f"{r['z']:.4g}",
+            f"{r['pld_epsilon_optimistic']:.3f} ({r['pld_epsilon_pessimistic']:.3f})", f"{r['raw_mean']:.3f}",
+            f"{r['curve_mean']:.3f} ({r['curve_min']:.3f})", f"{verdicts}{' (' + by + ')' if by else ''}",
+            f"{r['seconds_per_audit']:.1f}",
+        ])  # fmt: skip
+    cols = ["setting", "n", "epochs", "bug", "claimed ε", "trials / side", "q", "T", "z", "PLD ε opt. (pess.)",
+            "raw: mean", "curve: mean (min)", "verdicts", "s / audit"]  # fmt: skip
+    lines += ["", table(cols, body)]
     weak = [r for r in res["rows"] if r["pld_epsilon_optimistic"] < 0.9 * r["pld_epsilon_pessimistic"]]
     if weak:
         lines += [
@@ -160,6 +161,10 @@ def table(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+RESULT = Output(RESULTS / "white_box_audit", render)
+OUTPUTS = (RESULT,)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="0,1,2,3,4")
@@ -168,7 +173,10 @@ def main() -> None:
     ap.add_argument("--bench-trials", default="2000,10000")
     ap.add_argument("--mnist-trials", default="2000")
     ap.add_argument("--mnist-epochs", type=int, default=20)
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP)
     args = ap.parse_args()
+    if args.render_only:
+        return rerender(*OUTPUTS)
     import torch
 
     torch.set_num_threads(1)
@@ -191,10 +199,8 @@ def main() -> None:
         "seconds": time.perf_counter() - t_all,
         "rows": rows,
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "white_box_audit.json").write_text(json.dumps(res, indent=1) + "\n")
-    (RESULTS / "white_box_audit.md").write_text(table(res))
-    print(table(res))
+    write(RESULT, res, indent=1)
+    print(RESULT.md_path.read_text(encoding="utf-8"))
 
 
 if __name__ == "__main__":
