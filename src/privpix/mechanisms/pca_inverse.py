@@ -98,6 +98,15 @@ class PCAInverse(Mechanism):
         Param("lambda_inv", float, 1e-6, "regulariser λ of the PCA inverse (eq. 13)", minimum=0.0),
         Param("clip", bool, True, "clip the release to [0, 1]"),
     )
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    d: int
+    batch: int
+    basis: str
+    public: str
+    coef_bound: float
+    basis_epsilon: float
+    lambda_inv: float
+    clip: bool
 
     @classmethod
     def takes_delta(cls, params: dict[str, Any]) -> bool:

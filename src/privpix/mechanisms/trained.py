@@ -28,6 +28,8 @@ class TrainedModel(Mechanism):
 
     # The parameters that only shape training, and the key each is recorded under in a model file's meta.
     training: ClassVar[dict[str, str]] = {}
+    # The ``model`` parameter every subclass declares, as the attribute Mechanism.__init__ sets: for type checkers.
+    model: str
 
     model_: Any = None
     meta_: dict | None = None
@@ -150,6 +152,8 @@ class CalibratedModel(TrainedModel):
     accountant_name: ClassVar[str | None] = None
     # Set by `privpix fit --ledger` before save_model: the ledger entry that charged this fit ({"path", "entry"}).
     ledger_entry_: dict | None = None
+    # The ``n_classes`` parameter every subclass declares (K, resolved by :meth:`_labels`): for type checkers.
+    n_classes: int
 
     def _check_delta(self) -> None:
         """Refuse a δ the mechanism cannot be calibrated for."""

@@ -30,6 +30,8 @@ class LDPPixel(Mechanism):
     guarantee_model = "local-dp"
     soundness = "sound ε-LDP per pixel value; h·w·c·ε per image"
     params = (Param("levels", int, 16, "domain size d of each pixel value", minimum=2),)
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    levels: int
 
     def capabilities(self) -> Capabilities:
         return Capabilities(noise_family="randomized-response")

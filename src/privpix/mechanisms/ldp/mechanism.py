@@ -100,6 +100,13 @@ class LDPFeatures(Mechanism):
         Param("learner", str, "nb", "utility classifier on the reports: nb, ncc or knn", ("nb", "ncc", "knn")),
         Param("n_neighbors", int, 100, "k of learner=knn", minimum=1),
     )
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    unit: str
+    model: str
+    public: str
+    fit_images: int
+    learner: str
+    n_neighbors: int
 
     # Learned by fit(): the encoder, the file it came from ("" when fitted here), the configuration it was
     # fitted with, and fingerprints of the fitting images (content digests and names; only when fitted here).
@@ -403,6 +410,9 @@ class LDPPixelReport(LDPFeatures):
     summary = "pixel levels → randomized response, released as a report vector (paper 000's pixel baseline)"
     encoder_class = PixelEncoder
     params = (*LDPFeatures.params, *PixelEncoder.params)
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    levels: int
+    scaling: str
     conformance_params: ClassVar[dict[str, Any]] = {"scaling": "minmax"}
 
     def _fits_nothing(self) -> bool:
@@ -446,6 +456,12 @@ class LDPHogBovw(LDPFeatures):
     summary = "HOG bag-of-visual-words counts → randomized response (paper 000's BoVW baseline)"
     encoder_class = HogBovwEncoder
     params = (*LDPFeatures.params, *HogBovwEncoder.params)
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    words: int
+    orientations: int
+    cell: int
+    block: int
+    max_descriptors: int
     conformance_params: ClassVar[dict[str, Any]] = {"words": 8, "max_descriptors": 2000}
 
     @classmethod
@@ -471,6 +487,15 @@ class LDPDCAConv(LDPFeatures):
     summary = "DCAConv binarised convolution codes → randomized response (paper 000)"
     encoder_class = DCAConvEncoder
     params = (*LDPFeatures.params, *DCAConvEncoder.params)
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    layers: str
+    kernel: int
+    stride: int
+    pool: int
+    pool_stride: int
+    rho: float
+    rho_prime: float
+    fit_limit: int
     conformance_params: ClassVar[dict[str, Any]] = {"layers": "3,2", "kernel": 3}
 
 
@@ -482,6 +507,15 @@ class LDPBNN(LDPFeatures):
     summary = "binarized CNN activations → randomized response (paper 000's BNN baseline; needs PyTorch)"
     encoder_class = BNNEncoder
     params = (*LDPFeatures.params, *BNNEncoder.params)
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    filters: int
+    kernel: int
+    pool: int
+    pool_stride: int
+    hidden: int
+    epochs: int
+    batch_size: int
+    lr: float
     conformance_params: ClassVar[dict[str, Any]] = {
         "filters": 2,
         "kernel": 3,

@@ -49,6 +49,20 @@ class AEObfuscator(TrainedModel):
               "utility provider are measured on the validation split and stored in the model file"),
         Param("measure_k", float, 0.0, "training: K for measure (0: 3000 for images, 50 for records)", minimum=0.0),
     )  # fmt: skip
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    sigma2: float
+    K: float
+    use_f: bool
+    utility: str
+    keep_label: bool
+    private: str
+    epochs: int
+    batch_size: int
+    lr: float
+    patience: int
+    val_fraction: float
+    measure: str
+    measure_k: float
 
     # Parameters that only shape training; the model file records them (utility and private at its top level).
     training: ClassVar[dict[str, str]] = {

@@ -195,6 +195,14 @@ class DPSGD(CalibratedModel):
         Param("max_grad_norm", float, 0.1, "training: C, the L2 norm each example's gradient is clipped to",
               minimum=1e-12),
     )  # fmt: skip
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    features: str
+    epochs: int
+    batch_size: int
+    lr: float
+    lr_decay: float
+    momentum: float
+    max_grad_norm: float
 
     training: ClassVar[dict[str, str]] = {k: k for k in TRAINING}
     calibration_tolerance: ClassVar[float] = TOLERANCE

@@ -55,6 +55,17 @@ class _TrainedGAN(TrainedModel):
         Param("resensitize_every", int, 1000, "training, recipe=authors: generator steps between s_e updates",
               minimum=1),
     )  # fmt: skip
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    noise_epsilon: float
+    noise_delta: float
+    d: int
+    width: int
+    ae_epochs: int
+    epochs: int
+    batch_size: int
+    n_critic: int
+    recipe: str
+    resensitize_every: int
 
     training = _TRAINING
     # A subclass's one line on where its noise goes (none for a plain GAN).

@@ -140,6 +140,9 @@ class DPMERF(MeanEmbeddingSynthesizer):
         *RELEASE,
         *PUBLIC,
     )  # fmt: skip
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    n_features: int
+    length_scale: float
 
     training: ClassVar[dict[str, str]] = {k: k for k in TRAINING}
     FORMAT = FORMAT

@@ -163,6 +163,21 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
     conformance_tiny: ClassVar[dict[str, Any]] = {}
     # Generating: about 0.17 ms per 28×28 digit on one core (the generator's forward pass), a shard-planning hint.
     seconds_per_value: ClassVar[float] = 2.2e-7
+    # The shared parameter groups above (LABELS, GENERATOR, RELEASE, PUBLIC) as the attributes Mechanism.__init__
+    # sets, for type checkers: a subclass declares the groups it has (dp-eigenfaces trains no generator).
+    count_share: float
+    generator: str
+    code_dim: int
+    width: int
+    channels: int
+    epochs: int
+    batch_size: int
+    lr: float
+    lr_decay: float
+    secure: bool
+    n: int
+    public: str
+    public_epochs: int
 
     guarantee_model = "central-dp"
     uses_epsilon = True
