@@ -42,3 +42,12 @@ def test_every_param_is_annotated_with_its_kind(name: str) -> None:
 def test_the_walk_sees_the_registered_mechanisms() -> None:
     assert len(BUILT_IN) >= 20
     assert {"pca-inverse", "pixel-laplace", "dp-merf", "dp-sgd"} <= set(BUILT_IN)
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_epsilon_is_annotated_float_only_where_it_is_required(name: str) -> None:
+    """A class may narrow ``epsilon`` from ``float | None`` to ``float`` only when it takes ε: construction refuses
+    ``None`` for those alone."""
+    cls = MECHANISMS[name]
+    if _annotation(cls, "epsilon") is float:
+        assert cls.uses_epsilon, f"{cls.__qualname__} annotates epsilon as float but takes none"

@@ -80,6 +80,8 @@ class _SingularValueMechanism(Mechanism):
     # Parameters both subclasses declare, as the attributes Mechanism.__init__ sets: for type checkers.
     postprocess: bool
     clip: bool
+    # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
+    epsilon: float
 
     def capabilities(self) -> Capabilities:
         return Capabilities(noise_family="laplace")
@@ -237,6 +239,8 @@ class LRA(Mechanism):
     tau: float
     max_step: float
     clip: bool
+    # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
+    epsilon: float
 
     def capabilities(self) -> Capabilities:
         return Capabilities(noise_family="laplace")

@@ -107,6 +107,8 @@ class PCAInverse(Mechanism):
     basis_epsilon: float
     lambda_inv: float
     clip: bool
+    # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
+    epsilon: float
 
     @classmethod
     def takes_delta(cls, params: dict[str, Any]) -> bool:
@@ -147,6 +149,7 @@ class PCAInverse(Mechanism):
         from privpix.data import load_dataset
 
         private = load_dataset("builtin-mnist:test").subset(np.arange(24))
+        assert isinstance(private, ImageSet)  # the built-in digits are images
         return [
             ConformanceCase({"batch": 8, "d": 4}),
             ConformanceCase({"basis": "public", "public": "builtin-mnist:train", "d": 4}, private),

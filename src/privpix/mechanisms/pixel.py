@@ -139,6 +139,8 @@ class PixelLaplace(Mechanism):
     m: int
     pixel_range: float
     clip: bool
+    # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
+    epsilon: float
 
     def capabilities(self) -> Capabilities:
         return Capabilities(noise_family="laplace")
@@ -207,6 +209,7 @@ class PixelLaplace(Mechanism):
         return np.abs(x).sum(axis=(1, 3)).max(axis=1)
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
+        scale: np.ndarray | float  # per image (data), or one for all (bound)
         if self.sensitivity == "data":
             scale = (self.data_sensitivity(x) / self.epsilon)[:, None, None, None]
         else:
@@ -269,6 +272,8 @@ class DPPix(Mechanism):
     m: int
     pixel_range: float
     clip: bool
+    # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
+    epsilon: float
 
     def capabilities(self) -> Capabilities:
         return Capabilities(noise_family="laplace")

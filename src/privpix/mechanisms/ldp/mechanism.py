@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from privpix.data.imageset import ImageSet
+from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.overlap import shared_count
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param
+from privpix.mechanisms.base import Capabilities, ConformanceCase, FitsOn, Mechanism, Param
 from privpix.mechanisms.ldp.bnn import BNNEncoder
 from privpix.mechanisms.ldp.dcaconv import DCAConvEncoder
 from privpix.mechanisms.ldp.encoder_base import ENCODERS, Encoder, gray_images
@@ -115,6 +116,8 @@ class LDPFeatures(Mechanism):
     fitted_with_: tuple | None = None
     fit_digests_: frozenset[bytes] = frozenset()
     fit_names_: frozenset[str] = frozenset()
+    # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
+    epsilon: float
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -148,6 +151,7 @@ class LDPFeatures(Mechanism):
         return False
 
     def capabilities(self) -> Capabilities:
+        fits_on: FitsOn
         if self._fits_nothing():
             fits_on = "nothing"
         else:
@@ -201,7 +205,7 @@ class LDPFeatures(Mechanism):
             return True
         return self.encoder_ is not None and self.loaded_from_ == "" and self.fitted_with_ == self._fit_key()
 
-    def fit(self, data: ImageSet | None = None, *, seed: int | None = None) -> LDPFeatures:
+    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> LDPFeatures:
         """With ``model``: load the encoder file (its encoder parameters become the ones in force). Otherwise
         fit the encoder on ``data`` (labelled images), or on the ``public`` images when ``data`` is ``None``;
         ``seed`` seeds the subset (``fit_images``) and the encoder's own randomness (K-means, BNN training)."""
@@ -263,7 +267,7 @@ class LDPFeatures(Mechanism):
                 )
             setattr(self, p.name, p.validate(theirs))
 
-    def save_model(self, path: str | Path) -> Path:
+    def save_model(self, path: str | os.PathLike) -> Path:
         """Write the fitted encoder file (the format ``privpix ldp`` reads: ``load_encoder``)."""
         enc = self._encoder(None)
         return enc.save(path)

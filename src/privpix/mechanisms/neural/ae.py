@@ -130,7 +130,7 @@ class AEObfuscator(TrainedModel):
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """Empirical only, whatever the shape; carries the adversary accuracies measured into the model file."""
         _, meta = self._load()
-        caveats = (
+        caveats: tuple[str, ...] = (
             "no formal privacy guarantee: privacy is measured as the accuracy of adversaries inferring the private "
             f"feature ({meta.get('private', 'unknown')}) from released data",
             f"trained to keep {meta.get('utility', 'the utility feature')}; the model file was fitted on "

@@ -90,6 +90,7 @@ class _TrainedGAN(TrainedModel):
         from privpix.data import load_dataset
 
         data = load_dataset("builtin-mnist").subset(np.arange(0, 5000, 100))
+        assert isinstance(data, ImageSet)  # the built-in digits are images
         tiny = {"d": 8, "width": 4, "ae_epochs": 1, "epochs": 1, "batch_size": 16, "n_critic": 1}
         path = cls(**tiny).fit(data, seed=0).save_model(workdir / f"{cls.name}.pt")
         return [ConformanceCase(tiny, data), ConformanceCase({"model": str(path)}, data.subset(np.arange(12)))]
@@ -134,6 +135,7 @@ class _TrainedGAN(TrainedModel):
         """Empirical only: ε and δ of the model file are noise-scale knobs, not a DP guarantee."""
         _, meta = self._load()
         fitted_on = meta.get("fitted_on", "unrecorded data")
+        caveats: tuple[str, ...]
         if self.noise_caveat is None:
             caveats = (
                 f"no formal privacy guarantee: images are drawn from a GAN trained without DP on {fitted_on}; a GAN "
