@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -94,7 +94,13 @@ class AEObfuscator(TrainedModel):
         x = (rng.random((20, 64, 64, 3)) * 255).astype(np.uint8)
         attrs = {"smile": np.arange(20) % 2, "male": (np.arange(20) // 2) % 2}
         images = ImageSet(x, attributes=attrs, source="20 random images")
-        tiny = {"utility": "smile", "private": "male", "epochs": 1, "batch_size": 8, "val_fraction": 0.2}
+        tiny: dict[str, Any] = {
+            "utility": "smile",
+            "private": "male",
+            "epochs": 1,
+            "batch_size": 8,
+            "val_fraction": 0.2,
+        }
         path = cls(**tiny).fit(images, seed=0).save_model(workdir / "obfuscator.pt")
         return [
             ConformanceCase(tiny, images),

@@ -137,7 +137,7 @@ class DPTeacher(DPMERF):
                "image")  # fmt: skip
     paper = "Harder et al. 2021 (DP-MERF); Tramèr & Boneh 2021 (ScatterNet DP-SGD); Papernot et al. 2017 (teacher)"
     soundness = "sound (ε, δ)-DP per image (replace-one, n public); the two releases composed by dp-accounting's PLD"
-    params: ClassVar[tuple[Param, ...]] = (*DPMERF.params, *TEACHER)
+    params = (*DPMERF.params, *TEACHER)
     # The params as the attributes Mechanism.__init__ sets, for type checkers.
     teacher_share: float
     teacher_epochs: int
