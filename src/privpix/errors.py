@@ -42,7 +42,7 @@ def privpix_warnings_to(emit: Callable[[str], None]) -> Iterator[None]:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
-def check_positive(name: str, value: float, *, allow_zero: bool = False) -> float:
+def check_positive(name: str, value: float | str, *, allow_zero: bool = False) -> float:
     """Return ``value`` as float if it is a finite number > 0 (or >= 0), else raise ParameterError."""
     try:
         v = float(value)

@@ -36,14 +36,21 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from privpix.errors import require_torch
 
-torch = require_torch("privpix.training")
-nn = torch.nn
+# Type checkers read torch's own types; at run time torch comes through require_torch (a clear error without the
+# neural extra, and loaded with one thread).
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+else:
+    torch = require_torch("privpix.training")
+    nn = torch.nn
 
-T = TypeVar("T")
+# A network, or a tuple of networks (what build's factory makes); the bound is for type checkers only.
+T = TypeVar("T", bound="nn.Module | tuple[nn.Module, ...]")
 
 _CONV = nn.modules.conv._ConvNd  # Conv1d/2d/3d and ConvTranspose1d/2d/3d share reset_parameters
 # torch layers whose own reset_parameters draws nothing (ones, zeros, running statistics).
@@ -86,7 +93,8 @@ def init_parameters(module: nn.Module, gen: torch.Generator) -> None:
             elif isinstance(m, _DETERMINISTIC) or (
                 not type(m).__module__.startswith("torch.") and callable(getattr(m, "reset_parameters", None))
             ):
-                m.reset_parameters()
+                # The condition checked it is callable; torch types a module's attributes as Tensor | Module.
+                m.reset_parameters()  # type: ignore[operator]
             else:
                 raise TypeError(f"init_parameters cannot initialise {type(m).__name__} from a generator")
 
@@ -217,6 +225,7 @@ def fit(
             value = history[monitor][-1]
             if value < best - min_delta:
                 best, stale = value, 0
+                assert model is not None  # refused above: monitor needs model
                 best_state = {k: t.detach().clone() for k, t in model.state_dict().items()}
             else:
                 stale += 1

@@ -4,6 +4,7 @@ quality of releases on a dataset's train/test split."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.markup import escape
@@ -66,7 +67,7 @@ def mechanisms(as_json: bool) -> None:
     """List every mechanism with its guarantee model and parameters."""
     from privpix.mechanisms import ALIASES, MECHANISMS, parse_method_spec
 
-    items = []
+    items: list[dict[str, Any]] = []  # JSON objects: what --json prints
     for name in sorted(MECHANISMS):
         cls = MECHANISMS[name]
         aliases = [a for a in sorted(ALIASES) if parse_method_spec(a)[0] == name]

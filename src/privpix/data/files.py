@@ -138,7 +138,7 @@ def open_image(path: str | os.PathLike, max_pixels: int | None = DEFAULT_MAX_PIX
     max_pixels = check_max_pixels(max_pixels)
     with _pillow_limit(None):
         try:
-            im = Image.open(path)
+            im: Image.Image = Image.open(path)
         except FileNotFoundError:
             raise DataError(f"{path}: missing; expected an image file") from None
         except IsADirectoryError:

@@ -206,7 +206,8 @@ class ImageSet:
         """Paper 001's protocol: per subject (or class), the first half of its images (in dataset order,
         rounded up) train, the rest test."""
         key = self.group_key()
-        train, test = [], []
+        train: list[int] = []
+        test: list[int] = []
         for g in pd.unique(key):
             idx = np.flatnonzero(key == g)
             k = (len(idx) + 1) // 2

@@ -427,6 +427,7 @@ DATASETS: dict[str, DatasetInfo] = {
 
 def parse_dataset_spec(spec: str) -> tuple[str, str | None]:
     """``"mnist:test"`` → ``("mnist", "test")``; checks the name and split."""
+    split: str | None  # the text after ":", then None when empty
     name, _, split = spec.partition(":")
     name = name.strip().lower()
     if name not in DATASETS:

@@ -119,7 +119,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     lines = path.read_text().splitlines()
-    out = []
+    out: list[dict[str, Any]] = []
     for i, line in enumerate(lines):
         if not line.strip():
             continue

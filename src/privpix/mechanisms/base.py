@@ -493,7 +493,7 @@ class Mechanism:
         synthesizer with a size parameter overrides this; ``None`` means the user must say how many."""
         return n_inputs
 
-    def _synthesize(self, n: int, shape: tuple[int, int, int], rng: RNG) -> tuple[np.ndarray, np.ndarray]:
+    def _synthesize(self, n: int, shape: tuple[int, int, int], rng: RNG) -> tuple[np.ndarray, np.ndarray | None]:
         """Hook for ``output == "synthetic-images"`` mechanisms: ``n`` new images of ``shape`` (float in [0, 1],
         (n, h, w, c)) and their labels (n,), drawn from what :meth:`fit` learned; no input image is used."""
         raise NotImplementedError

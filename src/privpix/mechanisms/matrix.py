@@ -77,6 +77,11 @@ class _SingularValueMechanism(Mechanism):
     guarantee_model = "central-dp"
     paper = "001"
     soundness = "NOT DP: singular vectors published untouched; data-derived Δ"
+    # Parameters both subclasses declare, as the attributes Mechanism.__init__ sets: for type checkers.
+    postprocess: bool
+    clip: bool
+    # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
+    epsilon: float
 
     def capabilities(self) -> Capabilities:
         return Capabilities(noise_family="laplace")
@@ -111,6 +116,8 @@ class SRA(_SingularValueMechanism):
         Param("postprocess", bool, True, "isotonic (non-increasing, non-negative) refinement, §3.2.3"),
         Param("clip", bool, True, "clip the release to [0, 1]"),
     )
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    r: int
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         q, s, pt = _svd(x)
@@ -133,6 +140,8 @@ class ESRA(_SingularValueMechanism):
         Param("postprocess", bool, True, "isotonic (non-increasing, non-negative) refinement, §3.2.3"),
         Param("clip", bool, True, "clip the release to [0, 1]"),
     )
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    split: float
 
     def _check(self) -> None:
         if not 0.0 < self.split < 1.0:
@@ -223,6 +232,15 @@ class LRA(Mechanism):
         ),
         Param("clip", bool, True, "clip the release to [0, 1]"),
     )
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    k: int
+    iterations: int
+    gamma: float
+    tau: float
+    max_step: float
+    clip: bool
+    # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
+    epsilon: float
 
     def capabilities(self) -> Capabilities:
         return Capabilities(noise_family="laplace")

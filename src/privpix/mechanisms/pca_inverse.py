@@ -98,6 +98,17 @@ class PCAInverse(Mechanism):
         Param("lambda_inv", float, 1e-6, "regulariser λ of the PCA inverse (eq. 13)", minimum=0.0),
         Param("clip", bool, True, "clip the release to [0, 1]"),
     )
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    d: int
+    batch: int
+    basis: str
+    public: str
+    coef_bound: float
+    basis_epsilon: float
+    lambda_inv: float
+    clip: bool
+    # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
+    epsilon: float
 
     @classmethod
     def takes_delta(cls, params: dict[str, Any]) -> bool:
@@ -138,6 +149,7 @@ class PCAInverse(Mechanism):
         from privpix.data import load_dataset
 
         private = load_dataset("builtin-mnist:test").subset(np.arange(24))
+        assert isinstance(private, ImageSet)  # the built-in digits are images
         return [
             ConformanceCase({"batch": 8, "d": 4}),
             ConformanceCase({"basis": "public", "public": "builtin-mnist:train", "d": 4}, private),

@@ -133,6 +133,14 @@ class PixelLaplace(Mechanism):
         _RANGE,
         _CLIP,
     )
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    sensitivity: str
+    unit: str
+    m: int
+    pixel_range: float
+    clip: bool
+    # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
+    epsilon: float
 
     def capabilities(self) -> Capabilities:
         return Capabilities(noise_family="laplace")
@@ -201,6 +209,7 @@ class PixelLaplace(Mechanism):
         return np.abs(x).sum(axis=(1, 3)).max(axis=1)
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
+        scale: np.ndarray | float  # per image (data), or one for all (bound)
         if self.sensitivity == "data":
             scale = (self.data_sensitivity(x) / self.epsilon)[:, None, None, None]
         else:
@@ -258,6 +267,13 @@ class DPPix(Mechanism):
         _RANGE,
         _CLIP,
     )
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    b: int
+    m: int
+    pixel_range: float
+    clip: bool
+    # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
+    epsilon: float
 
     def capabilities(self) -> Capabilities:
         return Capabilities(noise_family="laplace")
@@ -341,6 +357,9 @@ class PixelGaussian(_NoGuarantee):
     summary = "Gaussian noise of std sigma on every pixel value; no privacy claim"
     caveat = "fixed-scale Gaussian noise, not calibrated to any sensitivity: no DP guarantee"
     params = (Param("sigma", float, 0.1, "noise standard deviation in [0, 1] pixel units", minimum=0.0), _CLIP)
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    sigma: float
+    clip: bool
 
     def capabilities(self) -> Capabilities:
         return Capabilities(noise_family="gaussian")
@@ -362,6 +381,8 @@ class GaussianBlur(_NoGuarantee):
     summary = "Gaussian blur of std sigma pixels; deterministic, no privacy claim"
     caveat = "deterministic blur: no randomness, no DP guarantee; blurred faces are often re-identifiable"
     params = (Param("sigma", float, 2.0, "blur standard deviation in pixels", minimum=0.0),)
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    sigma: float
 
     def capabilities(self) -> Capabilities:
         return Capabilities(randomized=False)
@@ -380,6 +401,8 @@ class _WindowFilter(_NoGuarantee):
 
     caveat = "deterministic filter: no randomness, no DP guarantee"
     params = (Param("size", int, 5, "window side in pixels", minimum=1),)
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    size: int
 
     @staticmethod
     def window_filter(x: np.ndarray, size: int) -> np.ndarray:

@@ -4,7 +4,7 @@ mechanism ready to release (:func:`get_mechanism`, :func:`fit_as_declared`)."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, TypeVar
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
@@ -20,6 +20,8 @@ ALIASES: dict[str, tuple[str, str]] = {
 
 
 ENTRY_POINT_GROUP = "privpix.mechanisms"
+# register() gives back the class it was given, so a decorated subclass keeps its own type for type checkers.
+_M = TypeVar("_M", bound=Mechanism)
 
 
 def load_plugins() -> list[str]:
@@ -47,7 +49,7 @@ def load_plugins() -> list[str]:
     return added
 
 
-def register(cls: type[Mechanism]) -> type[Mechanism]:
+def register(cls: type[_M]) -> type[_M]:
     if cls.name in MECHANISMS:
         raise ValueError(f"mechanism {cls.name!r} registered twice")
     if cls.name in ALIASES:

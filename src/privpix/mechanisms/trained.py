@@ -5,12 +5,13 @@ which is all ``privpix fit`` calls)."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import DataError, ParameterError
-from privpix.mechanisms.base import Mechanism
+from privpix.mechanisms.base import FitsOn, Mechanism
 from privpix.privacy.composition import NoiseEvent
 from privpix.privacy.guarantees import Guarantee
 
@@ -28,6 +29,8 @@ class TrainedModel(Mechanism):
 
     # The parameters that only shape training, and the key each is recorded under in a model file's meta.
     training: ClassVar[dict[str, str]] = {}
+    # The ``model`` parameter every subclass declares, as the attribute Mechanism.__init__ sets: for type checkers.
+    model: str
 
     model_: Any = None
     meta_: dict | None = None
@@ -35,7 +38,7 @@ class TrainedModel(Mechanism):
     trained_with_: dict | None = None
     model_sha256_: str | None = None  # SHA-256 of the model file read (None when fit() trained it)
 
-    def _fits_on(self) -> str:
+    def _fits_on(self) -> FitsOn:
         """For :meth:`capabilities`: what this setting of the mechanism fits on."""
         return "model-file" if self.model else "private"
 
@@ -50,7 +53,7 @@ class TrainedModel(Mechanism):
             return self.loaded_from_ == self.model
         return self.loaded_from_ == "" and self.trained_with_ == self._training()
 
-    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> TrainedModel:
+    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> Self:
         """With ``model``: read the file (its training parameters become the ones in force). Without: train on
         ``data`` with the training parameters and ``seed`` (default 0)."""
         self._validate()
@@ -83,7 +86,7 @@ class TrainedModel(Mechanism):
                 )
             setattr(self, param, theirs)
 
-    def save_model(self, path: str | Path) -> Path:
+    def save_model(self, path: str | os.PathLike) -> Path:
         """Write the fitted model to ``path`` (what ``privpix fit --output`` does); ``model=path`` reads it."""
         self._check_fitted()
         return self._write_model(Path(path))
@@ -150,6 +153,10 @@ class CalibratedModel(TrainedModel):
     accountant_name: ClassVar[str | None] = None
     # Set by `privpix fit --ledger` before save_model: the ledger entry that charged this fit ({"path", "entry"}).
     ledger_entry_: dict | None = None
+    # The ``n_classes`` parameter every subclass declares (K, resolved by :meth:`_labels`): for type checkers.
+    n_classes: int
+    # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
+    epsilon: float
 
     def _check_delta(self) -> None:
         """Refuse a δ the mechanism cannot be calibrated for."""
@@ -202,7 +209,8 @@ class CalibratedModel(TrainedModel):
         assert meta is not None
         eps, events = self._recomputed()
         shape = tuple(meta["shape"])
-        fit = meta.get("fit") if isinstance(meta.get("fit"), dict) else {}
+        recorded = meta.get("fit")
+        fit = recorded if isinstance(recorded, dict) else {}
         ledger = fit.get("ledger")
         return {
             "sha256": self.model_sha256_,
@@ -225,7 +233,7 @@ class CalibratedModel(TrainedModel):
     def _planned_events(self, shape: tuple[int, int, int], n: int | None) -> tuple[NoiseEvent, ...]:
         raise NotImplementedError
 
-    def save_model(self, path: str | Path) -> Path:
+    def save_model(self, path: str | os.PathLike) -> Path:
         """Write the fitted model with the record of its fit: its guarantee, noise events and accountant, and the
         ledger entry that charged it (set by ``privpix fit --ledger``; ``None`` otherwise)."""
         self._check_fitted()
@@ -254,7 +262,7 @@ class CalibratedModel(TrainedModel):
         assert self.meta_ is not None
         return self.meta_["epsilon"], self.meta_["delta"]
 
-    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> CalibratedModel:
+    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> Self:
         """:meth:`TrainedModel.fit`, after checking δ; a model file must then have been fitted for this (ε, δ)."""
         self._validate()
         self._check_delta()

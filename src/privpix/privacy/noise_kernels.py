@@ -44,7 +44,7 @@ from numba import njit
 try:  # LLVM's ctlz intrinsic; numba keeps it outside its public API, so a portable count stands in if it moves.
     from numba.cpython.unsafe.numbers import leading_zeros
 except ImportError:  # pragma: no cover - depends on the numba version
-    leading_zeros = None
+    leading_zeros = None  # type: ignore[assignment]  # None: the portable count below stands in
 
 # Kernel return codes.
 DONE, EXHAUSTED, UNDECIDED = 0, 1, 2

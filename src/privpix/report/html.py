@@ -180,7 +180,7 @@ def _frontier(cells: Sequence[dict]) -> dict[str, Any]:
         )
         rows.append([f"≤ {b:g}", Cell("none in this run", cls="bad", tail=nearest), "—", "—", "—"])
     headers = ["per-image ε budget", "best sound release", "ε it was run with", "ε per whole image", "accuracy"]
-    apart_rows = [
+    apart_rows: list[list[str | Cell | int]] = [
         [_method_cell(p.method, p.output), fmt(p.epsilon), acc(p) if p.accuracy is not None else "—", fmt(p.apart)]
         for p in points
         if not p.on_frontier
@@ -209,7 +209,7 @@ def _timings(cells: Sequence[dict], audits: Sequence[dict]) -> Table:
     timing: dict[str, list[float]] = defaultdict(list)
     for c in cells:
         timing[c["method"]].append(float(c.get("cell_seconds", c.get("seconds", 0.0))))
-    rows = [
+    rows: list[list[str | Cell | int]] = [
         [fmt(m), len(ts), f"{sum(ts):.1f}", f"{sum(a['seconds'] for a in audits if a['method'] == m):.1f}"]
         for m, ts in timing.items()
     ]

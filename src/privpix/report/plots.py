@@ -92,8 +92,9 @@ def privacy_utility_plot(cells: Sequence[dict], privacy_key: str, xlabel: str) -
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     by_method: dict[str, list[tuple[float, float, Any]]] = defaultdict(list)
     for m, e, v in cell_means(cells, [privacy_key, "accuracy"]):
-        if v[privacy_key] is not None and v["accuracy"] is not None:
-            by_method[m].append((v[privacy_key], v["accuracy"], e))
+        attack, accuracy = v[privacy_key], v["accuracy"]
+        if attack is not None and accuracy is not None:
+            by_method[m].append((attack, accuracy, e))
     for m, pts in by_method.items():
         x, y, _ = zip(*pts, strict=True)
         ax.plot(x, y, marker="o", label=m)

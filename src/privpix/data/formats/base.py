@@ -206,7 +206,7 @@ def _open_bytes(data: bytes, name: str, max_pixels: int | None) -> Iterator[Imag
     header check against ``max_pixels`` before decoding, the same one-line errors, naming ``name``."""
     with _pillow_limit(None):
         try:
-            im = Image.open(io.BytesIO(data))
+            im: Image.Image = Image.open(io.BytesIO(data))
         except _DECODE_ERRORS as exc:
             raise DataError(f"{name}: not a readable image ({_one_line(exc)})") from None
     with checked_size(im, name, max_pixels) as im:
@@ -386,7 +386,7 @@ def _unpack_names(blob: bytes, n: int) -> list[str]:
     return zlib.decompress(blob).decode("utf-8", "surrogateescape").split("\0")
 
 
-def _labels_array(values: Sequence[int]) -> np.ndarray:
+def _labels_array(values: Sequence[int] | np.ndarray) -> np.ndarray:
     # The smallest integer type: a source (with its labels) is pickled to every worker.
     arr = np.asarray(values, dtype=np.int64)
     if arr.size == 0:

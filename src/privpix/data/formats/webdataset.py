@@ -155,7 +155,8 @@ def _tar_source(paths: list[Path], root: Path, size: tuple[int, int] | None, max
     for ti, path in enumerate(paths):
         rel = path.name if path == root else path.relative_to(root).as_posix()
         tars.append((str(path), rel))
-        key, members = None, {}
+        key: str | None = None
+        members: dict[str, tuple[int, int, bytes | None]] = {}
         try:
             # Plain tar only ("r:"): compressed shards have no member offsets to seek to.
             with tarfile.open(path, mode="r:") as tf:

@@ -23,7 +23,7 @@ from privpix.privacy.noise import make_rng
 
 def audit(
     mech: Mechanism,
-    images: ImageSet,
+    images: ImageSet | RecordSet,
     trials: int = 2000,
     seed: int = 0,
     pairs: list[NeighbourPair] | None = None,
@@ -85,8 +85,9 @@ def audit(
         j, n = j + 1, 2 * n
 
 
-def _audit_once(mech: Mechanism, images: ImageSet, trials: int, seed: int, pairs: list[NeighbourPair] | None,
-                progress: Callable[[str], None] | None, target: str, confidence: float) -> AuditResult:  # fmt: skip
+def _audit_once(mech: Mechanism, images: ImageSet | RecordSet, trials: int, seed: int,
+                pairs: list[NeighbourPair] | None, progress: Callable[[str], None] | None, target: str,
+                confidence: float) -> AuditResult:  # fmt: skip
     t_start = time.perf_counter()
     # A released model is only ever audited white-box (none declared: not audited); a mechanism that declares a
     # white-box experiment runs it, unless the output itself was asked for.

@@ -20,7 +20,8 @@ def _torch():
 
 
 def _build(torch, n_filters: int, kernel: int, pool: int, pool_stride: int, hidden: int, n_classes: int, hw):
-    nn = torch.nn
+    # torch is loaded by now; imported by name so that type checkers take nn.Module as the class it is.
+    from torch import nn
 
     class SignSTE(torch.autograd.Function):
         @staticmethod

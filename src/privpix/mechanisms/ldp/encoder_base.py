@@ -12,6 +12,7 @@ taken by another class (:func:`~privpix.mechanisms.ldp.mechanism.register_ldp`),
 from __future__ import annotations
 
 import io
+import os
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -173,7 +174,7 @@ class Encoder:
             "fit_seconds": round(self.fit_seconds, 3),
         }
 
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: str | os.PathLike) -> Path:
         """Write the fitted encoder to one ``.npz`` file (atomically; no pickle)."""
         if not self.fitted:
             raise ParameterError(f"encoder {self.name} is not fitted; nothing to save")

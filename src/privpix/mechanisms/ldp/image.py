@@ -30,6 +30,10 @@ class LDPPixel(Mechanism):
     guarantee_model = "local-dp"
     soundness = "sound ε-LDP per pixel value; h·w·c·ε per image"
     params = (Param("levels", int, 16, "domain size d of each pixel value", minimum=2),)
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    levels: int
+    # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
+    epsilon: float
 
     def capabilities(self) -> Capabilities:
         return Capabilities(noise_family="randomized-response")

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from privpix.data.imageset import ImageSet
+from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.overlap import shared_count
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param, Release
+from privpix.mechanisms.base import Capabilities, ConformanceCase, FitsOn, Mechanism, Param, Release
 from privpix.mechanisms.ldp.bnn import BNNEncoder
 from privpix.mechanisms.ldp.dcaconv import DCAConvEncoder
 from privpix.mechanisms.ldp.encoder_base import ENCODERS, Encoder, gray_images
@@ -101,6 +102,13 @@ class LDPFeatures(Mechanism):
         Param("learner", str, "nb", "utility classifier on the reports: nb, ncc or knn", ("nb", "ncc", "knn")),
         Param("n_neighbors", int, 100, "k of learner=knn", minimum=1),
     )
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    unit: str
+    model: str
+    public: str
+    fit_images: int
+    learner: str
+    n_neighbors: int
 
     # Learned by fit(): the encoder, the file it came from ("" when fitted here), the configuration it was
     # fitted with, and fingerprints of the fitting images (content digests and names; only when fitted here).
@@ -109,6 +117,8 @@ class LDPFeatures(Mechanism):
     fitted_with_: tuple | None = None
     fit_digests_: frozenset[bytes] = frozenset()
     fit_names_: frozenset[str] = frozenset()
+    # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
+    epsilon: float
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -142,6 +152,7 @@ class LDPFeatures(Mechanism):
         return False
 
     def capabilities(self) -> Capabilities:
+        fits_on: FitsOn
         if self._fits_nothing():
             fits_on = "nothing"
         else:
@@ -195,7 +206,7 @@ class LDPFeatures(Mechanism):
             return True
         return self.encoder_ is not None and self.loaded_from_ == "" and self.fitted_with_ == self._fit_key()
 
-    def fit(self, data: ImageSet | None = None, *, seed: int | None = None) -> LDPFeatures:
+    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> LDPFeatures:
         """With ``model``: load the encoder file (its encoder parameters become the ones in force). Otherwise
         fit the encoder on ``data`` (labelled images), or on the ``public`` images when ``data`` is ``None``;
         ``seed`` seeds the subset (``fit_images``) and the encoder's own randomness (K-means, BNN training)."""
@@ -257,7 +268,7 @@ class LDPFeatures(Mechanism):
                 )
             setattr(self, p.name, p.validate(theirs))
 
-    def save_model(self, path: str | Path) -> Path:
+    def save_model(self, path: str | os.PathLike) -> Path:
         """Write the fitted encoder file (the format ``privpix ldp`` reads: ``load_encoder``)."""
         enc = self._encoder(None)
         return enc.save(path)
@@ -419,6 +430,9 @@ class LDPPixelReport(LDPFeatures):
     summary = "pixel levels → randomized response, released as a report vector (paper 000's pixel baseline)"
     encoder_class = PixelEncoder
     params = (*LDPFeatures.params, *PixelEncoder.params)
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    levels: int
+    scaling: str
     conformance_params: ClassVar[dict[str, Any]] = {"scaling": "minmax"}
 
     def _fits_nothing(self) -> bool:
@@ -462,6 +476,12 @@ class LDPHogBovw(LDPFeatures):
     summary = "HOG bag-of-visual-words counts → randomized response (paper 000's BoVW baseline)"
     encoder_class = HogBovwEncoder
     params = (*LDPFeatures.params, *HogBovwEncoder.params)
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    words: int
+    orientations: int
+    cell: int
+    block: int
+    max_descriptors: int
     conformance_params: ClassVar[dict[str, Any]] = {"words": 8, "max_descriptors": 2000}
 
     @classmethod
@@ -487,6 +507,15 @@ class LDPDCAConv(LDPFeatures):
     summary = "DCAConv binarised convolution codes → randomized response (paper 000)"
     encoder_class = DCAConvEncoder
     params = (*LDPFeatures.params, *DCAConvEncoder.params)
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    layers: str
+    kernel: int
+    stride: int
+    pool: int
+    pool_stride: int
+    rho: float
+    rho_prime: float
+    fit_limit: int
     conformance_params: ClassVar[dict[str, Any]] = {"layers": "3,2", "kernel": 3}
 
 
@@ -498,6 +527,15 @@ class LDPBNN(LDPFeatures):
     summary = "binarized CNN activations → randomized response (paper 000's BNN baseline; needs PyTorch)"
     encoder_class = BNNEncoder
     params = (*LDPFeatures.params, *BNNEncoder.params)
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    filters: int
+    kernel: int
+    pool: int
+    pool_stride: int
+    hidden: int
+    epochs: int
+    batch_size: int
+    lr: float
     conformance_params: ClassVar[dict[str, Any]] = {
         "filters": 2,
         "kernel": 3,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -49,6 +49,20 @@ class AEObfuscator(TrainedModel):
               "utility provider are measured on the validation split and stored in the model file"),
         Param("measure_k", float, 0.0, "training: K for measure (0: 3000 for images, 50 for records)", minimum=0.0),
     )  # fmt: skip
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    sigma2: float
+    K: float
+    use_f: bool
+    utility: str
+    keep_label: bool
+    private: str
+    epochs: int
+    batch_size: int
+    lr: float
+    patience: int
+    val_fraction: float
+    measure: str
+    measure_k: float
 
     # Parameters that only shape training; the model file records them (utility and private at its top level).
     training: ClassVar[dict[str, str]] = {
@@ -80,7 +94,13 @@ class AEObfuscator(TrainedModel):
         x = (rng.random((20, 64, 64, 3)) * 255).astype(np.uint8)
         attrs = {"smile": np.arange(20) % 2, "male": (np.arange(20) // 2) % 2}
         images = ImageSet(x, attributes=attrs, source="20 random images")
-        tiny = {"utility": "smile", "private": "male", "epochs": 1, "batch_size": 8, "val_fraction": 0.2}
+        tiny: dict[str, Any] = {
+            "utility": "smile",
+            "private": "male",
+            "epochs": 1,
+            "batch_size": 8,
+            "val_fraction": 0.2,
+        }
         path = cls(**tiny).fit(images, seed=0).save_model(workdir / "obfuscator.pt")
         return [
             ConformanceCase(tiny, images),
@@ -116,7 +136,7 @@ class AEObfuscator(TrainedModel):
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """Empirical only, whatever the shape; carries the adversary accuracies measured into the model file."""
         _, meta = self._load()
-        caveats = (
+        caveats: tuple[str, ...] = (
             "no formal privacy guarantee: privacy is measured as the accuracy of adversaries inferring the private "
             f"feature ({meta.get('private', 'unknown')}) from released data",
             f"trained to keep {meta.get('utility', 'the utility feature')}; the model file was fitted on "

@@ -51,7 +51,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privpix.data.imageset import ImageSet
+from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
 from privpix.mechanisms.base import Capabilities, ConformanceCase, Param, WhiteBoxTrials
 from privpix.mechanisms.registry import register
@@ -195,6 +195,14 @@ class DPSGD(CalibratedModel):
         Param("max_grad_norm", float, 0.1, "training: C, the L2 norm each example's gradient is clipped to",
               minimum=1e-12),
     )  # fmt: skip
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    features: str
+    epochs: int
+    batch_size: int
+    lr: float
+    lr_decay: float
+    momentum: float
+    max_grad_norm: float
 
     training: ClassVar[dict[str, str]] = {k: k for k in TRAINING}
     calibration_tolerance: ClassVar[float] = TOLERANCE
@@ -268,6 +276,7 @@ class DPSGD(CalibratedModel):
         from privpix.data import load_dataset
 
         data = load_dataset("builtin-mnist").subset(np.arange(0, 5000, 84))
+        assert isinstance(data, ImageSet)  # the built-in digits are images
         tiny = {"epsilon": 1.0, "delta": 1e-5, "epochs": 1, "batch_size": 10}
         path = cls(**tiny).fit(data, seed=0).save_model(workdir / "dp-sgd.pt")
         loaded = {"epsilon": 1.0, "delta": 1e-5, "model": str(path)}
@@ -332,7 +341,7 @@ class DPSGD(CalibratedModel):
 
     def fit(
         self,
-        data: ImageSet | None = None,
+        data: ImageSet | RecordSet | None = None,
         *,
         seed: int | None = None,
         on_epoch: Callable[[int, Any], None] | None = None,
@@ -362,7 +371,7 @@ class DPSGD(CalibratedModel):
             raise ParameterError(f"{self.name}: images of {h}x{w} are too small for the CNN (at least 14x14)")
         q, _, steps, z = self._calibration(n)
         seeded = seed is not None
-        rng = make_rng(int(seed)) if seeded else None
+        rng = make_rng(int(seed)) if seed is not None else None
         seeds = (torch_seed(rng), torch_seed(rng), torch_seed(rng))
         t0 = time.perf_counter()
         net, history, accountant = dp_sgd_net.fit_classifier(
@@ -380,7 +389,7 @@ class DPSGD(CalibratedModel):
             "noise_multiplier": z,
             "epsilon_spent": spent,
             "accountant": ACCOUNTANT,
-            "seed": None if not seeded else int(seed),
+            "seed": None if seed is None else int(seed),
             "noise_rng": f"torch generators seeded from {'the fit seed' if seeded else 'OS entropy'}",
             "fitted_on": f"{data.source or 'the given images'} ({n} images)",
         }

@@ -7,15 +7,20 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from privpix import training
 from privpix.errors import ParameterError
 
-torch = training.torch
-nn = torch.nn
+# Type checkers read torch's own types; at run time it is the one privpix.training loaded (require_torch).
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+else:
+    torch = training.torch
+    nn = torch.nn
 
 # Images scored at once when predicting: (chunk, 16, h/2, w/2) float32 activations stay near 25 MB for 28x28.
 CHUNK = 2048
@@ -88,6 +93,9 @@ class ScatterNetLinear(nn.Module):
     layer to K logits. Only the dense layer is trained; DP-SGD trains it on the features, computed once (the
     transform reads no data but the image it is applied to, so the features of the private set are exactly what
     the network sees). The transform is kept out of ``state_dict``: the model file holds the dense layer alone."""
+
+    # Set with object.__setattr__ (not a submodule); declared so that type checkers know it is a function.
+    _scatter: Callable[[torch.Tensor], torch.Tensor]
 
     def __init__(self, shape: tuple[int, int, int], n_classes: int) -> None:
         super().__init__()
@@ -186,7 +194,7 @@ def fit_classifier(
 
 
 def train_dp_sgd(
-    net: TanhCNN,
+    net: nn.Module,
     x: torch.Tensor,
     y: torch.Tensor,
     *,
@@ -201,7 +209,7 @@ def train_dp_sgd(
     lr_decay: float = 1.0,
     noise_seed: int,
     accountant: Any,
-    on_epoch: Callable[[int, TanhCNN], None] | None = None,
+    on_epoch: Callable[[int, nn.Module], None] | None = None,
     on_step: Callable[[], None] | None = None,
 ) -> dict[str, list[float]]:
     """DP-SGD (Abadi et al. 2016) on ``net`` in place: ``epochs`` x ``steps_per_epoch`` steps, each on a batch drawn
@@ -374,7 +382,9 @@ def dirac_canary_scores(
     llr, sums = np.zeros(p), np.zeros(p)
 
     def observe() -> None:
-        g = net.w.weight.grad[0].to(torch.float64).numpy() * unit
+        grad = net.w.weight.grad
+        assert grad is not None  # on_step runs while .grad holds the step's noisy gradient
+        g = grad[0].to(torch.float64).numpy() * unit
         sums[:] += g
         # The step's log-likelihood ratio, canary in against out: log(1 − q + q·exp((g − 1/2) / z²)); for
         # replace-one, less that of the canary pointing the other way.

@@ -55,6 +55,17 @@ class _TrainedGAN(TrainedModel):
         Param("resensitize_every", int, 1000, "training, recipe=authors: generator steps between s_e updates",
               minimum=1),
     )  # fmt: skip
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    noise_epsilon: float
+    noise_delta: float
+    d: int
+    width: int
+    ae_epochs: int
+    epochs: int
+    batch_size: int
+    n_critic: int
+    recipe: str
+    resensitize_every: int
 
     training = _TRAINING
     # A subclass's one line on where its noise goes (none for a plain GAN).
@@ -79,6 +90,7 @@ class _TrainedGAN(TrainedModel):
         from privpix.data import load_dataset
 
         data = load_dataset("builtin-mnist").subset(np.arange(0, 5000, 100))
+        assert isinstance(data, ImageSet)  # the built-in digits are images
         tiny = {"d": 8, "width": 4, "ae_epochs": 1, "epochs": 1, "batch_size": 16, "n_critic": 1}
         path = cls(**tiny).fit(data, seed=0).save_model(workdir / f"{cls.name}.pt")
         return [ConformanceCase(tiny, data), ConformanceCase({"model": str(path)}, data.subset(np.arange(12)))]
@@ -123,6 +135,7 @@ class _TrainedGAN(TrainedModel):
         """Empirical only: ε and δ of the model file are noise-scale knobs, not a DP guarantee."""
         _, meta = self._load()
         fitted_on = meta.get("fitted_on", "unrecorded data")
+        caveats: tuple[str, ...]
         if self.noise_caveat is None:
             caveats = (
                 f"no formal privacy guarantee: images are drawn from a GAN trained without DP on {fitted_on}; a GAN "

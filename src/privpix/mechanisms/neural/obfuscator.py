@@ -87,7 +87,9 @@ def build_obfuscator(kind: str, n_features: int = 102, *, generator=None):
     ``generator`` its weights and dropout masks come from it (:func:`privpix.training.build`); without, from
     torch's global RNG."""
     torch = _torch()
-    nn = torch.nn
+    # torch is loaded by now; imported by name so that type checkers take nn.Module as the class it is.
+    from torch import nn
+
     if kind not in KINDS:
         raise ParameterError(f"kind must be one of {KINDS}, got {kind!r}")
     lrelu = _lrelu
@@ -214,7 +216,8 @@ def train_obfuscator(
         return {"val_ae": v_ae, "val_nll": v_c, "val_acc": v_acc}
 
     # min_batch 2: batch norm needs two samples; early stopping keeps the lowest validation autoencoder loss.
-    history = training.fit(
+    # Per-epoch lists from training.fit, and the count of epochs run beside them.
+    history: dict[str, Any] = training.fit(
         step,
         len(xt),
         epochs=epochs,

@@ -146,6 +146,9 @@ class DPEigenfaces(MeanEmbeddingSynthesizer):
         *LABELS,
         *RELEASE,
     )  # fmt: skip
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    components: int
+    clip_quantile: float
     training: ClassVar[dict[str, str]] = {k: k for k in TRAINING}
     FORMAT = FORMAT
     features_word = "eigenface-moment"

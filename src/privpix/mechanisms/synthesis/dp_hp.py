@@ -141,6 +141,16 @@ class DPHP(MeanEmbeddingSynthesizer):
         *RELEASE,
         *PUBLIC,
     )  # fmt: skip
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    order: int
+    length_scale: float
+    prod_sets: int
+    prod_dims: int
+    prod_order: int
+    prod_share: float
+    rff_features: int
+    rff_length_scale: float
+    rff_share: float
 
     training: ClassVar[dict[str, str]] = {k: k for k in TRAINING}
     FORMAT = FORMAT

@@ -130,7 +130,8 @@ class DPMERF(MeanEmbeddingSynthesizer):
     summary = "DP-MERF (Harder et al. 2021): noisy random-feature mean embedding + generator; (ε, δ)-DP per image"
     paper = "Harder et al. 2021 (DP-MERF)"
     soundness = "sound (ε, δ)-DP per image (replace-one, n public); σ from dp-accounting"
-    params = (
+    # The base's type, not this tuple's length: dp-teacher extends it.
+    params: ClassVar[tuple[Param, ...]] = (
         MODEL,
         Param("n_features", int, 10000, "D: random Fourier features (even; D/2 frequencies)", minimum=2),
         Param("length_scale", float, 0.0, "kernel length ℓ in [0, 1] pixel units; 0: sqrt(105·d/784) for d values "
@@ -140,6 +141,9 @@ class DPMERF(MeanEmbeddingSynthesizer):
         *RELEASE,
         *PUBLIC,
     )  # fmt: skip
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    n_features: int
+    length_scale: float
 
     training: ClassVar[dict[str, str]] = {k: k for k in TRAINING}
     FORMAT = FORMAT

@@ -138,6 +138,13 @@ class DPTeacher(DPMERF):
     paper = "Harder et al. 2021 (DP-MERF); Tramèr & Boneh 2021 (ScatterNet DP-SGD); Papernot et al. 2017 (teacher)"
     soundness = "sound (ε, δ)-DP per image (replace-one, n public); the two releases composed by dp-accounting's PLD"
     params = (*DPMERF.params, *TEACHER)
+    # The params as the attributes Mechanism.__init__ sets, for type checkers.
+    teacher_share: float
+    teacher_epochs: int
+    teacher_batch_size: int
+    teacher_lr: float
+    teacher_momentum: float
+    teacher_max_grad_norm: float
     training: ClassVar[dict[str, str]] = {**DPMERF.training, **{k: k for k in TEACHER_TRAINING}}
     FORMAT = FORMAT
     calibration_tolerance = TOLERANCE

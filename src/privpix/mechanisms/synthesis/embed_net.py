@@ -9,14 +9,20 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from privpix import training
 from privpix.privacy.gaussian_release import FixedPointSum
 
-torch = training.torch
-nn = torch.nn
+# Type checkers read torch's own types; at run time it is the one privpix.training loaded (require_torch).
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+else:
+    torch = training.torch
+    nn = torch.nn
 
 Featurize = Callable[[torch.Tensor], torch.Tensor]
 
@@ -157,6 +163,13 @@ class GaussianGenerator(nn.Module):
     (k, d) around ``centre`` (d,), coefficients in units of ``scale``. Nothing is trained: ``dp-eigenfaces`` sets
     the class means m (K, k) and factors L (K, k, k) from its noisy moments. Same call as :class:`CondGenerator`,
     so a model file and :func:`sample` serve both."""
+
+    # The buffers registered below: nn.Module's __getattr__ is typed Tensor | Module, these are tensors.
+    centre: torch.Tensor
+    basis: torch.Tensor
+    scale: torch.Tensor
+    means: torch.Tensor
+    factors: torch.Tensor
 
     def __init__(self, shape: tuple[int, int, int], components: int, n_classes: int) -> None:
         super().__init__()

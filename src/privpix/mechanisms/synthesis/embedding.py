@@ -44,7 +44,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privpix.data.imageset import ImageSet
+from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError, PrivpixWarning
 from privpix.mechanisms.base import Capabilities, ConformanceCase, Param
 from privpix.mechanisms.trained import CalibratedModel
@@ -163,6 +163,21 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
     conformance_tiny: ClassVar[dict[str, Any]] = {}
     # Generating: about 0.17 ms per 28×28 digit on one core (the generator's forward pass), a shard-planning hint.
     seconds_per_value: ClassVar[float] = 2.2e-7
+    # The shared parameter groups above (LABELS, GENERATOR, RELEASE, PUBLIC) as the attributes Mechanism.__init__
+    # sets, for type checkers: a subclass declares the groups it has (dp-eigenfaces trains no generator).
+    count_share: float
+    generator: str
+    code_dim: int
+    width: int
+    channels: int
+    epochs: int
+    batch_size: int
+    lr: float
+    lr_decay: float
+    secure: bool
+    n: int
+    public: str
+    public_epochs: int
 
     guarantee_model = "central-dp"
     uses_epsilon = True
@@ -290,6 +305,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
         from privpix.data import load_dataset
 
         data = load_dataset("builtin-mnist").subset(np.arange(0, 5000, 84))
+        assert isinstance(data, ImageSet)  # the built-in digits are images
         tiny = {"epsilon": 1.0, "delta": 1e-5, **cls.conformance_tiny}
         path = cls(**tiny).fit(data, seed=0).save_model(workdir / f"{cls.name}.pt")
         loaded = {"epsilon": 1.0, "delta": 1e-5, "model": str(path)}
@@ -301,7 +317,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
 
     # -------------------------------------------------------------------------------------- fitting
 
-    def fit(self, data: ImageSet | None = None, *, seed: int | None = None) -> MeanEmbeddingSynthesizer:
+    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> MeanEmbeddingSynthesizer:
         """With ``model``: load the file. Without: release the noisy embedding of ``data`` (labelled images) once
         and train the generator on it. ``seed`` seeds the feature map, the noise and the training (reproducible:
         whoever knows the seed can remove the noise); ``None`` draws the noise from the OS CSPRNG and the rest
@@ -320,11 +336,11 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
         public = self._public_set(data)
 
         seeded = seed is not None
-        rng = make_rng(int(seed)) if seeded else None
+        rng = make_rng(int(seed)) if seed is not None else None
         t0 = time.perf_counter()
-        feature_seed = int(rng.integers(0, 2**62)) if seeded else int.from_bytes(os.urandom(8), "little") >> 2
+        feature_seed = int(rng.integers(0, 2**62)) if rng is not None else int.from_bytes(os.urandom(8), "little") >> 2
         featurize, width = self._featurizer((h, w, c), feature_seed)
-        noise_rng = rng if seeded else make_rng(secure=True)
+        noise_rng = rng if rng is not None else make_rng(secure=True)
         k, share = self.n_classes, self.count_share
         # The one release of the private set: every later step reads only `noisy`.
         x = data.flat()
@@ -354,7 +370,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
             "noise_multiplier": z,
             "sigma": sigma,
             **noise,
-            "seed": None if not seeded else int(seed),
+            "seed": None if seed is None else int(seed),
             "noise_rng": "seeded NumPy Generator" if seeded else "OS CSPRNG (privpix SecureRandom)",
             "fitted_on": f"{data.source or 'the given images'} ({n} images)",
         }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,7 @@ def load_public(spec: str, shape: tuple[int, int, int], n_classes: int,
         if name in DATASETS:
             loader = DATASETS[name].loader
             # Loaders that take a size resize while reading (CelebA, LFW: far less memory than the originals).
-            opts = {"size": (h, w)} if "size" in inspect.signature(loader).parameters else {}
+            opts: dict[str, Any] = {"size": (h, w)} if "size" in inspect.signature(loader).parameters else {}
             data = load_dataset(spec, **opts)
         elif Path(spec).is_dir():
             data = load_folder(spec, size=(h, w))

@@ -75,7 +75,8 @@ def _network_classes() -> tuple[type, type]:
     if _CLASSES is not None:
         return _CLASSES
     torch = _torch()
-    nn = torch.nn
+    # torch is loaded by now; imported by name so that type checkers take nn.Module as the class it is.
+    from torch import nn
 
     class Generator(nn.Module):
         def __init__(self, kind: str, c: int, width: int, sizes: list[int], d: int, n_classes: int):
@@ -85,7 +86,8 @@ def _network_classes() -> tuple[type, type]:
             flat = 8 * width * sizes[-1] ** 2
             self.encoder = nn.Sequential(_conv_trunk(c, width), nn.Linear(flat, d))
             self.fc = nn.Linear(d + (n_classes if kind == "acgan" else 0), flat)
-            layers, ch = [], 8 * width
+            layers: list[nn.Module] = []
+            ch = 8 * width
             for k in range(4):
                 size_in, size_out = sizes[4 - k], sizes[3 - k]
                 out = c if k == 3 else width * 2 ** (2 - k)
