@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from privpix.errors import DataError, ParameterError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Elementwise work on a whole set goes in blocks of about this many values, so temporaries stay small (a few
 # tens of MB) however large the images are.
@@ -208,6 +211,8 @@ class ImageSet:
         key = self.group_key()
         train: list[int] = []
         test: list[int] = []
+        import pandas as pd  # on first use: pandas takes 0.4 s to import, which image-only work never needs
+
         for g in pd.unique(key):
             idx = np.flatnonzero(key == g)
             k = (len(idx) + 1) // 2
@@ -259,5 +264,7 @@ class RecordSet:
         Returns ``(X, column_names)``. Missing categorical values become their own ``nan`` category.
         """
         df = self.frame.drop(columns=[self.label_column, *drop])
+        import pandas as pd
+
         enc = pd.get_dummies(df, dummy_na=False, dtype=np.float32)
         return enc.to_numpy(dtype=np.float32), list(enc.columns)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import ndimage
 
 from privpix.data import imageset
 from privpix.data.imageset import ImageSet, blocks
@@ -19,6 +18,14 @@ from privpix.privacy.noise import RNG, add_gaussian, add_laplace
 
 _CLIP = Param("clip", bool, True, "clip released values to the pixel range [0, 1] (post-processing)")
 _RANGE = Param("pixel_range", float, 1.0, "declared range of one pixel value (images are in [0, 1])", minimum=1e-12)
+
+
+def _ndimage():
+    """scipy.ndimage, imported on first use: it takes about 0.25 s, which every release worker and every command
+    would pay for the filters alone (privpix.mechanisms imports every mechanism module)."""
+    from scipy import ndimage
+
+    return ndimage
 
 
 def _float64(block: np.ndarray) -> np.ndarray:
@@ -389,7 +396,7 @@ class GaussianBlur(_NoGuarantee):
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         # A weighted mean of values in [0, 1]; the clip only removes rounding error (found by the conformance suite).
-        return np.clip(ndimage.gaussian_filter(x, sigma=(0, self.sigma, self.sigma, 0), mode="reflect"), 0.0, 1.0)
+        return np.clip(_ndimage().gaussian_filter(x, sigma=(0, self.sigma, self.sigma, 0), mode="reflect"), 0.0, 1.0)
 
     def _privatize_set(self, images: ImageSet, rng: RNG) -> np.ndarray:
         # scipy's kernel reaches int(truncate·σ + 0.5) pixels, truncate = 4 (its default, used above).
@@ -429,7 +436,7 @@ class MedianFilter(_WindowFilter):
 
     @staticmethod
     def window_filter(x: np.ndarray, size: int) -> np.ndarray:
-        return ndimage.median_filter(x, size=(1, size, size, 1), mode="reflect")
+        return _ndimage().median_filter(x, size=(1, size, size, 1), mode="reflect")
 
 
 @register
@@ -444,5 +451,6 @@ class UniformFilter(_WindowFilter):
         # scipy's uniform_filter keeps a running sum along each line, whose rounding depends on where the line
         # starts. Columns are cut into blocks of rows, so down the columns each mean is summed directly
         # (correlate1d); rows are never cut, so along them the running sum (O(1) per value) stays.
+        ndimage = _ndimage()
         columns = ndimage.correlate1d(x, np.full(size, 1.0 / size), axis=1, mode="reflect")
         return ndimage.uniform_filter1d(columns, size, axis=2, mode="reflect")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from scipy.linalg import eigh, null_space
 
 from privpix.errors import ParameterError
 from privpix.mechanisms.base import Param
@@ -83,6 +82,8 @@ def dca_filters(
     zero-sum patches, where mean-removed patches live, so the constant direction can never be chosen.
     Returns filters (n_filters, k²) of unit norm and their eigenvalues.
     """
+    from scipy.linalg import eigh, null_space  # on first use: every command imports this module, few fit DCA
+
     total = class_counts.sum()
     mu = class_sums.sum(0) / total
     mu_k = class_sums / np.maximum(class_counts, 1)[:, None]
