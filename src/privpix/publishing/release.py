@@ -100,11 +100,11 @@ def release_to_dir(
         images, count = _joined(mechanism, data)
         if caps.output == "synthetic-images":
             # Given images, one new image per given one, in their shape: the caller chose the batches.
-            shape = images.shape if images is not None else caps.fixed_shape
-            count = len(images) if images is not None else count
-            class_names = mechanism.label_names()
-            if shape is None:
+            drawn = images.shape if images is not None else caps.fixed_shape
+            if drawn is None:
                 raise ParameterError(f"{mechanism.name}: give the image shape to synthesize (images of that shape)")
+            shape, count = drawn, len(images) if images is not None else count
+            class_names = mechanism.label_names()
         elif images is None:
             raise ParameterError(f"{mechanism.name}: draws no synthetic images; give it images to release")
         else:

@@ -181,12 +181,12 @@ def _run_unit(task: ShardTask) -> dict[str, Any]:
     t0 = time.perf_counter()
     manifest: dict[str, Any] | None = None
     if isinstance(data, RecordSet):
-        rel = mech.release_records(data, rng)
-        if len(rel.frame) == 0:
+        table = mech.release_records(data, rng)
+        if len(table.frame) == 0:
             raise ParameterError("nothing to release: the input holds no records")
-        files = {RECORDS: rel.frame.to_csv(index=False, float_format="%.6g").encode()}
-        fields: dict[str, Any] = {"records": len(rel.frame)}
-        guarantee, count = rel.guarantee, len(rel.frame)
+        files = {RECORDS: table.frame.to_csv(index=False, float_format="%.6g").encode()}
+        fields: dict[str, Any] = {"records": len(table.frame)}
+        guarantee, count = table.guarantee, len(table.frame)
     else:
         rel = mech.release(data, rng)
         files, manifest = mech.feature_files(rel, data.labels if task.labels else None)
@@ -265,6 +265,8 @@ def _run_shard(task: ShardTask) -> dict[str, Any]:
                 f"the release's guarantee ({rel.guarantee.short()}) is not the one planned ({task.expect.short()}); "
                 "images of different shapes give different guarantees: release them apart"
             )
+        if rel.images is None:  # pragma: no cover - an image or synthetic-image mechanism always returns images
+            raise AssertionError(f"{mech.name}: its release holds no images")
         out = rel.images.as_uint8()
         labels = rel.images.labels
         del rel
@@ -423,7 +425,9 @@ class ShardedRelease:
             raise ParameterError(f"--png-level must be in 0..9, got {self.compress_level}")
         if self.shard is not None and self.shard < 1:
             raise ParameterError(f"--shard-size must be >= 1, got {self.shard}")
-        self.n = int(self.count) if self.source is None else len(self.source)
+        if self.source is None and self.count is None:
+            raise ParameterError(f"{self.mechanism.name}: a release without input draws synthetic images: give count")
+        self.n = len(self.source) if self.source is not None else int(self.count or 0)
         caps = self.mechanism.capabilities()
         # Records are privatized as one table and feature reports are one file: released at once, as one block.
         self.unit = isinstance(self.source, RecordSetSource) or caps.output == "features"
@@ -451,6 +455,13 @@ class ShardedRelease:
         # Checked here, so a class name the format cannot hold stops the release before any work.
         self.label_names = check_class_names(self.fmt, names) if names else None
 
+    @property
+    def block_images(self) -> int:
+        """Images per random stream, as resolved at construction (``block`` as given, else from the mechanism and
+        the image size)."""
+        assert self.block is not None  # __post_init__ resolves it
+        return self.block
+
     def settings(self) -> dict[str, Any]:
         """What a resumed run must share with the interrupted one (the same command gives the same settings)."""
         return {
@@ -460,7 +471,7 @@ class ShardedRelease:
             "input": self.input_id,
             "images": self.n,
             "shape": list(self.shape),
-            "block": self.block,
+            "block": self.block_images,
             "seed": _seed_tag(self.seed, self.mechanism.name),
             "rng": "secure" if self.secure else ("seeded" if self.seed is not None else "os-seeded"),
             "format": self.fmt,
@@ -471,8 +482,9 @@ class ShardedRelease:
 
     def plan(self, workers: int, run: str | None = None, ledger: str | None = None) -> dict[str, Any]:
         cost = self.mechanism.capabilities().seconds_per_value
-        size = self.n if self.unit else self.shard or shard_size(self.n, self.block, self.shape, workers, cost)
-        size = (size + self.block - 1) // self.block * self.block
+        block = self.block_images
+        size = self.n if self.unit else self.shard or shard_size(self.n, block, self.shape, workers, cost)
+        size = (size + block - 1) // block * block
         return {
             "version": PLAN_VERSION,
             "settings": self.settings(),
@@ -522,13 +534,14 @@ class ShardedRelease:
         ) as writer:
             assert writer.stage is not None and writer.plan is not None
             stage = writer.stage
-            per = int(writer.plan["shard_size"]) // self.block
-            order = block_order(writer.plan.get("block_order"), -(-self.n // self.block))
+            block = self.block_images
+            per = int(writer.plan["shard_size"]) // block
+            order = block_order(writer.plan.get("block_order"), -(-self.n // block))
             shards = [tuple(sorted(int(b) for b in order[a : a + per])) for a in range(0, len(order), per)]
             key = secrets.token_bytes(32)
             attempt = secrets.token_hex(8)
             base = ShardTask(
-                index=0, blocks=(), n=self.n, n_shards=len(shards), block=self.block, mechanism=self.mechanism,
+                index=0, blocks=(), n=self.n, n_shards=len(shards), block=block, mechanism=self.mechanism,
                 source=self.source, shape=self.shape, seed=self.seed, secure=self.secure, fmt=self.fmt,
                 compress_level=int(self.compress_level), stage=str(stage), key=key, labels=self.labels,
                 expect=expect, sources=source_map is not None, label_names=self.label_names, attempt=attempt,
@@ -538,10 +551,13 @@ class ShardedRelease:
             todo: list[ShardTask] = []
             for i, blocks in enumerate(shards):
                 rec = _read_record(stage, i) if resume else None
-                same = rec is not None and rec.get("blocks") == list(blocks)
                 # A finished shard whose input files changed since (a file replaced one for one) is read again.
-                same = same and rec.get("inputs") == _inputs(self.source, blocks, self.block, self.n)
-                if same and rec.get("with_sources") == (source_map is not None):
+                if (
+                    rec is not None
+                    and rec.get("blocks") == list(blocks)
+                    and rec.get("inputs") == _inputs(self.source, blocks, block, self.n)
+                    and rec.get("with_sources") == (source_map is not None)
+                ):
                     records[i] = _summary(rec)
                     if on_progress is not None:
                         on_progress(rec["images"])
@@ -601,8 +617,18 @@ class ShardedRelease:
             tasks.append(replace(base, index=i, blocks=shards[i], exclude=tuple(sorted(every))))
         return tasks
 
-    def _commit(self, writer, records, metadata, expect, t0, source_map, on_published):
+    def _commit(
+        self,
+        writer: ReleaseWriter,
+        records: dict[int, dict[str, Any]],
+        metadata: dict[str, Any] | None,
+        expect: Guarantee,
+        t0: float,
+        source_map: str | Path | None,
+        on_published: Callable[[], None] | None,
+    ) -> dict[str, Any]:
         stage = writer.stage
+        assert stage is not None  # run() holds the writer open
         if self.unit:
             return self._commit_unit(writer, records, metadata, expect, on_published)
         rows: list[dict[str, Any]] = []
@@ -646,9 +672,9 @@ class ShardedRelease:
         }
         if self.fmt != "imagefolder":
             extra["shard_order"] = (
-                f"each shard file holds blocks of up to {self.block} consecutive input images, drawn by a secret keyed "
-                "permutation; names inside a shard are opaque and sorted: a shard and a place in it tell nothing of "
-                "an image's input position, but the images of one block share a shard"
+                f"each shard file holds blocks of up to {self.block_images} consecutive input images, drawn by a "
+                "secret keyed permutation; names inside a shard are opaque and sorted: a shard and a place in it tell "
+                "nothing of an image's input position, but the images of one block share a shard"
             )
         if self.labels and self.source is not None:
             extra["labels_published"] = (
@@ -666,13 +692,22 @@ class ShardedRelease:
                 self._staged_map.unlink(missing_ok=True)
             raise
 
-    def _commit_unit(self, writer, records, metadata, expect, on_published):
+    def _commit_unit(
+        self,
+        writer: ReleaseWriter,
+        records: dict[int, dict[str, Any]],
+        metadata: dict[str, Any] | None,
+        expect: Guarantee,
+        on_published: Callable[[], None] | None,
+    ) -> dict[str, Any]:
         """The commit of a release made at once: its one shard's files, under the manifest its format states (a
         report folder's own) or, for records, the one every release states, with ``records`` counted."""
-        (rec,) = [_load_record(writer.stage, i) for i in records]
+        stage = writer.stage
+        assert stage is not None  # run() holds the writer open
+        (rec,) = [_load_record(stage, i) for i in records]
         if rec.get("attempt", "") != records[0]["attempt"]:
             raise DataError(
-                f"{_record_path(writer.stage, 0)}: the release was rewritten by another process while this one ran; "
+                f"{_record_path(stage, 0)}: the release was rewritten by another process while this one ran; "
                 "nothing was published: run the same command with --resume"
             )
         for name, sha in rec["files"]:

@@ -113,14 +113,15 @@ class _LoadedSource(ImageSource):
             self._labels = _labels_array(labels)
             self.class_names = data.class_names or tuple(str(i) for i in range(int(labels.max()) + 1))
         self._source = data.source
-        self._first = str(data.names[0]) if self._n else ""
+        self._first = str(_names(data)[0]) if self._n else ""
         self.description = f"dataset {spec} ({self._n:,} images)"
 
     def _fill(self, out: np.ndarray, start: int, stop: int) -> list[str]:
         data = _loaded(self._spec, self._data_dir)
+        names = _names(data)
         for i in range(start, stop):
-            self._put(out, i - start, data.images[i], str(data.names[i]))
-        return [str(s) for s in data.names[start:stop]]
+            self._put(out, i - start, data.images[i], str(names[i]))
+        return [str(s) for s in names[start:stop]]
 
     def _extras(self, start: int, stop: int) -> dict[str, Any]:
         data = _loaded(self._spec, self._data_dir)
@@ -205,3 +206,10 @@ def dataset_source(
     if name == "lfw-gender":
         return _lfw_source(root, label, split, size)  # type: ignore[arg-type]
     return _LoadedSource(label, None if root is None else str(root), size)
+
+
+def _names(data: ImageSet) -> np.ndarray:
+    """The names of a loaded set (ImageSet.__post_init__ fills them for every set; the field's type allows None)."""
+    if data.names is None:  # pragma: no cover - see above
+        raise AssertionError("an ImageSet without names")
+    return data.names

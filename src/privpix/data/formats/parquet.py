@@ -69,7 +69,8 @@ def _write_parquet(
                 )
             }
             if labelled:
-                labels = [index[it.label] for it in chunk] if index is not None else [it.label for it in chunk]
+                # A labelled release labels every item (write_shard's contract); str() only tells the checker so.
+                labels = [index[str(it.label)] for it in chunk] if index is not None else [it.label for it in chunk]
                 cols["label"] = pa.array(labels, type=schema.field("label").type)
             cols["key"] = pa.array([it.key for it in chunk], type=pa.string())
             w.write_table(pa.table(cols, schema=schema), row_group_size=PARQUET_ROW_GROUP)
