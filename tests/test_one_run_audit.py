@@ -115,3 +115,15 @@ def test_cli_one_run(run, tmp_path):
     assert res.exit_code == 0, res.output
     a = json.loads(out.read_text())
     assert a["kind"] == "one-run" and a["verdict"] == "consistent" and a["trials"] == 1
+
+
+def test_records_are_refused_in_one_line_not_an_attribute_error():
+    """Found by the type check: `privpix audit --canaries` on a records data set handed a RecordSet to the canary
+    design, which reads image attributes; it is refused, naming the per-release audit instead."""
+    import pandas as pd
+
+    from privpix.data import RecordSet
+
+    records = RecordSet(pd.DataFrame({"age": [30, 40], "income": ["<=50K", ">50K"]}), "income")
+    with pytest.raises(ParameterError, match="audit records without --canaries"):
+        audit_one_run(get_mechanism("dp-merf", epsilon=1.0, delta=1e-5), records, canaries=1)

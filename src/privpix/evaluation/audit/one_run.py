@@ -172,6 +172,12 @@ def audit_one_run(mech: Mechanism, images: ImageSet, canaries: int | None = None
     Returns an :class:`~privpix.evaluation.audit.AuditResult` (``trials`` = 1 fit, ``pair`` naming the design)."""
     from privpix.evaluation.audit import AuditResult, claim_fields, not_audited
 
+    if not isinstance(images, ImageSet):
+        # Its canaries are images; a records release is audited per release (privpix audit without --canaries).
+        raise ParameterError(
+            f"{mech.name}: the one-run audit plants canary images, and the data given holds "
+            f"{type(images).__name__}; audit records without --canaries"
+        )
     t0 = time.perf_counter()
     caps, relation = mech.capabilities(), mech.neighbours()
     batch_release = caps.fits_on == "nothing" and caps.output == "images"
