@@ -75,3 +75,19 @@ def test_the_package_exports_the_user_api_and_imports_light():
     import privpix
 
     assert (Path(privpix.__file__).parent / "py.typed").is_file()
+
+
+@pytest.mark.integration
+def test_loading_every_mechanism_imports_no_heavy_module_a_release_worker_does_not_need():
+    """Every command and every release worker imports privpix.mechanisms (the registry loads every mechanism
+    module) before its first shard: serial time of every parallel release (issue 31, item 1). The libraries a few
+    mechanisms need (scipy.optimize for SRA/ESRA, scipy.ndimage for the filters, scipy.linalg for DCA, torch for the
+    networks) are imported when those mechanisms run, not here."""
+    code = (
+        "import sys, privpix.mechanisms, privpix.publishing.shards\n"
+        "late = ('scipy.optimize', 'scipy.ndimage', 'scipy.linalg', 'torch', 'sklearn')\n"
+        "heavy = [m for m in late if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
