@@ -23,7 +23,15 @@ from privpix.executor import make_executor
 from privpix.mechanisms import get_mechanism
 from privpix.privacy.accounting import PrivacyLedger
 from privpix.publishing.release import read_manifest, verify_manifest
-from privpix.publishing.shards import DELAY_ENV, ShardedRelease, block_order, block_size, read_plan, shard_size
+from privpix.publishing.shards import (
+    ATTEMPTS,
+    DELAY_ENV,
+    ShardedRelease,
+    block_order,
+    block_size,
+    read_plan,
+    shard_size,
+)
 
 PIXEL = ["--method", "pixel-laplace", "--epsilon", "1", "--param", "sensitivity=bound", "--param", "unit=pixel"]
 # Per-image ε = 1: a ledger can be charged for it.
@@ -312,8 +320,10 @@ def test_a_killed_release_resumes_redoing_only_unfinished_shards(tmp_path, run):
     # The finished shards' files, by inode: a resume that redid them would write new files.
     (stage,) = out.glob(f"{STAGING_PREFIX}*")
     kept = set()
-    for rec in (stage / SHARDS).glob("*.json"):
-        kept |= {(stage / name).stat().st_ino for name, _ in json.loads(rec.read_text())["files"]}
+    for path in (stage / SHARDS).glob("*.json"):
+        rec = json.loads(path.read_text())
+        # Each run writes into a folder of its own (issue 31, item 5): a late worker never touches another's files.
+        kept |= {(stage / ATTEMPTS / rec["attempt"] / name).stat().st_ino for name, _ in rec["files"]}
     r = run(*charged, "--resume")
     assert r.exit_code == 0, r.output
     assert f"resuming: {done} of 30 shard(s) were finished; redoing {30 - done}" in r.output
@@ -452,3 +462,40 @@ def test_every_block_draws_its_own_noise(tmp_path, run):
             level = min(levels, key=lambda v: abs(v - img.mean()))
             noises.append((img - level).tobytes())
     assert len(noises) == 6 and len(set(noises)) == 6
+
+
+def test_a_late_worker_of_an_interrupted_run_never_changes_what_a_later_run_publishes(tmp_path, monkeypatch):
+    """issue 31, item 5: a worker of an earlier run that is still running (a Dask task cannot be stopped; a killed
+    coordinator's pool finishes its shard) writes its shard again while a resumed run commits. With secure noise its
+    bytes differ from the recorded ones. It writes into its own run's folder, so the published files are the ones
+    recorded and the folder verifies (before, it overwrote them after their record: `privpix verify` failed)."""
+    from dataclasses import replace
+
+    from privpix.data import load_dataset
+    from privpix.data.inmemory import ImageSetSource
+    from privpix.executor import Executor
+    from privpix.publishing import shards
+
+    digits = load_dataset("builtin-mnist:test").subset(np.arange(600))
+    mech = get_mechanism("pixel-laplace", epsilon=1)
+    job = ShardedRelease(mech, ImageSetSource(digits), digits.shape, secure=True, shard=256)
+    tasks: list = []
+    real_run, real_commit = shards.run_shard, ShardedRelease._commit
+
+    def recording(task):
+        tasks.append(task)
+        return real_run(task)
+
+    def late_worker_then_commit(self, *args, **kwargs):
+        # The late worker has written its files but not yet its record when the commit runs.
+        with monkeypatch.context() as m:
+            m.setattr(shards, "_write_record", lambda *a, **k: None)
+            real_run(replace(tasks[0], attempt="00000000deadbeef"))
+        return real_commit(self, *args, **kwargs)
+
+    monkeypatch.setattr(shards, "run_shard", recording)
+    monkeypatch.setattr(ShardedRelease, "_commit", late_worker_then_commit)
+    with Executor(1) as ex:
+        manifest = job.run(tmp_path / "out", ex, expect=mech.guarantee(digits.shape))
+    assert len(tasks) == 3 and manifest["images"] == len({x.tobytes() for x in digits.images})
+    assert verify_manifest(tmp_path / "out") == []

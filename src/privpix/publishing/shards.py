@@ -12,10 +12,12 @@ CSPRNG; a resumed secure run gives the redone shards fresh noise, which changes 
 released once.)
 
 Each worker reads its shard's images from the source (paths and indexes travel, never pixels), releases them
-block by block, writes the shard's files into the release's staging folder in the chosen format, and last writes
-a shard record (files, sha256, metadata rows) atomically. A shard is finished exactly when its record exists, so
-``--resume`` redoes only the shards without one. The final ``manifest.json`` is written last and swapped in
-through the commit journal of :mod:`privpix.publishing.staging`, as for every release.
+block by block, writes the shard's files in the chosen format into its run's own folder inside the release's
+staging folder (so a worker of an earlier, interrupted run can never change them), and last writes a shard record
+(files, sha256, metadata rows) atomically; the commit moves the recorded files into place. A shard is finished
+exactly when its record exists, so ``--resume`` redoes only the shards without one. The final ``manifest.json``
+is written last and swapped in through the commit journal of :mod:`privpix.publishing.staging`, as for every
+release.
 
 Duplicates: an image whose decoded pixels equal an earlier one's is released once (the first in the input order),
 within a shard and across shards; a shard that held a later copy is redone without it.
@@ -70,7 +72,8 @@ MIN_SHARD_VALUES = 1 << 24
 # For a mechanism that declares its cost (Capabilities.seconds_per_value), a shard is worth a process from this
 # much work: two starts cost about a second.
 MIN_SHARD_SECONDS = 2.0
-PLAN_VERSION = 2  # 2: shards are keyed sets of blocks (1: contiguous ranges)
+PLAN_VERSION = 3  # 3: each run writes into its own folder (2: shards are keyed sets of blocks; 1: ranges)
+ATTEMPTS = ".privpix-runs"  # inside the staging folder: one folder per run (attempt) of the release
 DELAY_ENV = "PRIVPIX_SHARD_DELAY"
 
 
@@ -196,10 +199,11 @@ def _run_unit(task: ShardTask) -> dict[str, Any]:
             f"the release's guarantee ({guarantee.short()}) is not the one planned ({task.expect.short()})"
         )
     stage = Path(task.stage)
+    where = _attempt_folder(stage, task.attempt)
     written = []
     for name, payload in files.items():
         try:
-            write_bytes_atomic(stage / name, payload)
+            write_bytes_atomic(where / name, payload)
         except OSError as exc:
             why = exc.strerror or exc
             raise ParameterError(
@@ -286,10 +290,11 @@ def _run_shard(task: ShardTask) -> dict[str, Any]:
         # Said on stderr, so a test signals once the workers are inside their shards, not after a guessed delay.
         print(f"{DELAY_ENV}: shard {task.index} sleeps {os.environ[DELAY_ENV]} s", file=sys.stderr, flush=True)
         time.sleep(float(os.environ[DELAY_ENV]))
-    written = write_shard(task.fmt, stage, task.index, task.n_shards, items, compress_level=task.compress_level,
+    where = _attempt_folder(stage, task.attempt)
+    written = write_shard(task.fmt, where, task.index, task.n_shards, items, compress_level=task.compress_level,
                           class_names=task.label_names)  # fmt: skip
     for name, _ in written.files:
-        _fsync(stage / name)
+        _fsync(where / name)
     record = {
         "shard": task.index,
         "blocks": list(task.blocks),
@@ -335,6 +340,44 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def _attempt_folder(stage: Path, attempt: str) -> Path:
+    """Where a shard of run ``attempt`` writes its files: a folder of that run's own inside the staging folder. A
+    worker of an interrupted run that is still running (a Dask task cannot be stopped, a killed coordinator's
+    process pool finishes its shard) writes only there, so it can never change a file a later run recorded or
+    publishes. Made without parents: a worker whose release was published or removed (its staging is gone) fails
+    here instead of recreating the folder."""
+    folder = _run_folder(stage, attempt)
+    if folder is None:
+        raise DataError(f"attempt {attempt!r}: not a run id")
+    try:
+        (stage / ATTEMPTS).mkdir(exist_ok=True)
+        folder.mkdir(exist_ok=True)
+    except FileNotFoundError:
+        raise DataError(f"{stage}: the release's staging folder is gone; nothing written") from None
+    return folder
+
+
+def _run_folder(stage: Path, attempt: Any) -> Path | None:
+    """The folder of run ``attempt`` (a hex id, as :meth:`ShardedRelease.run` makes them), or ``None`` for anything
+    else a record on disk might hold (it must never name a path outside the staging folder)."""
+    if not (isinstance(attempt, str) and re.fullmatch(r"[0-9a-f]{1,64}", attempt)):
+        return None
+    return stage / ATTEMPTS / attempt
+
+
+def _adopt(writer: ReleaseWriter, stage: Path, record: dict[str, Any]) -> None:
+    """Move a finished shard's files from its run's folder to where the commit publishes them from, and register
+    them (with the sha256 its worker read back)."""
+    where = _run_folder(stage, record.get("attempt"))
+    if where is None:
+        raise DataError(f"{_record_path(stage, record['shard'])}: names no run of this release; nothing was published")
+    for name, sha in record["files"]:
+        target = stage / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(where / name, target)
+        writer.adopt(name, sha)
+
+
 def _record_path(stage: Path, index: int) -> Path:
     return stage / SHARDS / f"shard-{index:06d}.json"
 
@@ -377,8 +420,11 @@ def _read_record(stage: Path, index: int) -> dict[str, Any] | None:
         record = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    where = _run_folder(stage, record.get("attempt"))
+    if where is None:
+        return None
     for name, sha in record.get("files", []):
-        f = stage / name
+        f = where / name
         if not f.is_file() or sha256_file(f) != sha:
             return None
     return record
@@ -644,8 +690,7 @@ class ShardedRelease:
                     f"{_record_path(stage, i)}: shard {i} was rewritten by another process while this release ran "
                     "(a worker of an interrupted run?); nothing was published: run the same command with --resume"
                 )
-            for name, sha in rec["files"]:
-                writer.adopt(name, sha)
+            _adopt(writer, stage, rec)
             if self.fmt == "imagefolder":  # the only format whose index lists every image
                 rows.extend(rec["rows"])
             keys.append(np.array([int(k, 16) for k in rec["keys"]], dtype=np.uint64))
@@ -710,8 +755,7 @@ class ShardedRelease:
                 f"{_record_path(stage, 0)}: the release was rewritten by another process while this one ran; "
                 "nothing was published: run the same command with --resume"
             )
-        for name, sha in rec["files"]:
-            writer.adopt(name, sha)
+        _adopt(writer, stage, rec)
         unit = rec["unit"]
         if unit["manifest"] is not None:
             manifest = {**unit["manifest"], **(metadata or {})}
