@@ -60,10 +60,7 @@ def test_the_readme_python_example_runs_as_written(data_dir, monkeypatch, capsys
 @pytest.mark.integration
 def test_the_package_exports_the_user_api_and_imports_light():
     code = (
-        "import sys, privpix\n"
-        "heavy = [m for m in ('torch', 'sklearn', 'scipy') if m in sys.modules]\n"
-        "assert not heavy, heavy\n"
-        "for name in privpix.__all__:\n"
+        _none_imported("privpix", ("torch", "sklearn", "scipy")) + "for name in privpix.__all__:\n"
         "    assert getattr(privpix, name) is not None, name\n"
         "from privpix import audit, get_mechanism, load_dataset, release\n"
         "from privpix.publishing.release import release_to_dir\n"
@@ -83,11 +80,12 @@ def test_loading_every_mechanism_imports_no_heavy_module_a_release_worker_does_n
     module) before its first shard: serial time of every parallel release (issue 31, item 1). The libraries a few
     mechanisms need (scipy.optimize for SRA/ESRA, scipy.ndimage for the filters, scipy.linalg for DCA, torch for the
     networks) are imported when those mechanisms run, not here."""
-    code = (
-        "import sys, privpix.mechanisms, privpix.publishing.shards\n"
-        "late = ('scipy.optimize', 'scipy.ndimage', 'scipy.linalg', 'torch', 'sklearn')\n"
-        "heavy = [m for m in late if m in sys.modules]\n"
-        "assert not heavy, heavy\n"
-    )
+    late = ("scipy.optimize", "scipy.ndimage", "scipy.linalg", "torch", "sklearn")
+    code = _none_imported("privpix.mechanisms, privpix.publishing.shards", late)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def _none_imported(modules: str, heavy: tuple[str, ...]) -> str:
+    """Python code that imports ``modules`` in a fresh process and fails naming any of ``heavy`` that came along."""
+    return f"import sys, {modules}\nheavy = [m for m in {heavy!r} if m in sys.modules]\nassert not heavy, heavy\n"
