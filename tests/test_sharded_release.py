@@ -499,3 +499,21 @@ def test_a_late_worker_of_an_interrupted_run_never_changes_what_a_later_run_publ
         manifest = job.run(tmp_path / "out", ex, expect=mech.guarantee(digits.shape))
     assert len(tasks) == 3 and manifest["images"] == len({x.tobytes() for x in digits.images})
     assert verify_manifest(tmp_path / "out") == []
+
+
+def test_every_released_file_has_one_modification_time(tmp_path):
+    """docs/security.md, promise 6: the order files were written in would show the input order, so every file of a
+    release gets one modification time. Workers set it (the plan's) before they sync; the commit sets it on its own
+    files (metadata.jsonl) and does not touch the workers' again."""
+    from privpix.data import load_dataset
+    from privpix.data.inmemory import ImageSetSource
+    from privpix.executor import Executor
+
+    digits = load_dataset("builtin-mnist:test").subset(np.arange(600))
+    mech = get_mechanism("pixel-laplace", epsilon=1)
+    job = ShardedRelease(mech, ImageSetSource(digits), digits.shape, seed=0, shard=256, labels=True)
+    with Executor(1) as ex:
+        manifest = job.run(tmp_path / "out", ex, expect=mech.guarantee(digits.shape))
+    assert manifest["shards"] == 3
+    stamps = {(tmp_path / "out" / f["name"]).stat().st_mtime_ns for f in manifest["files"]}
+    assert len(stamps) == 1 and any(f["name"] == "metadata.jsonl" for f in manifest["files"])

@@ -158,6 +158,7 @@ class ShardTask:
     label_names: tuple[str, ...] | None = None
     attempt: str = ""  # this coordinator's run: a record written by another (an orphaned worker) is refused
     unit: bool = False  # a release made at once (records, feature reports): one shard of one block
+    stamp: float | None = None  # the one modification time of every released file (the plan's)
 
 
 def _label_name(label: int, label_names: Sequence[str] | None) -> str:
@@ -204,6 +205,7 @@ def _run_unit(task: ShardTask) -> dict[str, Any]:
     for name, payload in files.items():
         try:
             write_bytes_atomic(where / name, payload)
+            _stamp_and_sync(where / name, task.stamp)
         except OSError as exc:
             why = exc.strerror or exc
             raise ParameterError(
@@ -294,7 +296,7 @@ def _run_shard(task: ShardTask) -> dict[str, Any]:
     written = write_shard(task.fmt, where, task.index, task.n_shards, items, compress_level=task.compress_level,
                           class_names=task.label_names)  # fmt: skip
     for name, _ in written.files:
-        _fsync(where / name)
+        _stamp_and_sync(where / name, task.stamp)
     record = {
         "shard": task.index,
         "blocks": list(task.blocks),
@@ -330,6 +332,14 @@ def block_order(key: str | None, n_blocks: int) -> np.ndarray:
     # Its own stream (a spawn key of length 2 cannot meet a block's noise stream, whose spawn key has length 1).
     seq = np.random.SeedSequence(int(key, 16), spawn_key=(0x5348, 0x4452))
     return np.random.Generator(np.random.PCG64(seq)).permutation(n_blocks)
+
+
+def _stamp_and_sync(path: Path, stamp: float | None) -> None:
+    """Give a released file the release's one modification time (the write order would otherwise show the input
+    order) and sync it to disk, here in the worker, so the commit has neither to do for it."""
+    if stamp is not None:
+        os.utime(path, (stamp, stamp))
+    _fsync(path)
 
 
 def _fsync(path: Path) -> None:
@@ -371,11 +381,12 @@ def _adopt(writer: ReleaseWriter, stage: Path, record: dict[str, Any]) -> None:
     where = _run_folder(stage, record.get("attempt"))
     if where is None:
         raise DataError(f"{_record_path(stage, record['shard'])}: names no run of this release; nothing was published")
+    synced = writer.stamp is not None  # its worker stamped and synced it (see _stamp_and_sync)
     for name, sha in record["files"]:
         target = stage / name
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(where / name, target)
-        writer.adopt(name, sha)
+        writer.adopt(name, sha, synced=synced)
 
 
 def _record_path(stage: Path, index: int) -> Path:
@@ -540,6 +551,8 @@ class ShardedRelease:
             # Which blocks each shard holds: secret, so a shard tells nothing about input positions. Random even
             # for a seeded run (file names are too); the pixels of each image depend on the seed and block only.
             "block_order": secrets.token_hex(16),
+            # Every released file gets this one modification time, set by the worker that writes it.
+            "stamp": time.time(),
             # An unseeded fit on the private images cannot be repeated by --resume (a second fit is a second release).
             "resumable": not (self.mechanism.capabilities().fits_on == "private" and self.seed is None),
         }
@@ -591,7 +604,7 @@ class ShardedRelease:
                 source=self.source, shape=self.shape, seed=self.seed, secure=self.secure, fmt=self.fmt,
                 compress_level=int(self.compress_level), stage=str(stage), key=key, labels=self.labels,
                 expect=expect, sources=source_map is not None, label_names=self.label_names, attempt=attempt,
-                unit=self.unit,
+                unit=self.unit, stamp=writer.stamp,
             )  # fmt: skip
             records: dict[int, dict[str, Any]] = {}
             todo: list[ShardTask] = []

@@ -234,6 +234,9 @@ class ReleaseWriter:
         self._lock: FileLock | None = None
         self._created = False
         self._files: list[dict[str, str]] = []
+        # Files a worker already stamped with the plan's time and synced to disk (adopt(..., synced=True)): the
+        # commit neither touches nor syncs them again, a second per-file pass that was serial (1 s per 1,500 files).
+        self._synced: set[str] = set()
 
     def __enter__(self) -> ReleaseWriter:
         check_no_overlap(self.out, self.inputs)
@@ -304,11 +307,21 @@ class ReleaseWriter:
         self.plan = earlier
         return stage
 
-    def adopt(self, name: str, sha256: str) -> None:
-        """Register a file that a worker wrote into the staging folder (its sha256 as the worker read it back)."""
+    def adopt(self, name: str, sha256: str, *, synced: bool = False) -> None:
+        """Register a file that a worker wrote into the staging folder (its sha256 as the worker read it back).
+        ``synced``: the worker set its modification time to :attr:`stamp` and synced it to disk."""
         assert self.stage is not None, "use ReleaseWriter as a context manager"
         safe_name(name, self.out / MANIFEST)
         self._files.append({"name": name, "sha256": sha256})
+        if synced:
+            self._synced.add(name)
+
+    @property
+    def stamp(self) -> float | None:
+        """The one modification time every file of a planned release gets (``plan["stamp"]``; ``None`` without a
+        plan, when the commit's own time is used)."""
+        stamp = (self.plan or {}).get("stamp")
+        return float(stamp) if isinstance(stamp, int | float) else None
 
     def add(self, name: str, data: bytes) -> str:
         """Stage one file of the release; returns its sha256."""
@@ -347,10 +360,12 @@ class ReleaseWriter:
         soon as the swap cannot be undone any more (the journal is on disk)."""
         assert self.stage is not None, "use ReleaseWriter as a context manager"
         manifest = {**manifest, "files": self.files} if "files" not in manifest else manifest
-        stamp = time.time()
+        stamp = self.stamp if self.stamp is not None else time.time()
         for f in self._files:  # one mtime for all: the write order would otherwise show the input order
-            os.utime(self.stage / f["name"], (stamp, stamp))
-        _fsync_tree(self.stage)
+            if f["name"] not in self._synced:
+                path = self.stage / f["name"]
+                os.utime(path, (stamp, stamp))
+                _fsync(path)
         write_text_atomic(self.stage / MANIFEST, strict_json.dumps(manifest, indent=2, default=None))
         _checkpoint("staged")
         journal = {
@@ -403,14 +418,12 @@ class ReleaseWriter:
                 pass
 
 
-def _fsync_tree(folder: Path) -> None:
-    for p in folder.rglob("*"):
-        if p.is_file():
-            fd = os.open(p, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def recover(
