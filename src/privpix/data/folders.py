@@ -108,12 +108,22 @@ def _scan_folder(
     # One file reached by two names (symlink, hard link) is one record: release it once.
     by_inode: dict[tuple[int, int], Path] = {}
     candidates: list[_FolderEntry] = []
+    sizes: dict[Path, int] = {}
+    real_dirs: dict[Path, Path] = {}  # a folder's real path, resolved once for all its files
     for p in paths:
-        if not p.resolve().is_relative_to(real_root):
+        if p.is_symlink():
+            real = p.resolve()
+        else:
+            parent = real_dirs.get(p.parent)
+            if parent is None:
+                parent = real_dirs[p.parent] = p.parent.resolve()
+            real = parent / p.name
+        if not real.is_relative_to(real_root):
             # A link planted in an upload must not publish files from elsewhere on the machine.
             skipped.append((p, "link to a file outside the input folder"))
             continue
         st = p.stat()
+        sizes[p] = st.st_size
         key = (st.st_dev, st.st_ino)
         if key in by_inode:
             skipped.append((p, f"same file as {_rel(by_inode[key], root)} (link)"))
@@ -125,14 +135,13 @@ def _scan_folder(
         parts = p.relative_to(root).parts
         candidates.append(_FolderEntry(p, parts[0] if len(parts) > 1 else None, read_header(p, max_pixels)))
     # Byte-identical copies are one record too. Only files whose sizes collide are hashed.
-    sizes: dict[int, int] = {}
+    same_size: dict[int, int] = {}
     for e in candidates:
-        n = e.path.stat().st_size
-        sizes[n] = sizes.get(n, 0) + 1
+        same_size[sizes[e.path]] = same_size.get(sizes[e.path], 0) + 1
     by_digest: dict[str, Path] = {}
     images: list[_FolderEntry] = []
     for e in candidates:
-        if sizes[e.path.stat().st_size] > 1:
+        if same_size[sizes[e.path]] > 1:
             try:
                 digest = sha256_file(e.path)
             except OSError as exc:
