@@ -186,7 +186,7 @@ def release(
     from privpix.data.loaders import DATASETS, parse_dataset_spec
     from privpix.data.memory import check_resize_fits
     from privpix.errors import ParameterError
-    from privpix.mechanisms import fit_as_declared, get_mechanism
+    from privpix.mechanisms import RecordMechanism, fit_as_declared, get_mechanism
     from privpix.privacy.noise import make_rng
     from privpix.publishing.release import check_output, check_source_map
 
@@ -293,7 +293,7 @@ def release(
         if records:
             data = load_dataset(dataset, data_dir)
             metadata["source"] = dataset
-            if not mech.supports_records:
+            if not isinstance(mech, RecordMechanism):
                 raise ParameterError(f"--dataset {dataset}: holds records, not images, and {method} releases images")
             fit_as_declared(mech, data)  # used only by a mechanism that fits on the private records
             label = f"{mech.name} on {dataset} → {output}"
@@ -531,8 +531,9 @@ def _release_synthetic(mech, private, source, data_dir, metadata, run: _Run) -> 
     """A synthesizer's release: fit (on the private images, or read its model file), then draw as many new labelled
     images as it says (``synthetic_count``), in shards, with the labels in the manifest."""
     from privpix.errors import ParameterError
-    from privpix.mechanisms import fit_as_declared
+    from privpix.mechanisms import SyntheticImageMechanism, fit_as_declared, require_kind
 
+    mech = require_kind(mech, SyntheticImageMechanism)  # the caller sends only what declares synthetic images
     with notes_from_warnings():
         fit_as_declared(mech, private if mech.capabilities().fits_on == "private" else None, data_dir, seed=run.seed)
     count = mech.synthetic_count(None if private is None else len(private))

@@ -34,7 +34,8 @@ import numpy as np
 from privpix.data.imageset import ImageSet
 from privpix.data.overlap import image_digests
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param
+from privpix.mechanisms.base import Capabilities, ConformanceCase, Param
+from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.registry import register
 from privpix.privacy.composition import NoiseEvent
 from privpix.privacy.guarantees import Guarantee
@@ -79,7 +80,7 @@ SECURE_GRID = 2.0**-16
 
 
 @register
-class PCAInverse(Mechanism):
+class PCAInverse(ImageMechanism):
     """Paper 002: PCA, Laplace per reduced attribute, regularised PCA inverse; see the module docstring."""
 
     name = "pca-inverse"

@@ -41,6 +41,7 @@ from scipy import optimize, stats
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
 from privpix.mechanisms.base import Mechanism
+from privpix.mechanisms.kinds import ModelMechanism
 
 CONFIDENCE = 0.95
 # Guesses per side as shares of the canaries, fixed before the release is seen.
@@ -209,7 +210,7 @@ def audit_one_run(mech: Mechanism, images: ImageSet, canaries: int | None = None
     elif mech.released_statistic(base, None, seed=fixed) is not None:
         scores = statistic_scores(mech, base, canary_set, replacements, inside, noise, fixed, progress)
         how = "least-squares coefficients of the released statistic on the canaries' noise-free effects"
-    elif type(mech).membership_score is Mechanism.membership_score:
+    elif not isinstance(mech, ModelMechanism) or type(mech).membership_score is ModelMechanism.membership_score:
         return not_audited(mech, images, "not audited: the mechanism declares neither a released statistic "
                             "nor a membership score for a one-run audit")  # fmt: skip
     else:

@@ -15,6 +15,7 @@ from privpix.evaluation.audit.result import AuditResult
 from privpix.evaluation.audit.trials import _pair_candidates
 from privpix.evaluation.audit.verdicts import _conclude
 from privpix.mechanisms.base import Mechanism
+from privpix.mechanisms.kinds import RecordMechanism, require_kind
 from privpix.privacy.neighbours import NeighbourPair
 from privpix.privacy.noise import make_rng
 
@@ -67,12 +68,13 @@ def _audit_records(mech: Mechanism, records: RecordSet, trials: int, seed: int,
     ``trials`` times on each side, compared like images' pixels (every released column, a passed-through label
     included)."""
     t_start = time.perf_counter()
+    releaser = require_kind(mech, RecordMechanism)
     rng = make_rng(seed)
     pairs = record_pairs(records)
     candidates: list[_Candidate] = []
     for pair in pairs:
         frames = [
-            mech.release_records(side.subset(np.zeros(trials, dtype=int)), rng).frame for side in (pair.a, pair.b)
+            releaser.release_records(side.subset(np.zeros(trials, dtype=int)), rng).frame for side in (pair.a, pair.b)
         ]
         x0, x1 = _record_values(frames, list(frames[0].columns))
         candidates += _pair_candidates(mech, records, pair, x0, x1, trials, progress)

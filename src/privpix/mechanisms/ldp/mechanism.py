@@ -22,7 +22,8 @@ import numpy as np
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.overlap import shared_count
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, ConformanceCase, FitsOn, Mechanism, Param, Release
+from privpix.mechanisms.base import Capabilities, ConformanceCase, FitsOn, Param, Release
+from privpix.mechanisms.kinds import FeatureMechanism
 from privpix.mechanisms.ldp.bnn import BNNEncoder
 from privpix.mechanisms.ldp.dcaconv import DCAConvEncoder
 from privpix.mechanisms.ldp.encoder_base import ENCODERS, Encoder, gray_images
@@ -50,7 +51,7 @@ def register_ldp(cls: type[LDPFeatures]) -> type[LDPFeatures]:
     return register(cls)
 
 
-class LDPFeatures(Mechanism):
+class LDPFeatures(FeatureMechanism):
     """Encode each image with a published encoder into m integer features in ``[0, d)``, then perturb every
     feature with generalised randomized response at ε per feature (paper 000). Output: ``"features"``, a
     :class:`~privpix.mechanisms.base.Release` whose ``features`` are the (n, m) reports (``Release.values()``
@@ -307,7 +308,7 @@ class LDPFeatures(Mechanism):
         return grr_perturb(self.encode(images), int(enc.d), self.epsilon, rng)
 
     def release(self, images: ImageSet, rng: RNG | int | None = None):
-        """As :meth:`Mechanism.release`; the guarantee is marked not sound when ``images`` may be among the
+        """As :meth:`FeatureMechanism.release`; the guarantee is marked not sound when ``images`` may be among the
         encoder's fitting images, and ``extra`` records ``domain_size``, ``n_features`` and the encoder."""
         rel = super().release(images, rng)
         overlap = self._overlap(images)

@@ -46,7 +46,8 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError, PrivpixWarning
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Param
+from privpix.mechanisms.base import ConformanceCase, Param
+from privpix.mechanisms.kinds import SyntheticImageMechanism
 from privpix.mechanisms.trained import CalibratedModel
 from privpix.privacy import gaussian_release
 from privpix.privacy.composition import NoiseEvent
@@ -144,7 +145,7 @@ def sample_labels(probs: np.ndarray, n: int, rng: RNG) -> np.ndarray:
 # ------------------------------------------------------------------------------------------ mechanism
 
 
-class MeanEmbeddingSynthesizer(CalibratedModel):
+class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism):
     """The embed-once pipeline of the module docstring; a subclass names itself, declares ``params`` (``MODEL``,
     its feature parameters, ``LABELS``, ``GENERATOR``, ``RELEASE``) and ``training`` (its feature parameters,
     then ``TRAINING``), and implements the feature map: :meth:`_featurizer`, :meth:`_feature_width`,
@@ -229,18 +230,6 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
         if not self.delta > 0:
             raise ParameterError(f"{self.name}: the Gaussian mechanism needs a delta in (0, 1), e.g. --delta 1e-5")
 
-    def capabilities(self) -> Capabilities:
-        shape = tuple(self.meta_["shape"]) if self.meta_ is not None and self.is_fitted else None
-        return Capabilities(
-            fits_on=self._fits_on(),
-            fixed_shape=shape,
-            needs_labels=True,
-            output="synthetic-images",
-            noise_family="gaussian",
-            dp_fit=self._fits_on() == "private",
-            seconds_per_value=self.seconds_per_value,
-        )
-
     def secure_params(self) -> dict[str, Any] | None:
         """Fitting now: ``secure=true`` (exact discrete Gaussian on the fixed-point sum). From a model file: its
         noise was drawn when it was fitted, exactly only if it was fitted with ``secure=true``."""
@@ -289,6 +278,10 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
         if not math.isclose(float(meta["sigma"]), sigma, rel_tol=1e-9):
             raise ValueError(f"sigma={meta['sigma']!r} is not the noise multiplier times the sensitivity ({sigma:.6g})")
         return epsilon, (_event(z, delta, secure),)
+
+    def label_names(self) -> tuple[str, ...] | None:
+        names = self.meta_.get("class_names") if self.meta_ is not None and self.is_fitted else None
+        return tuple(names) if names else None
 
     def synthetic_count(self, n_inputs: int | None) -> int | None:
         """``n`` when set, else as many as the inputs (``None`` without inputs: the user must give ``n``)."""
