@@ -45,9 +45,10 @@ def evaluate_cell(
         u, ua = _feature_utility(mech, train, rel_train, test, rel_test)
         quality = {"psnr": nan, "ssim": nan, "entropy": nan}
     else:
-        u = utility(train, rel_train.images, test, rel_test.images, PROTOCOLS[0], seed=cell_seed)
-        ua = utility(train, rel_train.images, test, rel_test.images, PROTOCOLS[1], seed=cell_seed)
-        orig, out = test.as_float(), rel_test.images.as_float()
+        released_train, released_test = rel_train.image_set(), rel_test.image_set()
+        u = utility(train, released_train, test, released_test, PROTOCOLS[0], seed=cell_seed)
+        ua = utility(train, released_train, test, released_test, PROTOCOLS[1], seed=cell_seed)
+        orig, out = test.as_float(), released_test.as_float()
         quality = {"psnr": nan, "ssim": nan, "entropy": float(np.mean(entropy(out)))}
         if output == "images":  # a synthetic image is no transform of the test image at its index
             p = psnr(orig, out)

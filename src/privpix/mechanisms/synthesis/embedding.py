@@ -40,7 +40,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
@@ -310,7 +310,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism):
 
     # -------------------------------------------------------------------------------------- fitting
 
-    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> MeanEmbeddingSynthesizer:
+    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> Self:
         """With ``model``: load the file. Without: release the noisy embedding of ``data`` (labelled images) once
         and train the generator on it. ``seed`` seeds the feature map, the noise and the training (reproducible:
         whoever knows the seed can remove the noise); ``None`` draws the noise from the OS CSPRNG and the rest
@@ -438,12 +438,16 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism):
             "public_history": history,
         }
 
-    def released_statistic(self, data: ImageSet, rng: RNG | None, *, seed: int) -> np.ndarray:
+    def released_statistic(self, data: ImageSet, rng: RNG | None, *, seed: int) -> np.ndarray | None:
         """The one DP release a fit makes of ``data``: its noisy mean embedding (K·D + K,) float64, with the feature
         map drawn from ``seed`` and noise from ``rng`` exactly as :meth:`fit` adds it (float or, with ``secure``,
         exact discrete Gaussian on the fixed-point sum); ``rng=None`` gives it without noise (for audits choosing
         their test). The generator is not trained: everything after this release is post-processing. Works on a
         fresh copy, so a fitted model is left as it is."""
+        return self._embedding_release(data, rng, seed=seed)
+
+    def _embedding_release(self, data: ImageSet, rng: RNG | None, *, seed: int) -> np.ndarray:
+        """:meth:`released_statistic` itself, for a subclass whose fit makes more releases than this one."""
         from privpix.mechanisms.synthesis import embed_net
 
         self._validate()
@@ -457,13 +461,14 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism):
         if key not in cache:
             fresh = type(self)(**{p: v for p, v in self.get_params().items() if p != "model"})
             featurize, width = fresh._featurizer(data.shape, int(seed))
+            computed: embed_net.FixedPointSum | np.ndarray  # the exact sum for secure noise, else the float mean
             if self.secure:
-                clean = embed_net.fixed_point_sum(data.flat(), labels, featurize, width, k, share, LATTICE_BITS)
+                computed = embed_net.fixed_point_sum(data.flat(), labels, featurize, width, k, share, LATTICE_BITS)
             else:
-                clean = embed_net.mean_embedding(data.flat(), labels, featurize, width, k, share)
+                computed = embed_net.mean_embedding(data.flat(), labels, featurize, width, k, share)
             if len(cache) >= 4:
                 cache.pop(next(iter(cache)))
-            cache[key] = (data, clean)
+            cache[key] = (data, computed)
         clean = cache[key][1]
         if self.secure:
             if rng is None:
@@ -594,6 +599,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism):
         h, w, c = meta["shape"]
         if tuple(shape) != (h, w, c):
             raise ParameterError(f"{self.name}: the model makes {h}x{w} images with {c} channel(s), got {shape}")
+        assert self.label_probs_ is not None  # set with the model, by fit or by reading its file (_load)
         labels = sample_labels(self.label_probs_, n, rng)
         images = embed_net.sample(gen, labels, torch_seed(rng)).reshape(n, h, w, c)
         # Fitted on unlabelled images: one class, and no label to publish.
