@@ -28,9 +28,10 @@ browser:
 	  else echo "note: chromium not found and not installable here (needs root and apt-get); that test will skip"; fi; }
 
 # The full suite, one xdist worker per core (each with one BLAS/OpenMP thread: tests/conftest.py), with the 25
-# slowest tests listed at the end.
+# slowest tests listed at the end. mypy ([tool.mypy]) runs first: the hints privpix ships (py.typed) must hold.
 test: $(STAMP) browser
 	$(BIN)/ruff check src tests benchmarks docs
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n auto --durations=25
 
 # The inner loop: everything but the tests marked slow or integration (pyproject.toml lists the markers).
@@ -40,6 +41,7 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks docs
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # The documentation site (docs/ and the API reference from the docstrings) into site/; any warning fails it.
 docs: $(STAMP)

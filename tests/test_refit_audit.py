@@ -14,7 +14,7 @@ import pytest
 from privpix.data import ImageSet, load_dataset
 from privpix.errors import ParameterError
 from privpix.evaluation.audit import audit
-from privpix.mechanisms.base import Capabilities, Mechanism, Param
+from privpix.mechanisms import Capabilities, Param, SyntheticImageMechanism
 from privpix.privacy.gaussian_release import analytic_noise_multiplier
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import OneOfBatch
@@ -26,7 +26,7 @@ def _z(epsilon: float, delta: float) -> float:
     return analytic_noise_multiplier(epsilon, delta)
 
 
-class ToySynth(Mechanism):
+class ToySynth(SyntheticImageMechanism):
     """Releases the mean of the unit-normalised images plus Gaussian noise (replace-one sensitivity 2/n), and
     synthesizes copies of that noisy mean. ``cheat`` divides the calibrated noise: a broken implementation."""
 

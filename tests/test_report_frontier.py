@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from privpix.data import ImageSet, load_dataset
-from privpix.mechanisms.base import Capabilities, Mechanism
+from privpix.mechanisms import Capabilities, SyntheticImageMechanism
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import OneOfBatch
 from privpix.report.html import render_report
@@ -168,7 +168,7 @@ def test_report_code_names_no_mechanism():
 # ------------------------------------------------------------------------------- the bench's audit of such rows
 
 
-class RefitOnly(Mechanism):
+class RefitOnly(SyntheticImageMechanism):
     """Fitted on the private set, claim about that set, and no released statistic: only whole refits could test it."""
 
     name = "refit-only"

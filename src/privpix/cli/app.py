@@ -44,9 +44,9 @@ class _Group(click.Group):
             ctx = exc.ctx
             hint = ""
             if ctx is not None:
-                names = []  # the sub-command path under the root, which is `privpix` whatever it was run as
+                names: list[str] = []  # the sub-command path under the root: `privpix` whatever it was run as
                 while ctx.parent is not None:
-                    names.append(ctx.info_name)
+                    names.append(ctx.info_name or "")  # click names every sub-command's context
                     ctx = ctx.parent
                 hint = f" (see `{' '.join(['privpix', *reversed(names)])} --help`)"
             _fail(exc.format_message() + hint, 2)

@@ -114,9 +114,9 @@ def audit(
         if mech.capabilities().output != "records":  # before any fit on them
             raise ParameterError(f"--dataset {dataset}: holds records, and {mech.name} releases images")
     data = data.subset(np.arange(min(n_images, len(data))))
-    if hw is not None and not isinstance(data, ImageSet):
-        raise ParameterError("--size: records have no image size")
     if hw is not None:
+        if not isinstance(data, ImageSet):
+            raise ParameterError("--size: records have no image size")
         check_resize_fits(len(data), hw, data.shape[2])
         data = data.resized(*hw)
     # A mechanism that fits on the private set fits on these images (the audit's neighbour pairs come from them).
@@ -129,6 +129,8 @@ def audit(
     if canaries is not None:
         from privpix.evaluation.audit.one_run import audit_one_run
 
+        if not isinstance(data, ImageSet):
+            raise ParameterError(f"--one-run: its canaries are images; --dataset {dataset} holds records")
         res = audit_one_run(mech, data, canaries=canaries, seed=seed, progress=None if quiet else _plain)
     else:
         from privpix.executor import make_executor, using

@@ -56,7 +56,7 @@ def datasets(data_dir: str | None) -> None:
             ok = p is not None and p.is_dir()
             found = "yes" if ok else "no"
             where = escape(str(p)) if p else "—"
-            size = f"{sum(f.stat().st_size for f in p.rglob('*') if f.is_file()) / 1e6:.1f} MB" if ok else "—"
+            size = f"{sum(f.stat().st_size for f in p.rglob('*') if f.is_file()) / 1e6:.1f} MB" if p and ok else "—"
         table.add_row(info.name, found, where, size, info.description, ",".join(info.splits), info.terms)
     console.print(table)
 

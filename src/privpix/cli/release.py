@@ -8,8 +8,9 @@ swapped in atomically; the reservation becomes a charge, or is rolled back only 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
@@ -25,6 +26,9 @@ from privpix.cli.options import (
     notes_from_warnings,
 )
 from privpix.data.files import DEFAULT_MAX_PIXELS
+
+if TYPE_CHECKING:  # the executor module is imported when a release starts, not when the CLI loads
+    from privpix.executor import Executor
 
 SKIPPED_SHOWN = 20
 
@@ -181,12 +185,12 @@ def release(
 
     File names are opaque (they do not carry the source names) and the manifest holds no source path unless
     asked. With --ledger, concurrent releases on the same ledger run one at a time and never overspend it."""
-    from privpix.data import ImageSet, load_dataset
+    from privpix.data import ImageSet, RecordSet, load_dataset
     from privpix.data.inmemory import ImageSetSource, RecordSetSource
     from privpix.data.loaders import DATASETS, parse_dataset_spec
     from privpix.data.memory import check_resize_fits
     from privpix.errors import ParameterError
-    from privpix.mechanisms import fit_as_declared, get_mechanism
+    from privpix.mechanisms import RecordMechanism, fit_as_declared, get_mechanism
     from privpix.privacy.noise import make_rng
     from privpix.publishing.release import check_output, check_source_map
 
@@ -225,11 +229,11 @@ def release(
         options = (("--source-map", source_map is not None), ("--format", fmt != "imagefolder"),
                    ("--shard-size", shard_size is not None), ("--block-size", block_size is not None),
                    ("--labels", labels and records))  # fmt: skip
-        given = [opt for opt, on in options if on]
-        if given:
+        refused = [opt for opt, on in options if on]
+        if refused:
             what = "records.csv" if records else "one report file (reports.npz)"
             raise ParameterError(
-                f"{given[0]}: --method {method} releases {what} at once, with no image files to map, no image "
+                f"{refused[0]}: --method {method} releases {what} at once, with no image files to map, no image "
                 "layout and no shards or blocks to size"
             )
     make_rng(seed, secure=secure)  # the same checks of --seed / --secure as every command
@@ -292,8 +296,10 @@ def release(
             return
         if records:
             data = load_dataset(dataset, data_dir)
+            # `records` is the registry's kind of the data set, and load_dataset reads a records data set as such.
+            assert isinstance(data, RecordSet), f"{dataset}: a records data set read as {type(data).__name__}"
             metadata["source"] = dataset
-            if not mech.supports_records:
+            if not isinstance(mech, RecordMechanism):
                 raise ParameterError(f"--dataset {dataset}: holds records, not images, and {method} releases images")
             fit_as_declared(mech, data)  # used only by a mechanism that fits on the private records
             label = f"{mech.name} on {dataset} → {output}"
@@ -338,14 +344,38 @@ def _check_public_distinct(mech, source, chunk: int = 256) -> None:
         check_distinct(mech.public_digests_, source.read(a, min(len(source), a + chunk)), name)
 
 
+@dataclass
 class _Run:
     """The options every sharded release shares (one place, so the three kinds of release pass them alike)."""
 
-    def __init__(self, seed, secure, fmt, png_level, labels, workers, engine, scheduler, shard_size, block_size,
-                 resume, out, force, inputs, source_map, ledger, budget, delta_budget, quiet,
-                 resumable=True) -> None:  # fmt: skip
-        self.__dict__.update(locals())
-        del self.__dict__["self"]
+    seed: int | None
+    secure: bool
+    fmt: str
+    png_level: int
+    labels: bool
+    workers: int | None
+    engine: str
+    scheduler: str | None
+    shard_size: int | None
+    block_size: int | None
+    resume: bool
+    out: Path
+    force: bool
+    inputs: list[Path]
+    source_map: str | None
+    ledger: str | None
+    budget: float | None
+    delta_budget: float | None
+    quiet: bool
+    resumable: bool = True
+    # The command's one executor, set when the command opens it (after every check that can fail).
+    executor: Executor | None = None
+
+    def pool(self) -> Executor:
+        """The executor the command opened; releasing before it is opened is a bug of the command."""
+        if self.executor is None:
+            raise AssertionError("the command releases before opening its executor")
+        return self.executor
 
 
 def _open(input_dir, dataset, data_dir, hw, max_pixels):
@@ -386,7 +416,7 @@ def _sharded(mech, source, count, shape, class_names, input_id, metadata, label,
         if earlier.get("ledger") != ledger_path:
             want = f"--ledger {earlier['ledger']}" if earlier.get("ledger") else "no --ledger"
             raise ParameterError(f"--resume: the interrupted run was started with {want}; resume it the same way")
-    executor = run.executor
+    executor = run.pool()
     plan = job.plan(executor.workers, run=earlier["run"] if earlier else None, ledger=ledger_path)
     if not run.resumable:  # a command without --resume: its failure must not suggest one
         plan.update(resumable=False, why_not_resumable="")
@@ -531,8 +561,9 @@ def _release_synthetic(mech, private, source, data_dir, metadata, run: _Run) -> 
     """A synthesizer's release: fit (on the private images, or read its model file), then draw as many new labelled
     images as it says (``synthetic_count``), in shards, with the labels in the manifest."""
     from privpix.errors import ParameterError
-    from privpix.mechanisms import fit_as_declared
+    from privpix.mechanisms import SyntheticImageMechanism, fit_as_declared, require_kind
 
+    mech = require_kind(mech, SyntheticImageMechanism)  # the caller sends only what declares synthetic images
     with notes_from_warnings():
         fit_as_declared(mech, private if mech.capabilities().fits_on == "private" else None, data_dir, seed=run.seed)
     count = mech.synthetic_count(None if private is None else len(private))

@@ -248,8 +248,10 @@ def iter_folder(
             del img
         if not kept:
             continue
-        labels = np.array([class_index[e.cls] for e in kept]) if classes else None
+        # _scan_folder refuses a folder that mixes class sub-folders with top-level images: all have a class, or none.
+        labels = np.array([class_index[e.cls] for e in kept if e.cls is not None]) if classes else None
         names = np.array([str(e.path.relative_to(root)) for e in kept])
+        assert batch is not None  # set with the first image kept
         batch = batch[: len(kept)]
         out = ImageSet(batch, labels=labels, names=names, source=str(root), class_names=tuple(classes) or None)
         batch = None

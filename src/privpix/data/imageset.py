@@ -90,6 +90,11 @@ class ImageSet:
     def __len__(self) -> int:
         return int(self.images.shape[0])
 
+    def image_names(self) -> np.ndarray:
+        """``names``: optional as an argument only, since __post_init__ names every image."""
+        assert self.names is not None
+        return self.names
+
     @property
     def shape(self) -> tuple[int, int, int]:
         """(h, w, c) of one image."""
@@ -131,7 +136,7 @@ class ImageSet:
             labels=None if self.labels is None else self.labels[idx],
             subjects=None if self.subjects is None else self.subjects[idx],
             attributes={k: np.asarray(v)[idx] for k, v in self.attributes.items()},
-            names=self.names[idx],
+            names=self.image_names()[idx],
             source=self.source,
             class_names=self.class_names,
         )
@@ -247,6 +252,7 @@ class RecordSet:
     @property
     def labels(self) -> np.ndarray:
         col = self.frame[self.label_column]
+        assert self.classes is not None  # __post_init__ sets them whenever the label column exists, as read above
         return (col == self.classes[-1]).to_numpy(dtype=np.int64)
 
     def subset(self, idx: np.ndarray) -> RecordSet:

@@ -443,9 +443,11 @@ def load_dataset(spec: str, data_dir: str | os.PathLike | None = None, **options
     ``size=(64, 64)`` for CelebA / LFW)."""
     name, split = parse_dataset_spec(spec)
     info = DATASETS[name]
-    root = resolve_data_dir(data_dir) if info.folder is not None else None
-    if root is not None and not (root / info.folder).is_dir():
-        raise DataError(f"{root / info.folder}: dataset folder for {name!r} is missing")
+    root = None
+    if info.folder is not None:
+        root = resolve_data_dir(data_dir)
+        if not (root / info.folder).is_dir():
+            raise DataError(f"{root / info.folder}: dataset folder for {name!r} is missing")
     return info.loader(root, split, **options)
 
 

@@ -40,7 +40,7 @@ def load_pair(
     name = pair_name(name)
     train = load_dataset(f"{name}:train", data_dir)
     test = load_dataset(f"{name}:test", data_dir)
-    if not isinstance(train, ImageSet):
+    if not isinstance(train, ImageSet) or not isinstance(test, ImageSet):
         raise ParameterError(f"--dataset {name}: holds records, not images")
     if limit is not None:
         if limit < 2:

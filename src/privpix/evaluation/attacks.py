@@ -238,18 +238,23 @@ def encoder_membership(
     def responses(s: ImageSet) -> np.ndarray:
         return encoder.first_layer_responses(s)
 
+    def labels(s: ImageSet) -> np.ndarray:
+        assert s.labels is not None  # every set was checked above
+        return s.labels
+
     ref = responses(reference)
-    means = {c: ref[reference.labels == c].mean(axis=0) for c in np.unique(reference.labels)}
+    means = {c: ref[labels(reference) == c].mean(axis=0) for c in np.unique(labels(reference))}
 
     classes = np.array(sorted(means))
     centres = np.stack([means[c] for c in classes])
 
     def score(s: ImageSet) -> np.ndarray:
-        if not set(np.unique(s.labels)) <= set(means):
+        y = labels(s)
+        if not set(np.unique(y)) <= set(means):
             raise ParameterError("encoder_membership: the reference images must cover every candidate's class")
         dist = np.linalg.norm(responses(s)[:, None, :] - centres[None], axis=2)  # (n, classes)
-        own = dist[np.arange(len(s)), np.searchsorted(classes, s.labels)]
-        other = np.where(classes[None] == np.asarray(s.labels)[:, None], np.inf, dist).min(axis=1)
+        own = dist[np.arange(len(s)), np.searchsorted(classes, y)]
+        other = np.where(classes[None] == np.asarray(y)[:, None], np.inf, dist).min(axis=1)
         return other - own
 
     return {f"mia_encoder_{k}": v for k, v in _mia_scores(score(members), score(non_members)).items()}

@@ -162,7 +162,7 @@ def run_bench(
             f"fit_train ({'none' if fit_train is None else len(fit_train)} images) and config.fit_images "
             f"({config.fit_images}) must agree"
         )
-    if fit_train is not None and np.isin(fit_train.names, test.names).any():
+    if fit_train is not None and np.isin(fit_train.image_names(), test.image_names()).any():
         # The report says no scored image was fitted on; that must hold, not be assumed.
         raise ParameterError("fit_train holds test images (by name): a fit must not see the images it is scored on")
     out = Path(output)
@@ -299,5 +299,5 @@ def demo_fit_set(dataset: str, test: ImageSet, seed: int) -> ImageSet:
     from privpix.data import load_pair
 
     full_train, full_test = load_pair(dataset, None, None, seed, None, False)
-    unscored = np.flatnonzero(~np.isin(full_test.names, test.names))
+    unscored = np.flatnonzero(~np.isin(full_test.image_names(), test.image_names()))
     return full_train.concat(full_test.subset(unscored)) if len(unscored) else full_train

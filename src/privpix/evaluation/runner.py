@@ -13,6 +13,7 @@ from privpix.errors import ParameterError
 from privpix.evaluation.quality import entropy, psnr, ssim
 from privpix.evaluation.utility import PROTOCOLS, UtilityScores, utility
 from privpix.mechanisms.base import Mechanism, Release
+from privpix.mechanisms.kinds import FeatureMechanism, ModelMechanism, require_kind
 from privpix.privacy.noise import make_rng
 
 # Every row of :func:`privpix.evaluation.grid.evaluate` has at least these keys (`privpix evaluate --json`).
@@ -44,9 +45,10 @@ def evaluate_cell(
         u, ua = _feature_utility(mech, train, rel_train, test, rel_test)
         quality = {"psnr": nan, "ssim": nan, "entropy": nan}
     else:
-        u = utility(train, rel_train.images, test, rel_test.images, PROTOCOLS[0], seed=cell_seed)
-        ua = utility(train, rel_train.images, test, rel_test.images, PROTOCOLS[1], seed=cell_seed)
-        orig, out = test.as_float(), rel_test.images.as_float()
+        released_train, released_test = rel_train.image_set(), rel_test.image_set()
+        u = utility(train, released_train, test, released_test, PROTOCOLS[0], seed=cell_seed)
+        ua = utility(train, released_train, test, released_test, PROTOCOLS[1], seed=cell_seed)
+        orig, out = test.as_float(), released_test.as_float()
         quality = {"psnr": nan, "ssim": nan, "entropy": float(np.mean(entropy(out)))}
         if output == "images":  # a synthetic image is no transform of the test image at its index
             p = psnr(orig, out)
@@ -77,7 +79,7 @@ def _model_row(mech: Mechanism, test: ImageSet, cell_seed: int, src_entropy: flo
     if test.labels is None:
         raise ParameterError(f"{test.source}: utility needs labels")
     t0 = time.perf_counter()
-    pred = np.asarray(mech.predict(test))
+    pred = np.asarray(require_kind(mech, ModelMechanism).predict(test))
     u = _scores(test.labels, pred)
     nan = math.nan
     return {
@@ -113,17 +115,18 @@ def _scores(truth: np.ndarray, pred: np.ndarray) -> UtilityScores:
 
 def _feature_utility(mech, train, rel_train, test, rel_test) -> tuple[UtilityScores, UtilityScores]:
     """Utility of a feature release, the way its mechanism says its reports are learnt from: its
-    :meth:`~privpix.mechanisms.Mechanism.utility_model` trained on the released training reports and their
+    :meth:`~privpix.mechanisms.FeatureMechanism.utility_model` trained on the released training reports and their
     labels, tested on the data user's clean encodings of the test images (train-released-test-original) and on the
     released test reports (release-all)."""
     if train.labels is None or test.labels is None:
         raise ParameterError(f"{train.source}: utility needs labels")
+    reporter = require_kind(mech, FeatureMechanism)
 
     def scores(x_test) -> UtilityScores:
-        clf = mech.utility_model().fit(rel_train.features, train.labels)
+        clf = reporter.utility_model().fit(rel_train.features, train.labels)
         return _scores(test.labels, clf.predict(x_test))
 
-    return scores(mech.encode(test)), scores(rel_test.features)
+    return scores(reporter.encode(test)), scores(rel_test.features)
 
 
 def cell_seed(seed: int, method: str, eps: float | None, rep: int) -> int:

@@ -76,6 +76,8 @@ def utility(
     test = test_original if protocol == PROTOCOLS[0] else test_released
     if test is None:
         raise ParameterError("protocol release-all needs the released test images")
-    return pca_svm_scores(
-        train_released.flat(), train_released.labels, test.flat(), test.labels, n_components=n_components, seed=seed
-    )
+    # A release keeps its input's labels, but an unconditional synthesizer's images carry none.
+    train_y, test_y = train_released.labels, test.labels
+    if train_y is None or test_y is None:
+        raise ParameterError(f"{(train_released if train_y is None else test).source}: utility needs labels")
+    return pca_svm_scores(train_released.flat(), train_y, test.flat(), test_y, n_components=n_components, seed=seed)

@@ -3,6 +3,15 @@
 # Each import registers its mechanisms (dp_sgd imports torch and Opacus only when used).
 from privpix.mechanisms import matrix, pca_inverse, pixel  # noqa: F401
 from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param, RecordRelease, Release
+from privpix.mechanisms.kinds import (
+    KINDS,
+    FeatureMechanism,
+    ImageMechanism,
+    ModelMechanism,
+    RecordMechanism,
+    SyntheticImageMechanism,
+    require_kind,
+)
 from privpix.mechanisms.ldp import image, mechanism  # noqa: F401  (registers)
 from privpix.mechanisms.neural import (  # noqa: F401  (registers; imports torch only when used)
     ae,
@@ -24,13 +33,19 @@ from privpix.mechanisms.synthesis import dp_merf  # noqa: F401  (registers; impo
 
 __all__ = [
     "ALIASES",
+    "KINDS",
     "MECHANISMS",
     "Capabilities",
     "ConformanceCase",
+    "FeatureMechanism",
+    "ImageMechanism",
     "Mechanism",
+    "ModelMechanism",
     "Param",
+    "RecordMechanism",
     "RecordRelease",
     "Release",
+    "SyntheticImageMechanism",
     "fit_as_declared",
     "get_mechanism",
     "load_plugins",
@@ -38,6 +53,7 @@ __all__ = [
     "parse_method_spec",
     "ready_mechanism",
     "register",
+    "require_kind",
 ]
 
 # Mechanisms of other installed packages (entry-point group ``privpix.mechanisms``), after the built-ins.

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, NamedTuple, get_args
+from typing import Any, ClassVar, Literal, NamedTuple, Self, get_args
 
 import numpy as np
 import pandas as pd
@@ -49,6 +48,13 @@ class Release:
     extra: dict[str, Any] = field(default_factory=dict)
     features: np.ndarray | None = None
     source: ImageSet | None = None
+
+    def image_set(self) -> ImageSet:
+        """The released images, for code that handles releases of images (transformed or synthetic); a feature
+        release holds none."""
+        if self.images is None:
+            raise ParameterError(f"{self.mechanism}: released features, not images")
+        return self.images
 
     def values(self) -> np.ndarray:
         """What was released, one flat row per image: (n, k) float32 (pixels or report values). The view
@@ -97,7 +103,8 @@ class Capabilities:
         output: what a release holds: ``"images"``, ``"records"``, ``"features"``, ``"synthetic-images"`` or
             ``"model"``: a trained model and no images at all (the alternative to publishing, e.g. a DP-SGD
             classifier); it is published as the model file :meth:`Mechanism.save_model` writes (``privpix fit``),
-            applied with :meth:`Mechanism.predict`, and :meth:`Mechanism.release` refuses it.
+            applied with ``predict``, and :meth:`Mechanism.release` refuses it. The mechanism is an instance of
+            the kind class of its output (:data:`privpix.mechanisms.kinds.KINDS`), which holds that kind's hooks.
         noise_family: the distribution of its privacy noise, for audits that read a trade-off curve:
             ``"laplace"``, ``"gaussian"``, ``"randomized-response"``, or ``None`` (a mechanism composed of several
             noisy releases declares them instead, :meth:`Mechanism.noise_composition`).
@@ -155,7 +162,12 @@ class ConformanceCase:
 
 
 class Mechanism:
-    """Base class. Subclasses set the class attributes and implement :meth:`guarantee` and :meth:`_privatize`.
+    """What every mechanism shares: parameters and their validation, the guarantee and its neighbours, fitting,
+    capabilities, the noise the ledger charges, and the audit's hooks. A mechanism subclasses the base class of
+    the kind it releases (:mod:`privpix.mechanisms.kinds`: :class:`~privpix.mechanisms.kinds.ImageMechanism`,
+    ``SyntheticImageMechanism``, ``FeatureMechanism``, ``ModelMechanism``, ``RecordMechanism``), which declares
+    its :attr:`output`, implements :meth:`release` and holds that kind's hooks; it sets the class attributes and
+    implements :meth:`guarantee` and its kind's hook (e.g. ``_privatize``).
 
     Parameters are real attributes, scikit-learn style: ``get_mechanism("pca-inverse", epsilon=1).d`` is 20,
     ``m.d = 5`` (or ``m.set_params(d=5)``) changes what the next release uses *and* what its manifest records,
@@ -166,6 +178,10 @@ class Mechanism:
 
     name: ClassVar[str]
     summary: ClassVar[str]
+    # What a release holds (Capabilities.output): set by the kind class a mechanism subclasses.
+    output: ClassVar[Output]
+    # Capabilities.seconds_per_value of the default capabilities(): a planning hint for costly releases.
+    seconds_per_value: ClassVar[float | None] = None
     # Set by fit() when the mechanism learned from a public image set: the SHA-256 of its images, so that release()
     # refuses private images that are also in it (privpix.data.overlap.check_distinct). An experiment on the overlap
     # itself (a membership attack on the "public" set) clears it, in the open.
@@ -238,7 +254,7 @@ class Mechanism:
             out[p.name] = getattr(self, p.name)
         return out
 
-    def set_params(self, **params: Any) -> Mechanism:
+    def set_params(self, **params: Any) -> Self:
         """Change parameters (validated, all or none); returns self."""
         allowed = {p.name for p in self.params} | {"epsilon", "delta"}
         unknown = sorted(set(params) - allowed)
@@ -264,8 +280,9 @@ class Mechanism:
         return f"{type(self).__name__}({args})"
 
     def capabilities(self) -> Capabilities:
-        """What this mechanism (with its current parameters) can do and needs; see :class:`Capabilities`."""
-        return Capabilities()
+        """What this mechanism (with its current parameters) can do and needs; see :class:`Capabilities`. The
+        default: its kind's :attr:`output`, fitted on nothing, image by image, randomized."""
+        return Capabilities(output=self.output, seconds_per_value=self.seconds_per_value)
 
     @classmethod
     def conformance_cases(cls, workdir: Path) -> list[ConformanceCase]:
@@ -279,7 +296,7 @@ class Mechanism:
         """Whether :meth:`fit` has learned what a release needs (always true when it fits on nothing)."""
         return True
 
-    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> Mechanism:
+    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> Self:
         """Learn what the mechanism needs (see :meth:`capabilities`); per-image mechanisms need nothing.
         ``seed`` seeds a fit that draws randomness (training a network); a deterministic fit ignores it."""
         self._validate()
@@ -367,11 +384,6 @@ class Mechanism:
             return "it draws no randomness, so there is no noise to make exact"
         return "its noise is drawn in floating point, with no exact sampler"
 
-    def label_names(self) -> tuple[str, ...] | None:
-        """``output == "synthetic-images"``: the names of the labels its images carry (the class names of the data it
-        was fitted on, kept in its model file), or ``None`` when it has none to give."""
-        return None
-
     def dp_fit_record(self) -> dict[str, Any] | None:
         """For a mechanism fitted from a model file written after a DP fit (:attr:`Capabilities.dp_fit` of the
         mechanism that wrote it): what the file records of that fit, checked against the noise it records —
@@ -386,25 +398,21 @@ class Mechanism:
         ``images``; the audit bounds ε from them. ``None`` (the default): none."""
         return None
 
-    def membership_score(self, images: ImageSet) -> np.ndarray | None:
-        """For a fitted mechanism whose output is a model: (n,) float scores of labelled ``images``, higher when an
-        (image, label) looks like it was in the training set, computed from the released model alone
-        (post-processing; e.g. minus the model's loss). The one-run audit guesses canaries from it. ``None`` (the
-        default) when the mechanism has none."""
-        return None
-
-    def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
-        """(n, h, w, c) float in [0, 1] → released array of the same shape (float)."""
-        raise NotImplementedError
-
-    def _privatize_set(self, images: ImageSet, rng: RNG) -> np.ndarray:
-        """Hook for mechanisms that need more than the pixels (labels, attributes); default: ``_privatize``."""
-        return self._privatize(images.as_float().astype(np.float64), rng)
+    def guarantee_for(self, images: ImageSet) -> Guarantee:
+        """The guarantee a release of these very ``images`` carries: :meth:`guarantee` of their shape, unless the
+        mechanism learned from data that may hold them (an LDP encoder fitted on them), which a release states; the
+        ledger is charged for this one."""
+        return self.guarantee(images.shape)
 
     def release(self, images: ImageSet, rng: RNG | int | None = None) -> Release:
-        """Privatize ``images``; ``rng`` is a Generator, SecureRandom, or an integer seed. A synthesizer
-        (``output == "synthetic-images"``) reads none of them: it draws ``synthetic_count(len(images))`` new images
-        (its ``n`` when it has one set, else as many as given)."""
+        """Release ``images``; ``rng`` is a Generator, SecureRandom, or an integer seed. Each output kind
+        (:mod:`privpix.mechanisms.kinds`) implements it: images transformed, synthetic images drawn, reports, or a
+        refusal (a model is published by ``save_model``)."""
+        raise NotImplementedError(f"{self.name}: subclass one output kind of privpix.mechanisms.kinds")
+
+    def _check_release_input(self, images: ImageSet) -> None:
+        """What every release checks first, whatever its kind: an ImageSet of values in [0, 1], parameters valid,
+        the mechanism fitted, and none of the images among the public ones it was fitted on."""
         if not isinstance(images, ImageSet):
             raise ParameterError(f"{self.name}: release expects an ImageSet, got {type(images).__name__}")
         self._validate()
@@ -414,121 +422,6 @@ class Mechanism:
             from privpix.data.overlap import check_distinct
 
             check_distinct(self.public_digests_, images, self.capabilities().public_data or "set given to fit()")
-        if self.capabilities().output == "model":
-            # Its one output is the model, whatever images are given; and its predictions on the given images (the
-            # private training images, say) would be a new computation on them that the guarantee does not cover.
-            raise ParameterError(
-                f"{self.name}: publishes a trained model, not images; write it with `privpix fit --method "
-                f"{self.name} ... --output model.pt` (save_model) and apply it with predict()"
-            )
-        rng = _as_rng(rng)
-        t0 = time.perf_counter()
-        if self.capabilities().output == "features":
-            feats = np.asarray(self._privatize_features(images, rng))
-            if feats.ndim != 2 or len(feats) != len(images):
-                raise AssertionError(f"{self.name}: _privatize_features must return (n, k), got {feats.shape}")
-            return Release(
-                images=None,
-                guarantee=self.guarantee(images.shape),
-                mechanism=self.name,
-                parameters=self.parameters(),
-                seconds=time.perf_counter() - t0,
-                features=feats,
-                source=images,
-            )
-        if self.capabilities().output == "synthetic-images":
-            count = self.synthetic_count(len(images))
-            if not count:
-                raise ParameterError(f"{self.name}: say how many synthetic images to draw (n)")
-            rel = self._synthesized(int(count), images.shape, rng)
-            rel.source = images
-            return rel
-        out = np.asarray(self._privatize_set(images, rng), dtype=np.float32)
-        released = images.with_images(out)
-        return Release(
-            images=released,
-            guarantee=self.guarantee(images.shape),
-            mechanism=self.name,
-            parameters=self.parameters(),
-            seconds=time.perf_counter() - t0,
-        )
-
-    def synthesize(self, n: int, rng: RNG | int | None = None, shape: tuple[int, int, int] | None = None) -> Release:
-        """``output == "synthetic-images"``: ``n`` new labelled images drawn from what :meth:`fit` learned (no input
-        image is read). ``shape`` defaults to the fitted ``Capabilities.fixed_shape``."""
-        self._validate()
-        self._check_fitted()
-        if self.capabilities().output != "synthetic-images":
-            raise ParameterError(f"{self.name}: releases {self.capabilities().output}, not synthetic images")
-        shape = shape or self.capabilities().fixed_shape
-        if shape is None:
-            raise ParameterError(f"{self.name}: give the image shape to synthesize")
-        if not (isinstance(n, int | np.integer) and n >= 1):
-            raise ParameterError(f"{self.name}: the number of synthetic images must be >= 1, got {n!r}")
-        return self._synthesized(int(n), tuple(shape), _as_rng(rng))
-
-    def _synthesized(self, n: int, shape: tuple[int, int, int], rng: RNG) -> Release:
-        t0 = time.perf_counter()
-        synth, labels = self._synthesize(n, shape, rng)
-        synth = np.asarray(synth, dtype=np.float32)
-        if synth.shape != (n, *shape) or (labels is not None and np.shape(labels) != (n,)):
-            raise AssertionError(f"{self.name}: _synthesize must return (n, h, w, c) images and (n,) labels or None")
-        made = ImageSet(
-            synth,
-            labels=None if labels is None else np.asarray(labels),
-            class_names=self.label_names(),
-            source=f"{self.name} synthetic images",
-        )
-        return Release(
-            images=made,
-            guarantee=self.guarantee(shape),
-            mechanism=self.name,
-            parameters=self.parameters(),
-            seconds=time.perf_counter() - t0,
-        )
-
-    def synthetic_count(self, n_inputs: int | None) -> int | None:
-        """``output == "synthetic-images"``: how many images a published release writes, given the number of
-        input (private) images, or ``None`` when there is no input. The default: as many as the inputs. A
-        synthesizer with a size parameter overrides this; ``None`` means the user must say how many."""
-        return n_inputs
-
-    def _synthesize(self, n: int, shape: tuple[int, int, int], rng: RNG) -> tuple[np.ndarray, np.ndarray | None]:
-        """Hook for ``output == "synthetic-images"`` mechanisms: ``n`` new images of ``shape`` (float in [0, 1],
-        (n, h, w, c)) and their labels (n,), drawn from what :meth:`fit` learned; no input image is used."""
-        raise NotImplementedError
-
-    def _privatize_features(self, images: ImageSet, rng: RNG) -> np.ndarray:
-        """Hook for ``output == "features"`` mechanisms: (n, k) released reports, one row per image."""
-        raise NotImplementedError
-
-    def feature_files(self, release: Release, labels: np.ndarray | None) -> tuple[dict[str, bytes], dict[str, Any]]:
-        """``output == "features"``: how a :meth:`release` of reports is published: its files (name → bytes) and
-        the fields of the manifest its readers check (its format, the files' digests, the guarantee); ``labels``
-        are published beside the reports, in the clear, when given. The sharded writer
-        (:mod:`privpix.publishing.shards`) stages, commits and verifies them like any release."""
-        raise NotImplementedError(f"{self.name}: releases {self.capabilities().output}, not features")
-
-    def guarantee_for(self, images: ImageSet) -> Guarantee:
-        """The guarantee a release of these very ``images`` carries: :meth:`guarantee` of their shape, unless the
-        mechanism learned from data that may hold them (an LDP encoder fitted on them), which a release states; the
-        ledger is charged for this one."""
-        return self.guarantee(images.shape)
-
-    def encode(self, images: ImageSet) -> np.ndarray:
-        """``output == "features"``: the clean (unperturbed) encodings (n, k) of ``images``, as a data user
-        computes them for their own images at prediction time."""
-        raise NotImplementedError(f"{self.name}: releases {self.capabilities().output}, not features")
-
-    def utility_model(self):
-        """``output == "features"``: an unfitted scikit-learn-style classifier that learns from released reports
-        and labels (``fit(reports, y)``, ``predict(encodings)``); the grid scores feature releases with it."""
-        raise NotImplementedError(f"{self.name}: releases {self.capabilities().output}, not features")
-
-    def predict(self, images: ImageSet) -> np.ndarray:
-        """``output == "model"``: the (n,) integer labels the released model predicts for ``images`` (post-processing
-        of the model; the images are the caller's, and the guarantee says nothing about them)."""
-        raise NotImplementedError(f"{self.name}: releases {self.capabilities().output}, not a model")
 
     def _check_fitted(self) -> None:
         """Refuse to release unfitted; a mechanism that fits on a named model file loads it on first use
@@ -549,26 +442,6 @@ class Mechanism:
             "public": "call fit() with public images, or name them with the mechanism's public-data parameter",
             "model-file": "give it a trained model file (`privpix fit`, or the model parameter)",
         }.get(caps.fits_on, "call fit()")
-
-    @property
-    def supports_records(self) -> bool:
-        """Whether the mechanism releases tabular records (it implements :meth:`_privatize_records`)."""
-        return type(self)._privatize_records is not Mechanism._privatize_records
-
-    def _privatize_records(self, records: RecordSet, rng: RNG) -> pd.DataFrame:
-        """Hook for mechanisms that release tabular records: the released columns as a DataFrame."""
-        raise ParameterError(f"{self.name}: releases images, not tabular records")
-
-    def release_records(self, records: RecordSet, rng: RNG | int | None = None) -> RecordRelease:
-        """Privatize tabular records; ``rng`` as in :meth:`release`."""
-        if not isinstance(records, RecordSet):
-            raise ParameterError(f"{self.name}: release_records expects a RecordSet, got {type(records).__name__}")
-        self._validate()
-        self._check_fitted()
-        rng = _as_rng(rng)
-        t0 = time.perf_counter()
-        frame = self._privatize_records(records, rng)
-        return RecordRelease(frame, self.guarantee((0, 0, 0)), self.name, self.parameters(), time.perf_counter() - t0)
 
 
 def check_value_range(images: ImageSet) -> None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, Mechanism, Param
+from privpix.mechanisms.base import Capabilities, Param
+from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.registry import register
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, PixelColumn
@@ -76,7 +77,7 @@ def _rebuild(q: np.ndarray, s: np.ndarray, pt: np.ndarray, r: np.ndarray, shape)
     return np.moveaxis(mats.reshape(n, c, h, w), 1, 3) / VALUE_SCALE
 
 
-class _SingularValueMechanism(Mechanism):
+class _SingularValueMechanism(ImageMechanism):
     guarantee_model = "central-dp"
     paper = "001"
     soundness = "NOT DP: singular vectors published untouched; data-derived Δ"
@@ -200,7 +201,7 @@ def _clip_rows(step: np.ndarray, cap: np.float32) -> np.ndarray:
 
 
 @register
-class LRA(Mechanism):
+class LRA(ImageMechanism):
     """LRA (paper 001, §3.2.1, steps 1–8): factor A ≈ B L (rank k) by regularised stochastic gradient descent
     in which every step sees L with fresh Laplace noise, l̃_j = l_j + Lap(Δ₁L/ε)^k, and release B·L̃.
 

@@ -27,14 +27,15 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
-from privpix.data.imageset import ImageSet
+from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.overlap import image_digests
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param
+from privpix.mechanisms.base import Capabilities, ConformanceCase, Param
+from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.registry import register
 from privpix.privacy.composition import NoiseEvent
 from privpix.privacy.guarantees import Guarantee
@@ -79,7 +80,7 @@ SECURE_GRID = 2.0**-16
 
 
 @register
-class PCAInverse(Mechanism):
+class PCAInverse(ImageMechanism):
     """Paper 002: PCA, Laplace per reduced attribute, regularised PCA inverse; see the module docstring."""
 
     name = "pca-inverse"
@@ -164,7 +165,7 @@ class PCAInverse(Mechanism):
 
     # ---------------------------------------------------------------------------------------- fitting
 
-    def fit(self, data: ImageSet | None = None, *, seed: int | None = None) -> PCAInverse:
+    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> Self:
         """For ``basis=public``: learn the mean, the components and the coefficient bound from public images
         (``data``, or the ``public`` dataset parameter). Other bases learn nothing here."""
         self._validate()
@@ -180,6 +181,8 @@ class PCAInverse(Mechanism):
             data = load_dataset(self.public)
             if not isinstance(data, ImageSet):
                 raise ParameterError(f"public={self.public}: holds records, not images")
+        elif not isinstance(data, ImageSet):
+            raise ParameterError(f"pca-inverse: basis=public fits on public images, not {type(data).__name__}")
         x = data.flat().astype(np.float64)
         if x.max() > 1.0:
             x = x / 255.0
@@ -288,6 +291,7 @@ class PCAInverse(Mechanism):
         flat = x.reshape(n, -1)
         out = np.empty_like(flat)
         if self.basis == "public":
+            assert self.public_fit_ is not None  # release() refuses an unfitted public basis
             mean, e, bound = self.public_fit_
             if e.shape[0] != flat.shape[1]:
                 raise ParameterError(

@@ -9,7 +9,8 @@ import numpy as np
 from privpix.data import imageset
 from privpix.data.imageset import ImageSet, blocks
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, Mechanism, Param
+from privpix.mechanisms.base import Capabilities, Param
+from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.registry import register
 from privpix.privacy.composition import NoiseEvent
 from privpix.privacy.guarantees import Guarantee
@@ -105,7 +106,7 @@ def _unit_size(unit: str, m: int, h: int, w: int) -> int:
 
 
 @register
-class PixelLaplace(Mechanism):
+class PixelLaplace(ImageMechanism):
     """Laplace noise on every pixel value (paper 001's LAP, eq. 5).
 
     ``sensitivity="data"`` is the paper: Δ = the image's own largest column L1 norm, computed per image. The
@@ -255,7 +256,7 @@ class PixelLaplace(Mechanism):
 
 
 @register
-class DPPix(Mechanism):
+class DPPix(ImageMechanism):
     """DP-Pix (Fan 2018): average b×b cells, add Laplace, upsample back to the image size.
 
     Neighbouring images differ in at most ``m`` pixels. One changed pixel moves one cell mean by at most
@@ -342,7 +343,7 @@ class DPPix(Mechanism):
         return np.clip(up, 0.0, 1.0) if self.clip else up
 
 
-class _NoGuarantee(Mechanism):
+class _NoGuarantee(ImageMechanism):
     guarantee_model = "none"
     uses_epsilon = False
     paper = "004 (conventional baseline)"

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
 from privpix.mechanisms.base import Capabilities, Mechanism
+from privpix.mechanisms.kinds import KINDS
 
 MECHANISMS: dict[str, type[Mechanism]] = {}
 # Names that stand for a registered mechanism (with parameters pinned), resolved when a spec is parsed: the object
@@ -50,6 +51,13 @@ def load_plugins() -> list[str]:
 
 
 def register(cls: type[_M]) -> type[_M]:
+    """Add ``cls`` to :data:`MECHANISMS` under its ``name``; it must subclass an output kind
+    (:mod:`privpix.mechanisms.kinds`), which gives it its ``release`` and its kind's hooks."""
+    if not issubclass(cls, tuple(KINDS.values())):
+        raise ValueError(
+            f"mechanism {getattr(cls, 'name', cls.__qualname__)!r}: subclass the base class of its output kind "
+            f"({', '.join(k.__name__ for k in KINDS.values())}), not Mechanism itself"
+        )
     if cls.name in MECHANISMS:
         raise ValueError(f"mechanism {cls.name!r} registered twice")
     if cls.name in ALIASES:

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Self
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import DataError, ParameterError
-from privpix.mechanisms.base import FitsOn, Mechanism
+from privpix.mechanisms.base import Capabilities, FitsOn, Mechanism
 from privpix.privacy.composition import NoiseEvent
 from privpix.privacy.guarantees import Guarantee
 
@@ -158,6 +158,20 @@ class CalibratedModel(TrainedModel):
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
 
+    def capabilities(self) -> Capabilities:
+        """Fitted on the private set (a DP fit) or on a model file, in the fitted shape, with labels; Gaussian
+        noise; the output its kind declares."""
+        shape = tuple(self.meta_["shape"]) if self.meta_ is not None and self.is_fitted else None
+        return Capabilities(
+            fits_on=self._fits_on(),
+            fixed_shape=shape,
+            needs_labels=True,
+            output=self.output,
+            noise_family="gaussian",
+            dp_fit=self._fits_on() == "private",
+            seconds_per_value=self.seconds_per_value,
+        )
+
     def _check_delta(self) -> None:
         """Refuse a δ the mechanism cannot be calibrated for."""
         raise NotImplementedError
@@ -297,10 +311,6 @@ class CalibratedModel(TrainedModel):
             "unconditional": bool(unconditional),
             **{key: getattr(self, param) for param, key in self.training.items()},
         }
-
-    def label_names(self) -> tuple[str, ...] | None:
-        names = self.meta_.get("class_names") if self.meta_ is not None and self.is_fitted else None
-        return tuple(names) if names else None
 
     def _fitted_meta(self) -> dict | None:
         """The fitted model's description, or ``None`` before a fit (or after a training parameter changed)."""

@@ -86,13 +86,36 @@ class NoiseEvent:
                 raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
         if not 0 <= self.delta < 1 or (self.delta and self.kind != "approx"):
             raise ValueError(f"delta must be in [0, 1) and only for approx events, got {self.delta!r}")
-        if self.kind in ("gaussian", "sampled-gaussian") and not self.noise_multiplier > 0:
+        if self.kind in ("gaussian", "sampled-gaussian") and not self.z() > 0:
             raise ValueError("a Gaussian event needs a noise multiplier > 0")
         if self.kind == "sampled-gaussian":
-            if not 0 < self.sample_rate <= 1:
+            if not 0 < self.q() <= 1:
                 raise ValueError(f"sample_rate must be in (0, 1], got {self.sample_rate!r}")
             if self.relation != "add-remove":
                 raise ValueError("a sampled-gaussian event is stated for add-remove neighbours (Poisson sampling)")
+
+    # ------------------------------------------------------------------------------------------ the kind's fields
+
+    # Each kind has its own fields (None for the others; __post_init__ refuses a kind without its own): these read
+    # one where the kind was checked, and fail loudly if it was not.
+
+    def eps(self) -> float:
+        """ε of a laplace, pure or approx event."""
+        if self.epsilon is None:
+            raise ValueError(f"a {self.kind} event has no epsilon")
+        return self.epsilon
+
+    def z(self) -> float:
+        """The noise multiplier of a gaussian or sampled-gaussian event."""
+        if self.noise_multiplier is None:
+            raise ValueError(f"a {self.kind} event has no noise multiplier")
+        return self.noise_multiplier
+
+    def q(self) -> float:
+        """The sampling rate of a sampled-gaussian event."""
+        if self.sample_rate is None:
+            raise ValueError(f"a {self.kind} event has no sample rate")
+        return self.sample_rate
 
     # ------------------------------------------------------------------------------------------ constructors
 
@@ -196,11 +219,11 @@ def _span(event: NoiseEvent) -> float:
     sens = 2.0 if event.relation == "add-remove" else 1.0
     k = event.count
     if event.kind in ("pure", "approx"):
-        return 2.0 * event.epsilon * k
+        return 2.0 * event.eps() * k
     if event.kind == "sampled-gaussian":
         return 0.0  # each step's loss is small: dp-accounting composes thousands of steps on its default grid
     # A loss of mean m and spread s per release: k releases keep about k·m ± 12·√k·s (bounded by k times the range).
-    mu = sens * event.epsilon if event.kind == "laplace" else sens / event.noise_multiplier
+    mu = sens * event.eps() if event.kind == "laplace" else sens / event.z()
     width = k * mu * mu / 2 + 24.0 * math.sqrt(k) * mu
     return min(width, 2.0 * k * mu) if event.kind == "laplace" else width
 
@@ -220,18 +243,18 @@ def _pld(event: NoiseEvent, count: int, interval: float):
     times = event.count * count
     sens = 2.0 if event.relation == "add-remove" else 1.0
     if event.kind == "laplace":
-        return pld.from_laplace_mechanism(1.0 / event.epsilon, sensitivity=sens,
+        return pld.from_laplace_mechanism(1.0 / event.eps(), sensitivity=sens,
                                           value_discretization_interval=interval).self_compose(times)  # fmt: skip
     if event.kind == "gaussian":
         # k Gaussians of one z compose exactly to one Gaussian of z/√k: no discretisation error builds up.
-        return pld.from_gaussian_mechanism(event.noise_multiplier / math.sqrt(times), sensitivity=sens,
+        return pld.from_gaussian_mechanism(event.z() / math.sqrt(times), sensitivity=sens,
                                            value_discretization_interval=interval)  # fmt: skip
     if event.kind == "sampled-gaussian":
-        one = pld.from_gaussian_mechanism(event.noise_multiplier, sampling_prob=event.sample_rate,
+        one = pld.from_gaussian_mechanism(event.z(), sampling_prob=event.q(),
                                           neighboring_relation=NeighboringRelation.REPLACE_ONE,
                                           value_discretization_interval=interval)  # fmt: skip
         return one.self_compose(times)
-    eps, delta = replace_one(event.epsilon, event.delta, event.relation)
+    eps, delta = replace_one(event.eps(), event.delta, event.relation)
     params = common.DifferentialPrivacyParameters(eps, min(delta, 1.0 - 1e-15))
     return pld.from_privacy_parameters(params, value_discretization_interval=interval).self_compose(times)
 
@@ -260,7 +283,7 @@ def _compose_cached(live: tuple[NoiseEvent, ...], delta: float) -> tuple[float, 
     # Every Gaussian under one relation is one Gaussian: 1/z² adds up.
     merged: list[NoiseEvent] = []
     for rel in RELATIONS:
-        inv = sum(e.count / e.noise_multiplier**2 for e in live if e.kind == "gaussian" and e.relation == rel)
+        inv = sum(e.count / e.z() ** 2 for e in live if e.kind == "gaussian" and e.relation == rel)
         if inv:
             merged.append(NoiseEvent.gaussian(1.0 / math.sqrt(inv), relation=rel))
     counts = Counter(e for e in live if e.kind != "gaussian")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privpix.data.imageset import ImageSet
+from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
 
 
@@ -29,6 +29,16 @@ class NeighbourPair:
     a: ImageSet
     b: ImageSet
     index: int = 0
+
+
+@dataclass(frozen=True)
+class RecordPair:
+    """Two neighbouring sets of tabular records, as :class:`NeighbourPair` for images (the audit of a mechanism
+    releasing records builds them: :func:`privpix.evaluation.audit.record_pairs`)."""
+
+    name: str
+    a: RecordSet
+    b: RecordSet
 
 
 class Neighbours:

@@ -23,6 +23,7 @@ from privpix.data.formats.release_layout import (  # noqa: F401  (re-exported: t
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
 from privpix.mechanisms.base import Mechanism
+from privpix.mechanisms.kinds import SyntheticImageMechanism, require_kind
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.noise import RNG, SecureRandom, make_rng
 from privpix.publishing.source_map import check_source_map, map_name, unmap_name  # noqa: F401  (re-exported)
@@ -104,7 +105,7 @@ def release_to_dir(
             if drawn is None:
                 raise ParameterError(f"{mechanism.name}: give the image shape to synthesize (images of that shape)")
             shape, count = drawn, len(images) if images is not None else count
-            class_names = mechanism.label_names()
+            class_names = require_kind(mechanism, SyntheticImageMechanism).label_names()
         elif images is None:
             raise ParameterError(f"{mechanism.name}: draws no synthetic images; give it images to release")
         else:

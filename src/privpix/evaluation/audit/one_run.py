@@ -41,6 +41,7 @@ from scipy import optimize, stats
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
 from privpix.mechanisms.base import Mechanism
+from privpix.mechanisms.kinds import ModelMechanism
 
 CONFIDENCE = 0.95
 # Guesses per side as shares of the canaries, fixed before the release is seen.
@@ -130,11 +131,13 @@ def _private_set(base: ImageSet, canary_set: ImageSet, replacements: ImageSet | 
     x, y = [base.as_float()], [None if base.labels is None else np.asarray(base.labels)]
     if replacements is None:
         x.append(canary_set.images[inside])
-        y.append(canary_set.labels[inside])
+        y.append(None if canary_set.labels is None else canary_set.labels[inside])
     else:
         x.append(np.where(inside[:, None, None, None], canary_set.images, replacements.images))
-        y.append(None if canary_set.labels is None else np.where(inside, canary_set.labels, replacements.labels))
-    labels = None if any(v is None for v in y) else np.concatenate(y).astype(np.int64)
+        c_labels, r_labels = canary_set.labels, replacements.labels
+        y.append(None if c_labels is None or r_labels is None else np.where(inside, c_labels, r_labels))
+    known = [v for v in y if v is not None]
+    labels = np.concatenate(known).astype(np.int64) if len(known) == len(y) else None
     return ImageSet(np.concatenate(x).astype(np.float32), labels=labels, source="one-run audit set",
                     class_names=base.class_names)  # fmt: skip
 
@@ -209,13 +212,14 @@ def audit_one_run(mech: Mechanism, images: ImageSet, canaries: int | None = None
     claim_eps, claim_delta = mech.audit_claim(images.shape)
     if batch_release:
         shown = mech.release(_private_set(base, canary_set, replacements, inside), noise).values()[n_base:]
+        assert replacements is not None  # an image-by-image release is replace-one: inverted images replace canaries
         c, a = canary_set.flat().astype(np.float64), replacements.flat().astype(np.float64)
         scores = ((shown - 0.5 * (c + a)) * (c - a)).sum(axis=1)
         how = "projection of each slot's released image on (image − inverted image), centred between them"
     elif mech.released_statistic(base, None, seed=fixed) is not None:
         scores = statistic_scores(mech, base, canary_set, replacements, inside, noise, fixed, progress)
         how = "least-squares coefficients of the released statistic on the canaries' noise-free effects"
-    elif type(mech).membership_score is Mechanism.membership_score:
+    elif not isinstance(mech, ModelMechanism) or type(mech).membership_score is ModelMechanism.membership_score:
         return not_audited(mech, images, "not audited: the mechanism declares neither a released statistic "
                             "nor a membership score for a one-run audit")  # fmt: skip
     else:

@@ -15,11 +15,12 @@ from privpix.evaluation.audit.result import AuditResult
 from privpix.evaluation.audit.trials import _pair_candidates
 from privpix.evaluation.audit.verdicts import _conclude
 from privpix.mechanisms.base import Mechanism
-from privpix.privacy.neighbours import NeighbourPair
+from privpix.mechanisms.kinds import RecordMechanism, require_kind
+from privpix.privacy.neighbours import RecordPair
 from privpix.privacy.noise import make_rng
 
 
-def record_pairs(records: RecordSet) -> list[NeighbourPair]:
+def record_pairs(records: RecordSet) -> list[RecordPair]:
     """Neighbour pairs of single records (replace-one): the most typical record against the least typical one,
     and against the nearest record with another label (whatever the release lets through of the label). Typical
     by the distance of the one-hot / numeric encoding to its mean, numeric columns scaled to [0, 1]."""
@@ -30,12 +31,12 @@ def record_pairs(records: RecordSet) -> list[NeighbourPair]:
     x = (x - x.min(axis=0)) / np.where(span > 0, span, 1.0)
     dist = np.linalg.norm(x - x.mean(axis=0), axis=1)
     lo, hi = int(np.argmin(dist)), int(np.argmax(dist))
-    pairs = [NeighbourPair("most vs least typical record", records.subset(np.array([lo])),
+    pairs = [RecordPair("most vs least typical record", records.subset(np.array([lo])),
                            records.subset(np.array([hi])))]  # fmt: skip
     other = np.flatnonzero(records.labels != records.labels[lo])
     if len(other):
         near = int(other[np.argmin(np.linalg.norm(x[other] - x[lo], axis=1))])
-        pairs.append(NeighbourPair("typical record vs the nearest with another label",
+        pairs.append(RecordPair("typical record vs the nearest with another label",
                                    records.subset(np.array([lo])), records.subset(np.array([near]))))  # fmt: skip
     return pairs
 
@@ -67,12 +68,13 @@ def _audit_records(mech: Mechanism, records: RecordSet, trials: int, seed: int,
     ``trials`` times on each side, compared like images' pixels (every released column, a passed-through label
     included)."""
     t_start = time.perf_counter()
+    releaser = require_kind(mech, RecordMechanism)
     rng = make_rng(seed)
     pairs = record_pairs(records)
     candidates: list[_Candidate] = []
     for pair in pairs:
         frames = [
-            mech.release_records(side.subset(np.zeros(trials, dtype=int)), rng).frame for side in (pair.a, pair.b)
+            releaser.release_records(side.subset(np.zeros(trials, dtype=int)), rng).frame for side in (pair.a, pair.b)
         ]
         x0, x1 = _record_values(frames, list(frames[0].columns))
         candidates += _pair_candidates(mech, records, pair, x0, x1, trials, progress)

@@ -17,6 +17,7 @@ from privpix.evaluation.audit.result import CONFIDENCE, SYNTHETIC_PER_TRIAL, Aud
 from privpix.evaluation.audit.trials import _selections
 from privpix.evaluation.audit.verdicts import _conclude
 from privpix.mechanisms.base import Mechanism
+from privpix.mechanisms.kinds import SyntheticImageMechanism, require_kind
 from privpix.privacy.neighbours import NeighbourPair
 from privpix.privacy.noise import make_rng
 
@@ -68,8 +69,10 @@ def _audit_refitted(
                                np.abs(p0 - ref), np.abs(p1 - ref), select, curve),
                 ]  # fmt: skip
         else:
-            x0 = _refit_outputs(type(mech), params, pair.a, trials, rng)
-            x1 = _refit_outputs(type(mech), params, pair.b, trials, rng)
+            # Refitted outputs are synthetic images: a refitted mechanism of another kind has nothing to draw.
+            kind = type(require_kind(mech, SyntheticImageMechanism))
+            x0 = _refit_outputs(kind, params, pair.a, trials, rng)
+            x1 = _refit_outputs(kind, params, pair.b, trials, rng)
             for select, curve in selections:
                 for name, fn in _statistics(x0[:select], x1[:select]).items():
                     candidates.append(_Candidate(label, f"{name} (synthetic images, refitted per trial)", fn(x0),
@@ -86,7 +89,7 @@ def _projections(mech: Mechanism, side: ImageSet, v: np.ndarray, trials: int, rn
 
 @dataclass(frozen=True)
 class _RefitTrial:
-    kind: type[Mechanism]
+    kind: type[SyntheticImageMechanism]
     params: dict[str, Any]
     side: ImageSet
     seed: int
@@ -103,7 +106,9 @@ def _refit_trial(trial: _RefitTrial) -> np.ndarray:
         return fresh.synthesize(SYNTHETIC_PER_TRIAL, rng, trial.side.shape).values().ravel()
 
 
-def _refit_outputs(kind: type[Mechanism], params: dict[str, Any], side: ImageSet, trials: int, rng) -> np.ndarray:
+def _refit_outputs(
+    kind: type[SyntheticImageMechanism], params: dict[str, Any], side: ImageSet, trials: int, rng
+) -> np.ndarray:
     """(trials, k) float32: a fresh copy fitted on ``side`` per trial, then the values of ``SYNTHETIC_PER_TRIAL``
     images it synthesizes. The trials run on the active executor (``privpix audit --workers``), each seeded on
     its own from ``rng``, so the outputs do not depend on the number of workers."""

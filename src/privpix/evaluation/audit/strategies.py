@@ -96,6 +96,8 @@ def _audit_once(mech: Mechanism, images: ImageSet | RecordSet, trials: int, seed
             raise ParameterError(
                 f"pairs: {mech.name} is audited white-box, on the pair its own experiment builds; give no pairs"
             )
+        if isinstance(images, RecordSet):  # its own experiment is on images (audit() let records through)
+            raise ParameterError(f"audit: {mech.name} is audited white-box on images; give images")
         return _audit_white_box(mech, images, trials, seed, progress, confidence)
     if isinstance(images, RecordSet):
         return _audit_records(mech, images, trials, seed, progress, confidence)

@@ -12,7 +12,7 @@ from privpix.evaluation.audit.bounds import _Candidate, _statistics
 from privpix.evaluation.audit.result import CURVE_SELECT_SHARE, RELEASE_CHUNK, SELECT_SHARE, _split
 from privpix.evaluation.audit.verdicts import mechanism_curve
 from privpix.mechanisms.base import Mechanism
-from privpix.privacy.neighbours import NeighbourPair
+from privpix.privacy.neighbours import NeighbourPair, RecordPair
 
 # -------------------------------------------------------------------------------------- neighbours
 
@@ -43,8 +43,9 @@ def _outputs(mech: Mechanism, pair_side: ImageSet, index: int, trials: int, rng,
     return np.stack(rows).astype(np.float32)
 
 
-def _pair_candidates(mech: Mechanism, data: ImageSet | RecordSet, pair: NeighbourPair, x0: np.ndarray, x1: np.ndarray,
-                     trials: int, progress: Callable[[str], None] | None) -> list[_Candidate]:  # fmt: skip
+def _pair_candidates(mech: Mechanism, data: ImageSet | RecordSet, pair: NeighbourPair | RecordPair,
+                     x0: np.ndarray, x1: np.ndarray, trials: int,
+                     progress: Callable[[str], None] | None) -> list[_Candidate]:  # fmt: skip
     """Every statistic of one pair's outputs (``x0``, ``x1``: trials × values), fitted on each test's selection
     trials, as candidates for the raw and the curve test."""
     out = []
@@ -56,7 +57,7 @@ def _pair_candidates(mech: Mechanism, data: ImageSet | RecordSet, pair: Neighbou
     return out
 
 
-def _selections(mech: Mechanism, images: ImageSet, trials: int) -> list[tuple[int, bool]]:
+def _selections(mech: Mechanism, images: ImageSet | RecordSet, trials: int) -> list[tuple[int, bool]]:
     """(selection trials, for the curve test?) of each test the audit runs: the raw test chooses on half the
     trials; the curve test, when the mechanism has a curve, on a fifth (its bound lives on the held-out count)."""
     out = [(_split(trials, SELECT_SHARE), False)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from privpix.data.imageset import ImageSet, RecordSet
@@ -21,7 +22,7 @@ from privpix.evaluation.audit.result import (
     _split,
 )
 from privpix.mechanisms.base import Mechanism
-from privpix.privacy.neighbours import NeighbourPair
+from privpix.privacy.neighbours import NeighbourPair, RecordPair
 
 
 def max_auditable(mech: Mechanism, images: ImageSet, trials: int, confidence: float = CONFIDENCE) -> float:
@@ -54,14 +55,15 @@ def mechanism_curve(mech: Mechanism, images: ImageSet | RecordSet) -> AnyCurve |
     if not mech.guarantee(_shape(images)).sound:
         return None
     delta = mech.audit_claim(_shape(images))[1]
-    parts = mech.noise_composition(images)
+    # A composition is declared for the images a mechanism releases; records have none.
+    parts = mech.noise_composition(images) if isinstance(images, ImageSet) else None
     if parts:
         return composed_curve(parts, delta)
     return curve_for(mech.capabilities().noise_family, delta)
 
 
-def _conclude(mech: Mechanism, images: ImageSet, candidates: list[_Candidate], trials: int, t_start: float,
-              pairs: list[NeighbourPair], confidence: float) -> AuditResult:  # fmt: skip
+def _conclude(mech: Mechanism, images: ImageSet | RecordSet, candidates: list[_Candidate], trials: int, t_start: float,
+              pairs: Sequence[NeighbourPair] | Sequence[RecordPair], confidence: float) -> AuditResult:  # fmt: skip
     """The record of :func:`bounds` on ``candidates``: the verdict against the claim and what it rests on."""
     if not candidates:
         return not_audited(mech, images, "not audited: no pair changes the released statistic")
@@ -100,7 +102,7 @@ def _conclude(mech: Mechanism, images: ImageSet, candidates: list[_Candidate], t
     )
 
 
-def claim_fields(mech: Mechanism, images: ImageSet) -> dict[str, Any]:
+def claim_fields(mech: Mechanism, images: ImageSet | RecordSet) -> dict[str, Any]:
     """The fields of an :class:`AuditResult` that say what was claimed, for whom, and whether it is sound."""
     claim_eps, claim_delta = mech.audit_claim(_shape(images))
     return {
@@ -113,7 +115,7 @@ def claim_fields(mech: Mechanism, images: ImageSet) -> dict[str, Any]:
     }
 
 
-def not_audited(mech: Mechanism, images: ImageSet, why: str) -> AuditResult:
+def not_audited(mech: Mechanism, images: ImageSet | RecordSet, why: str) -> AuditResult:
     """The record of a mechanism this audit cannot run on: its claim and unit, NaN bounds, ``why`` as statistic."""
     nan = float("nan")
     return AuditResult(

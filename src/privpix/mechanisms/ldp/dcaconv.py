@@ -149,7 +149,7 @@ class DCAConvEncoder(Encoder):
         last = self.filters[-1]
         # Zero-sum filters: filtering the raw patch equals filtering the mean-removed patch.
         resp = convolve(maps.reshape(n * c, h, w), last, self.config["stride"])  # (n·c, L, h', w')
-        codes = np.zeros((n * c, *resp.shape[2:]), dtype=value_dtype(self.d))
+        codes: np.ndarray = np.zeros((n * c, *resp.shape[2:]), dtype=value_dtype(self.fitted_d()))
         for bit in range(len(last)):
             codes |= (resp[:, bit] > 0).astype(codes.dtype) << bit  # eq. 53: Σ 2^(l-1) H(·)
         codes = codes.reshape(n, c, *codes.shape[1:])

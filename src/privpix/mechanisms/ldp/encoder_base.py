@@ -98,6 +98,26 @@ class Encoder:
     def fitted(self) -> bool:
         return self.d is not None
 
+    # What fitting sets (None before): these read one where the encoder must be fitted, and refuse it unfitted.
+
+    def fitted_d(self) -> int:
+        """d, the domain size of every feature (set first by a fit, before it encodes)."""
+        if self.d is None:
+            raise ParameterError(f"encoder {self.name} is not fitted: call fit() or load a fitted encoder file")
+        return self.d
+
+    def fitted_m(self) -> int:
+        """m, the number of features."""
+        if self.n_features is None:
+            raise ParameterError(f"encoder {self.name} is not fitted: call fit() or load a fitted encoder file")
+        return self.n_features
+
+    def fitted_hw(self) -> tuple[int, int]:
+        """(h, w) of the images it encodes."""
+        if self.image_shape is None:
+            raise ParameterError(f"encoder {self.name} is not fitted: call fit() or load a fitted encoder file")
+        return self.image_shape
+
     def fit(
         self,
         images: ImageSet | np.ndarray,
@@ -134,15 +154,14 @@ class Encoder:
 
     def encode(self, images: ImageSet | np.ndarray, batch_size: int = 2000) -> np.ndarray:
         """Integer features (n, m) in ``[0, d)``, in the smallest unsigned dtype that holds them."""
-        if not self.fitted:
-            raise ParameterError(f"encoder {self.name} is not fitted: call fit() or load a fitted encoder file")
+        d, m, hw = self.fitted_d(), self.fitted_m(), self.fitted_hw()
         x = as_gray(images)
-        if tuple(x.shape[1:]) != self.image_shape:
+        if tuple(x.shape[1:]) != hw:
             raise ParameterError(
                 f"images are {x.shape[1]}x{x.shape[2]} but encoder {self.name} was fitted on "
-                f"{self.image_shape[0]}x{self.image_shape[1]}: resize them (e.g. --size) first"
+                f"{hw[0]}x{hw[1]}: resize them (e.g. --size) first"
             )
-        out = np.empty((len(x), self.n_features), dtype=value_dtype(self.d))
+        out = np.empty((len(x), m), dtype=value_dtype(d))
         for i in range(0, len(x), batch_size):
             out[i : i + batch_size] = self._encode(x[i : i + batch_size])
         return out
@@ -182,7 +201,9 @@ class Encoder:
         buf = io.BytesIO()
         arrays = {f"state_{k}": v for k, v in self._state().items()}
         arrays["fit_digests"] = np.frombuffer(b"".join(sorted(self.fit_digests)), np.uint8).reshape(-1, 32)
-        np.savez_compressed(buf, meta=np.array(strict_json.dumps(self.describe(), default=None)), **arrays)
+        # numpy's stub types **kwds as if a key could be its allow_pickle flag; every value here is an array.
+        meta = np.array(strict_json.dumps(self.describe(), default=None))
+        np.savez_compressed(buf, meta=meta, **arrays)  # type: ignore[arg-type]
         write_bytes_atomic(path, buf.getvalue())
         return path
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from privpix.data.imageset import ImageSet
-from privpix.mechanisms.base import Capabilities, Mechanism, Param
+from privpix.mechanisms.base import Capabilities, Param
+from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.ldp.rr import grr_perturb
 from privpix.mechanisms.pixel import blockwise
 from privpix.mechanisms.registry import register
@@ -16,7 +17,7 @@ from privpix.privacy.noise import RNG
 
 
 @register
-class LDPPixel(Mechanism):
+class LDPPixel(ImageMechanism):
     """Each owner quantises their image to ``levels`` equal-width bins of [0, 1] (fixed, so no data is used)
     and perturbs every pixel value with generalised randomized response at ε; the release shows each
     reported level at its bin centre.

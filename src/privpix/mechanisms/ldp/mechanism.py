@@ -15,14 +15,15 @@ import importlib.util
 import math
 import os
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.overlap import shared_count
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, ConformanceCase, FitsOn, Mechanism, Param, Release
+from privpix.mechanisms.base import Capabilities, ConformanceCase, FitsOn, Param, Release
+from privpix.mechanisms.kinds import FeatureMechanism
 from privpix.mechanisms.ldp.bnn import BNNEncoder
 from privpix.mechanisms.ldp.dcaconv import DCAConvEncoder
 from privpix.mechanisms.ldp.encoder_base import ENCODERS, Encoder, gray_images
@@ -50,7 +51,7 @@ def register_ldp(cls: type[LDPFeatures]) -> type[LDPFeatures]:
     return register(cls)
 
 
-class LDPFeatures(Mechanism):
+class LDPFeatures(FeatureMechanism):
     """Encode each image with a published encoder into m integer features in ``[0, d)``, then perturb every
     feature with generalised randomized response at ε per feature (paper 000). Output: ``"features"``, a
     :class:`~privpix.mechanisms.base.Release` whose ``features`` are the (n, m) reports (``Release.values()``
@@ -161,7 +162,7 @@ class LDPFeatures(Mechanism):
         return Capabilities(
             fits_on=fits_on,
             public_data=self.public or None,
-            fixed_shape=None if enc is None else (*enc.image_shape, 1),
+            fixed_shape=None if enc is None else (*enc.fitted_hw(), 1),
             output="features",
             noise_family="randomized-response",
         )
@@ -206,7 +207,7 @@ class LDPFeatures(Mechanism):
             return True
         return self.encoder_ is not None and self.loaded_from_ == "" and self.fitted_with_ == self._fit_key()
 
-    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> LDPFeatures:
+    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> Self:
         """With ``model``: load the encoder file (its encoder parameters become the ones in force). Otherwise
         fit the encoder on ``data`` (labelled images), or on the ``public`` images when ``data`` is ``None``;
         ``seed`` seeds the subset (``fit_images``) and the encoder's own randomness (K-means, BNN training)."""
@@ -285,7 +286,7 @@ class LDPFeatures(Mechanism):
     @property
     def d(self) -> int:
         """Domain size of every feature (after fitting)."""
-        return int(self._encoder(None).d)
+        return int(self._encoder(None).fitted_d())
 
     def encode(self, images: ImageSet) -> np.ndarray:
         """The clean encodings (n, m), integers in ``[0, d)``: the data user's test vectors (no perturbation).
@@ -295,7 +296,7 @@ class LDPFeatures(Mechanism):
         self._validate()
         enc = self._encoder(images.shape)
         if len(images) == 0:
-            return np.zeros((0, int(enc.n_features)), np.uint8)
+            return np.zeros((0, int(enc.fitted_m())), np.uint8)
         flat = np.ascontiguousarray(images.images.reshape(len(images), -1))
         uniq, first, inverse = np.unique(flat, axis=0, return_index=True, return_inverse=True)
         if len(uniq) == len(images):
@@ -304,17 +305,17 @@ class LDPFeatures(Mechanism):
 
     def _privatize_features(self, images: ImageSet, rng: RNG) -> np.ndarray:
         enc = self._encoder(images.shape)
-        return grr_perturb(self.encode(images), int(enc.d), self.epsilon, rng)
+        return grr_perturb(self.encode(images), int(enc.fitted_d()), self.epsilon, rng)
 
     def release(self, images: ImageSet, rng: RNG | int | None = None):
-        """As :meth:`Mechanism.release`; the guarantee is marked not sound when ``images`` may be among the
+        """As :meth:`FeatureMechanism.release`; the guarantee is marked not sound when ``images`` may be among the
         encoder's fitting images, and ``extra`` records ``domain_size``, ``n_features`` and the encoder."""
         rel = super().release(images, rng)
         overlap = self._overlap(images)
         if overlap:
             rel.guarantee = self._guarantee(images.shape, overlap)
         enc = self._encoder(images.shape)
-        rel.extra.update(domain_size=int(enc.d), n_features=int(enc.n_features), encoder=enc.describe())
+        rel.extra.update(domain_size=int(enc.fitted_d()), n_features=int(enc.fitted_m()), encoder=enc.describe())
         return rel
 
     def guarantee_for(self, images: ImageSet) -> Guarantee:
@@ -356,7 +357,7 @@ class LDPFeatures(Mechanism):
 
     def _guarantee(self, shape: tuple[int, int, int], overlap: str) -> Guarantee:
         enc = self._encoder(shape)
-        m, d, eps = int(enc.n_features), int(enc.d), float(self.epsilon)
+        m, d, eps = int(enc.fitted_m()), int(enc.fitted_d()), float(self.epsilon)
         if math.isinf(eps):
             return Guarantee.none(f"epsilon = inf: the {m} encoded features are sent without perturbation")
         per_image = m * eps

@@ -68,7 +68,7 @@ def ldp_guarantee(
     sources' descriptions (the same data set and split, or nested folders).
     """
     epsilon = check_epsilon(epsilon)
-    m, d = int(encoder.n_features), int(encoder.d)
+    m, d = int(encoder.fitted_m()), int(encoder.fitted_d())
     if math.isinf(epsilon):
         return Guarantee.none(f"epsilon = inf: the {m} encoded features are sent without perturbation")
     caveats = [
@@ -156,19 +156,20 @@ def perturb(
     epsilon = check_epsilon(epsilon)
     if not encoder.fitted:
         raise ParameterError("encoder is not fitted")
+    d, m = encoder.fitted_d(), encoder.fitted_m()
     if labels is None and isinstance(images, ImageSet):
         labels = images.labels
     n = len(images)
     t0 = time.perf_counter()
-    out = np.empty((n, encoder.n_features), dtype=value_dtype(encoder.d))
+    out = np.empty((n, m), dtype=value_dtype(d))
     for s in range(0, n, batch_size):
         part = images.subset(slice(s, s + batch_size)) if isinstance(images, ImageSet) else images[s : s + batch_size]
-        out[s : s + len(part)] = grr_perturb(encoder.encode(part), encoder.d, epsilon, rng)
+        out[s : s + len(part)] = grr_perturb(encoder.encode(part), d, epsilon, rng)
         if on_batch is not None:
             on_batch(len(part))
     g = ldp_guarantee(epsilon, encoder, source, images)
     meta = {"source": source, "secure_rng": is_secure(rng), "seconds": round(time.perf_counter() - t0, 3)}
-    return Reports(out, None if labels is None else np.asarray(labels), encoder.d, epsilon, g, encoder.describe(), meta)
+    return Reports(out, None if labels is None else np.asarray(labels), d, epsilon, g, encoder.describe(), meta)
 
 
 def report_files(reports: Reports) -> tuple[dict[str, bytes], dict[str, Any]]:
@@ -180,7 +181,8 @@ def report_files(reports: Reports) -> tuple[dict[str, bytes], dict[str, Any]]:
     arrays = {"values": reports.values}
     if reports.labels is not None:
         arrays["labels"] = reports.labels
-    np.savez_compressed(buf, **arrays)
+    # numpy's stub types **kwds as if a key could be its allow_pickle flag; every value here is an array.
+    np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]
     data = buf.getvalue()
     eps = reports.epsilon
     manifest = {

@@ -11,6 +11,7 @@ import pandas as pd
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
 from privpix.mechanisms.base import Capabilities, ConformanceCase, Param
+from privpix.mechanisms.kinds import ImageMechanism, RecordMechanism
 from privpix.mechanisms.registry import register
 from privpix.mechanisms.trained import TrainedModel
 from privpix.privacy.guarantees import Guarantee
@@ -18,7 +19,7 @@ from privpix.privacy.noise import RNG, torch_seed
 
 
 @register
-class AEObfuscator(TrainedModel):
+class AEObfuscator(TrainedModel, ImageMechanism, RecordMechanism):
     """Release images through a trained obfuscator with the provider's own f (K) and g (sigma2).
 
     f needs each image's true utility label, read from the ImageSet attribute named by ``utility`` (default:

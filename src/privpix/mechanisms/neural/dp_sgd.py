@@ -53,7 +53,8 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Param, WhiteBoxTrials
+from privpix.mechanisms.base import ConformanceCase, Param, WhiteBoxTrials
+from privpix.mechanisms.kinds import ModelMechanism
 from privpix.mechanisms.registry import register
 from privpix.mechanisms.trained import CalibratedModel
 from privpix.privacy.composition import NoiseEvent
@@ -162,7 +163,7 @@ class OneExampleAddedOrRemoved(Neighbours):
 
 
 @register
-class DPSGD(CalibratedModel):
+class DPSGD(CalibratedModel, ModelMechanism):
     """A classifier trained on the private images with DP-SGD (Opacus): the choice of publishing no images. A
     release is the trained model (``output == "model"``): ``save_model`` writes it, :meth:`predict` applies it;
     :meth:`release` refuses, since there are no images to publish. See the module docstring for the algorithm, the
@@ -220,17 +221,6 @@ class DPSGD(CalibratedModel):
     def _check_delta(self) -> None:
         if not self.delta > 0:
             raise ParameterError("dp-sgd: the sampled Gaussian mechanism needs a delta in (0, 1), e.g. --delta 1e-5")
-
-    def capabilities(self) -> Capabilities:
-        shape = tuple(self.meta_["shape"]) if self.meta_ is not None and self.is_fitted else None
-        return Capabilities(
-            fits_on=self._fits_on(),
-            fixed_shape=shape,
-            needs_labels=True,
-            output="model",
-            noise_family="gaussian",
-            dp_fit=self._fits_on() == "private",
-        )
 
     def secure_refusal(self) -> str:
         return "its noise is torch's floating-point Gaussian through Opacus (no exact sampler)"

@@ -125,9 +125,10 @@ FEATURES = ("pixels", "scatternet")
 def build_network(shape: tuple[int, int, int], n_classes: int, seed: int, features: str = "pixels") -> nn.Module:
     """The classifier for (h, w, c) images and ``n_classes`` classes, weights drawn from ``seed`` (torch's default
     initialisation, no draw from the global RNG): the Tanh CNN on the pixels, or ScatterNet + linear."""
+    h, w, c = shape  # a model file's meta gives it as a list
     if features == "scatternet":
-        return training.build(lambda: ScatterNetLinear(tuple(shape), n_classes), training.generator(seed))
-    return training.build(lambda: TanhCNN(tuple(shape), n_classes), training.generator(seed))
+        return training.build(lambda: ScatterNetLinear((h, w, c), n_classes), training.generator(seed))
+    return training.build(lambda: TanhCNN((h, w, c), n_classes), training.generator(seed))
 
 
 def trained_part(net: nn.Module) -> nn.Module:

@@ -10,6 +10,7 @@ import numpy as np
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
 from privpix.mechanisms.base import Capabilities, ConformanceCase, Param
+from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.registry import register
 from privpix.mechanisms.trained import TrainedModel
 from privpix.privacy.guarantees import Guarantee
@@ -30,7 +31,7 @@ _TRAINING = {
 }
 
 
-class _TrainedGAN(TrainedModel):
+class _TrainedGAN(TrainedModel, ImageMechanism):
     """Release images through a trained paper-004 model: the model file named by ``model``, or a model that
     :meth:`fit` trains on the images it is given (``model`` empty). Training is this mechanism's fit:
     ``privpix fit --method ppsgan --dataset mnist:train --output m.pt`` trains and writes the file, and every

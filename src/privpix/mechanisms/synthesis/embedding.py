@@ -40,13 +40,14 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError, PrivpixWarning
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Param
+from privpix.mechanisms.base import ConformanceCase, Param
+from privpix.mechanisms.kinds import SyntheticImageMechanism
 from privpix.mechanisms.trained import CalibratedModel
 from privpix.privacy import gaussian_release
 from privpix.privacy.composition import NoiseEvent
@@ -144,7 +145,7 @@ def sample_labels(probs: np.ndarray, n: int, rng: RNG) -> np.ndarray:
 # ------------------------------------------------------------------------------------------ mechanism
 
 
-class MeanEmbeddingSynthesizer(CalibratedModel):
+class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism):
     """The embed-once pipeline of the module docstring; a subclass names itself, declares ``params`` (``MODEL``,
     its feature parameters, ``LABELS``, ``GENERATOR``, ``RELEASE``) and ``training`` (its feature parameters,
     then ``TRAINING``), and implements the feature map: :meth:`_featurizer`, :meth:`_feature_width`,
@@ -229,18 +230,6 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
         if not self.delta > 0:
             raise ParameterError(f"{self.name}: the Gaussian mechanism needs a delta in (0, 1), e.g. --delta 1e-5")
 
-    def capabilities(self) -> Capabilities:
-        shape = tuple(self.meta_["shape"]) if self.meta_ is not None and self.is_fitted else None
-        return Capabilities(
-            fits_on=self._fits_on(),
-            fixed_shape=shape,
-            needs_labels=True,
-            output="synthetic-images",
-            noise_family="gaussian",
-            dp_fit=self._fits_on() == "private",
-            seconds_per_value=self.seconds_per_value,
-        )
-
     def secure_params(self) -> dict[str, Any] | None:
         """Fitting now: ``secure=true`` (exact discrete Gaussian on the fixed-point sum). From a model file: its
         noise was drawn when it was fitted, exactly only if it was fitted with ``secure=true``."""
@@ -290,6 +279,10 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
             raise ValueError(f"sigma={meta['sigma']!r} is not the noise multiplier times the sensitivity ({sigma:.6g})")
         return epsilon, (_event(z, delta, secure),)
 
+    def label_names(self) -> tuple[str, ...] | None:
+        names = self.meta_.get("class_names") if self.meta_ is not None and self.is_fitted else None
+        return tuple(names) if names else None
+
     def synthetic_count(self, n_inputs: int | None) -> int | None:
         """``n`` when set, else as many as the inputs (``None`` without inputs: the user must give ``n``)."""
         return self.n or n_inputs
@@ -317,7 +310,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
 
     # -------------------------------------------------------------------------------------- fitting
 
-    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> MeanEmbeddingSynthesizer:
+    def fit(self, data: ImageSet | RecordSet | None = None, *, seed: int | None = None) -> Self:
         """With ``model``: load the file. Without: release the noisy embedding of ``data`` (labelled images) once
         and train the generator on it. ``seed`` seeds the feature map, the noise and the training (reproducible:
         whoever knows the seed can remove the noise); ``None`` draws the noise from the OS CSPRNG and the rest
@@ -445,12 +438,16 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
             "public_history": history,
         }
 
-    def released_statistic(self, data: ImageSet, rng: RNG | None, *, seed: int) -> np.ndarray:
+    def released_statistic(self, data: ImageSet, rng: RNG | None, *, seed: int) -> np.ndarray | None:
         """The one DP release a fit makes of ``data``: its noisy mean embedding (K·D + K,) float64, with the feature
         map drawn from ``seed`` and noise from ``rng`` exactly as :meth:`fit` adds it (float or, with ``secure``,
         exact discrete Gaussian on the fixed-point sum); ``rng=None`` gives it without noise (for audits choosing
         their test). The generator is not trained: everything after this release is post-processing. Works on a
         fresh copy, so a fitted model is left as it is."""
+        return self._embedding_release(data, rng, seed=seed)
+
+    def _embedding_release(self, data: ImageSet, rng: RNG | None, *, seed: int) -> np.ndarray:
+        """:meth:`released_statistic` itself, for a subclass whose fit makes more releases than this one."""
         from privpix.mechanisms.synthesis import embed_net
 
         self._validate()
@@ -464,13 +461,14 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
         if key not in cache:
             fresh = type(self)(**{p: v for p, v in self.get_params().items() if p != "model"})
             featurize, width = fresh._featurizer(data.shape, int(seed))
+            computed: embed_net.FixedPointSum | np.ndarray  # the exact sum for secure noise, else the float mean
             if self.secure:
-                clean = embed_net.fixed_point_sum(data.flat(), labels, featurize, width, k, share, LATTICE_BITS)
+                computed = embed_net.fixed_point_sum(data.flat(), labels, featurize, width, k, share, LATTICE_BITS)
             else:
-                clean = embed_net.mean_embedding(data.flat(), labels, featurize, width, k, share)
+                computed = embed_net.mean_embedding(data.flat(), labels, featurize, width, k, share)
             if len(cache) >= 4:
                 cache.pop(next(iter(cache)))
-            cache[key] = (data, clean)
+            cache[key] = (data, computed)
         clean = cache[key][1]
         if self.secure:
             if rng is None:
@@ -601,6 +599,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel):
         h, w, c = meta["shape"]
         if tuple(shape) != (h, w, c):
             raise ParameterError(f"{self.name}: the model makes {h}x{w} images with {c} channel(s), got {shape}")
+        assert self.label_probs_ is not None  # set with the model, by fit or by reading its file (_load)
         labels = sample_labels(self.label_probs_, n, rng)
         images = embed_net.sample(gen, labels, torch_seed(rng)).reshape(n, h, w, c)
         # Fitted on unlabelled images: one class, and no label to publish.

@@ -202,4 +202,6 @@ def approximate_sensitivity(gen, x) -> np.ndarray:
             z = gen.encode(x[i : i + 512])
             lo = z.min(0).values if lo is None else torch.minimum(lo, z.min(0).values)
             hi = z.max(0).values if hi is None else torch.maximum(hi, z.max(0).values)
+    if lo is None or hi is None:
+        raise ValueError("approximate_sensitivity needs at least one image")
     return (hi - lo).numpy().astype(np.float64)
