@@ -55,6 +55,7 @@ from privpix.errors import DataError, ParameterError
 from privpix.executor import Executor
 from privpix.fileio import write_bytes_atomic
 from privpix.mechanisms.base import Mechanism
+from privpix.mechanisms.kinds import FeatureMechanism, RecordMechanism, SyntheticImageMechanism, require_kind
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.noise import RNG, SecureRandom, make_rng
 from privpix.publishing.source_map import check_source_map, stage_source_map
@@ -176,7 +177,8 @@ def run_shard(task: ShardTask) -> dict[str, Any]:
 def _run_unit(task: ShardTask) -> dict[str, Any]:
     """A release made at once: read everything, release it with the seed's own stream, write its file(s) and the
     record. Records go to ``records.csv``; feature reports to the files the mechanism's format names
-    (:meth:`~privpix.mechanisms.Mechanism.feature_files`), whose manifest fields the record carries to the commit."""
+    (:meth:`~privpix.mechanisms.FeatureMechanism.feature_files`), whose manifest fields the record carries to the
+    commit."""
     if not Path(task.stage).is_dir():
         raise DataError(f"{task.stage}: the release's staging folder is gone; shard {task.index} not written")
     mech = task.mechanism
@@ -185,7 +187,7 @@ def _run_unit(task: ShardTask) -> dict[str, Any]:
     t0 = time.perf_counter()
     manifest: dict[str, Any] | None = None
     if isinstance(data, RecordSet):
-        table = mech.release_records(data, rng)
+        table = require_kind(mech, RecordMechanism).release_records(data, rng)
         if len(table.frame) == 0:
             raise ParameterError("nothing to release: the input holds no records")
         files = {RECORDS: table.frame.to_csv(index=False, float_format="%.6g").encode()}
@@ -193,7 +195,8 @@ def _run_unit(task: ShardTask) -> dict[str, Any]:
         guarantee, count = table.guarantee, len(table.frame)
     else:
         rel = mech.release(data, rng)
-        files, manifest = mech.feature_files(rel, data.labels if task.labels else None)
+        reports = require_kind(mech, FeatureMechanism)
+        files, manifest = reports.feature_files(rel, data.labels if task.labels else None)
         fields, guarantee, count = {}, rel.guarantee, len(data)
     if guarantee != task.expect:
         raise ParameterError(
@@ -240,7 +243,7 @@ def _run_shard(task: ShardTask) -> dict[str, Any]:
         b0, b1 = b * task.block, min((b + 1) * task.block, task.n)
         rng = block_rng(task.seed, task.secure, b)
         if synthetic:
-            rel = mech.synthesize(b1 - b0, rng, task.shape)
+            rel = require_kind(mech, SyntheticImageMechanism).synthesize(b1 - b0, rng, task.shape)
             positions = list(range(b0, b1))
             src_names = [""] * len(positions)
         else:
