@@ -79,8 +79,8 @@ def test_loading_every_mechanism_imports_no_heavy_module_a_release_worker_does_n
     """Every command and every release worker imports privpix.mechanisms (the registry loads every mechanism
     module) before its first shard: serial time of every parallel release (issue 31, item 1). The libraries a few
     mechanisms need (scipy.optimize for SRA/ESRA, scipy.ndimage for the filters, scipy.linalg for DCA, torch for the
-    networks) are imported when those mechanisms run, not here."""
-    late = ("scipy.optimize", "scipy.ndimage", "scipy.linalg", "torch", "sklearn")
+    networks, pandas and pyarrow for records and Parquet) are imported when they are used, not here."""
+    late = ("scipy.optimize", "scipy.ndimage", "scipy.linalg", "torch", "sklearn", "pandas", "pyarrow")
     code = _none_imported("privpix.mechanisms, privpix.publishing.shards", late)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

@@ -9,12 +9,15 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
+
+if TYPE_CHECKING:  # pandas (0.4 s to import) only where records are handled
+    pass
 
 
 class ImageSetSource:
@@ -73,6 +76,8 @@ class RecordSetSource:
         h = hashlib.sha256(f"{self.description}|{self._records.label_column}|{columns}".encode())
         for a, b in ranges:
             h.update(f"|{a}:{b}|".encode())
+            import pandas as pd
+
             rows = pd.util.hash_pandas_object(self._records.frame.iloc[a:b], index=False)
             h.update(np.ascontiguousarray(rows.to_numpy()).tobytes())
         return h.hexdigest()

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from privpix.data.files import (
     read_idx,
@@ -253,6 +252,8 @@ ADULT_COLUMNS = [
 
 def load_adult(root: Path, split: str | None = None) -> RecordSet:
     """UCI Adult records; label column ``income`` (``>50K`` is 1), private attribute ``sex``."""
+    import pandas as pd  # here: 0.4 s to import, which every image command (and release worker) would pay
+
     base = root / "uci_adult"
     frames = []
     for part, fname, skip in (("train", "adult.data", 0), ("test", "adult.test", 1)):

@@ -6,10 +6,9 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, NamedTuple, Self, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Self, get_args
 
 import numpy as np
-import pandas as pd
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.imageset import blocks as imageset_blocks
@@ -19,6 +18,9 @@ from privpix.privacy.composition import NoiseEvent
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, OneImage
 from privpix.privacy.noise import RNG, make_rng
+
+if TYPE_CHECKING:  # pandas (0.4 s to import) only where records are handled
+    import pandas as pd
 
 
 @dataclass

@@ -19,15 +19,17 @@ for a mechanism of another kind); :data:`KINDS` maps each declared output to its
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
-import pandas as pd
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
 from privpix.mechanisms.base import Mechanism, Output, RecordRelease, Release, _as_rng
 from privpix.privacy.noise import RNG
+
+if TYPE_CHECKING:  # pandas (0.4 s to import) only where records are handled
+    import pandas as pd
 
 
 class ImageMechanism(Mechanism):

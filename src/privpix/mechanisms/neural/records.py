@@ -8,11 +8,15 @@ model file, so every data provider maps its records onto the same 102 columns.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from privpix.data.imageset import RecordSet
 from privpix.errors import ParameterError
+
+if TYPE_CHECKING:  # pandas (0.4 s to import) only where records are handled
+    pass
 
 
 def fit_record_encoding(records: RecordSet, private: str) -> dict:
@@ -36,6 +40,8 @@ def encode_records(records: RecordSet, encoding: dict) -> np.ndarray:
     if missing:
         raise ParameterError(f"records lack the column(s) {missing} the model was trained with")
     df = records.frame.drop(columns=[encoding["label_column"], encoding["private"]])
+    import pandas as pd
+
     x = pd.get_dummies(df, dtype=np.float32).reindex(columns=encoding["columns"], fill_value=0.0)
     x = x.to_numpy(dtype=np.float32)
     if np.isnan(x).any():
