@@ -92,7 +92,7 @@ def test_a_synthesizer_release_from_a_folder_records_no_path(run, tmp_path, digi
 def test_no_resume_hint_where_resume_cannot_work(run, tmp_path, monkeypatch):
     """A release that fits on the private images without a seed cannot be resumed (a second fit is a second DP
     release): a failure says so, keeps no staging, and does not suggest --resume."""
-    import privpix.publishing.shards as sharded
+    import privpix.publishing.shard_worker as sharded
 
     real = sharded.write_shard
     calls = []

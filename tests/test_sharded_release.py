@@ -474,7 +474,7 @@ def test_a_late_worker_of_an_interrupted_run_never_changes_what_a_later_run_publ
     from privpix.data import load_dataset
     from privpix.data.inmemory import ImageSetSource
     from privpix.executor import Executor
-    from privpix.publishing import shards
+    from privpix.publishing import shard_worker, shards
 
     digits = load_dataset("builtin-mnist:test").subset(np.arange(600))
     mech = get_mechanism("pixel-laplace", epsilon=1)
@@ -489,7 +489,7 @@ def test_a_late_worker_of_an_interrupted_run_never_changes_what_a_later_run_publ
     def late_worker_then_commit(self, *args, **kwargs):
         # The late worker has written its files but not yet its record when the commit runs.
         with monkeypatch.context() as m:
-            m.setattr(shards, "_write_record", lambda *a, **k: None)
+            m.setattr(shard_worker, "_write_record", lambda *a, **k: None)
             real_run(replace(tasks[0], attempt="00000000deadbeef"))
         return real_commit(self, *args, **kwargs)
 
