@@ -150,3 +150,9 @@ def test_the_old_import_paths_are_the_moved_modules():
     assert names == {new: new for new in MOVED.values()}  # the real module keeps its own name
     for old in MOVED:
         assert not (PACKAGE / (old.removeprefix("privpix.").replace(".", "/") + ".py")).exists(), old
+
+
+def test_no_module_holds_more_than_700_lines():
+    """issue 30's must-hold: a module is small enough to read as one job; a file past 700 lines is split by job."""
+    lines = {str(p.relative_to(PACKAGE)): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
+    assert not {name: n for name, n in lines.items() if n > 700}
