@@ -13,9 +13,7 @@ import click
 from rich.markup import escape
 
 from privpix.cli.app import console, err_console
-
-# How a command names an --input folder when --record-source is not given (a path can name a person).
-INPUT_FOLDER = "the --input folder"
+from privpix.data.folders import INPUT_FOLDER  # noqa: F401  (re-exported: the commands name it from here)
 
 
 def method_options(*, grid: bool = False, epsilon_help: str = "ε the mechanism claims (for DP mechanisms)."):

@@ -223,6 +223,8 @@ def release(
     if not 0 <= png_level <= 9:
         raise ParameterError(f"--png-level must be in 0..9, got {png_level}")
     records = dataset is not None and DATASETS[parse_dataset_spec(dataset)[0]].kind != "images"
+    if records and not isinstance(mech, RecordMechanism):  # before any option is judged for a records release
+        raise ParameterError(f"--dataset {dataset}: holds records, not images, and {method} releases images")
     if caps.output == "features" or records:
         # Released at once, as one file (reports.npz, records.csv): no image files to map, no image layout, no
         # shards or blocks to size. Refused here, before any fit.

@@ -24,6 +24,10 @@ from privpix.data.imageset import ImageSet
 from privpix.errors import DataError, ParameterError
 from privpix.fileio import sha256_file
 
+# How an --input folder is described when --record-source is not given (a path can name a person): a description
+# that says nothing of which images it holds.
+INPUT_FOLDER = "the --input folder"
+
 
 def _concat(sets: list[ImageSet]) -> ImageSet:
     first = sets[0]

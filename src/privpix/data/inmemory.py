@@ -9,15 +9,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
-
-if TYPE_CHECKING:  # pandas (0.4 s to import) only where records are handled
-    pass
 
 
 class ImageSetSource:

@@ -33,7 +33,7 @@ from privpix.mechanisms.base import Mechanism
 from privpix.mechanisms.kinds import FeatureMechanism, RecordMechanism, SyntheticImageMechanism, require_kind
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.noise import RNG, SecureRandom, make_rng
-from privpix.publishing.staging import OpaqueNames
+from privpix.publishing.staging import OpaqueNames, _no_links
 from privpix.threads import one_thread
 
 ATTEMPTS = ".privpix-runs"  # inside the staging folder: one folder per run (attempt) of the release
@@ -336,7 +336,10 @@ def _read_record(stage: Path, index: int) -> dict[str, Any] | None:
     if where is None:
         return None
     for name, sha in record.get("files", []):
-        f = where / name
+        try:
+            f = _no_links(where, name, p)  # a plain relative name, through no link: never a file elsewhere
+        except DataError:
+            return None
         if not f.is_file() or sha256_file(f) != sha:
             return None
     return record

@@ -68,7 +68,7 @@ from privpix.publishing.shard_worker import (  # noqa: F401  (ATTEMPTS, DELAY_EN
     unit_rng,
 )
 from privpix.publishing.source_map import check_source_map, stage_source_map
-from privpix.publishing.staging import ReleaseWriter
+from privpix.publishing.staging import ReleaseWriter, _no_links
 from privpix.version import __version__
 
 # Values (pixels x channels) released together in one block, and kept in memory per shard as uint8 output.
@@ -127,9 +127,11 @@ def _adopt(writer: ReleaseWriter, stage: Path, record: dict[str, Any]) -> None:
         raise DataError(f"{_record_path(stage, record['shard'])}: names no run of this release; nothing was published")
     synced = writer.stamp is not None  # its worker stamped and synced it (see _stamp_and_sync)
     for name, sha in record["files"]:
-        target = stage / name
+        # A record on disk is checked before anything moves: a plain relative name, through no link.
+        source = _no_links(where, name, _record_path(stage, record["shard"]))
+        target = _no_links(stage, name, _record_path(stage, record["shard"]))
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(where / name, target)
+        os.replace(source, target)
         writer.adopt(name, sha, synced=synced)
 
 
@@ -288,9 +290,10 @@ class ShardedRelease:
         out = Path(output)
         plan = plan or self.plan(executor.workers)
         if source_map is not None and self.unit:
+            what = "records" if isinstance(self.source, RecordSetSource) else "reports"
             raise ParameterError(
-                f"--source-map: {self.mechanism.name} releases {'records' if self.n else 'reports'} in one file, with "
-                "no image files to map to their sources"
+                f"--source-map: {self.mechanism.name} releases {what} in one file, with no image files to map to "
+                "their sources"
             )
         if source_map is not None:
             check_source_map(Path(source_map), out, inputs)
@@ -377,10 +380,13 @@ class ShardedRelease:
                 exclude.setdefault(int(owner[j]), set()).add(int(positions[j]))
             else:
                 first.add(d)
+        # A run id of its own for each pass: a redone shard is written beside, never over, the files its first pass
+        # recorded (a worker of this run killed mid-redo could otherwise leave half-written files a resume adopts).
+        attempt = secrets.token_hex(8)
         tasks = []
         for i, positions_i in sorted(exclude.items()):
             every = positions_i | records[i]["exclude"]  # a shard redone twice keeps its earlier exclusions
-            tasks.append(replace(base, index=i, blocks=shards[i], exclude=tuple(sorted(every))))
+            tasks.append(replace(base, index=i, blocks=shards[i], exclude=tuple(sorted(every)), attempt=attempt))
         return tasks
 
     def _commit(

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 
+from privpix.data.folders import INPUT_FOLDER
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.overlap import shared_count
 from privpix.errors import ParameterError
@@ -331,11 +332,6 @@ class LDPFeatures(FeatureMechanism):
         enc = self.encoder_
         if enc is None or not enc.uses_fitting_data:
             return ""
-        if self.loaded_from_ and enc.fit_digests:
-            # The encoder file records its fitting images' digests: decided image by image, not from descriptions
-            # (paths are not recorded unless asked, and a folder's name tells nothing of what it holds).
-            shared = shared_count(enc.fit_digests, gray_images(images))
-            return f"{shared} of the reported images are among the encoder's fitting images" if shared else ""
         if self.loaded_from_ == "":
             # An overlap makes the guarantee unsound rather than refusing the release: paper 000's protocol fits the
             # encoder on data that may hold the reported images, and stays reproducible; the guarantee says why.
@@ -344,8 +340,16 @@ class LDPFeatures(FeatureMechanism):
             if images.names is not None and self.fit_names_ & set(map(str, images.names)):
                 return "some released images carry the names of the encoder's fitting images"
             return ""
-        # An encoder file records only a description of its fitting data.
-        if images.source and may_overlap(enc.fitted_on, images.source):
+        # From an encoder file: its fitting images' digests (files written since they are recorded) find the very
+        # images, and the two descriptions (a data set and split, a recorded folder) what the digests cannot see
+        # (the same images decoded or resized by another path). A folder described only as "the --input folder"
+        # (no --record-source) says nothing of its images: where digests exist they alone decide for it.
+        if enc.fit_digests:
+            shared = shared_count(enc.fit_digests, gray_images(images))
+            if shared:
+                return f"{shared} of the reported images are among the encoder's fitting images"
+        redacted = any(str(d).startswith(INPUT_FOLDER) for d in (enc.fitted_on, images.source))
+        if images.source and not (enc.fit_digests and redacted) and may_overlap(enc.fitted_on, images.source):
             return f"the released images ({images.source}) may overlap the encoder's fitting data ({enc.fitted_on})"
         return ""
 
