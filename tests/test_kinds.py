@@ -114,6 +114,7 @@ def test_register_refuses_a_mechanism_of_no_kind():
     assert "no-kind" not in MECHANISMS
 
 
+@pytest.mark.slow
 def test_a_model_release_is_refused_by_its_kind(digits):
     with pytest.raises(ParameterError, match="publishes a trained model, not images"):
         get_mechanism("dp-sgd", epsilon=1.0, delta=1e-5, epochs=1, batch_size=10).fit(

@@ -463,6 +463,7 @@ def test_grr_with_a_huge_epsilon_keeps_every_value():
     np.testing.assert_array_equal(grr_perturb(v, 4, 40.0, np.random.default_rng(0)), v)
 
 
+@pytest.mark.slow
 def test_privpix_release_publishes_ldp_reports_as_ldp_perturb_does(run, tmp_path):
     """issue 30, item 2: `privpix release` with a feature mechanism writes the report folder `ldp perturb`
     writes (same seed, same values and labels; both through the one release writer), charges a ledger the

@@ -21,6 +21,7 @@ def _pixels(folder) -> np.ndarray:
     return x[np.lexsort(x.T[::-1])]
 
 
+@pytest.mark.slow
 def test_the_api_release_is_the_command_lines_for_the_same_seed(run, tmp_path):
     """The API draws block by block from the seed, as `privpix release --seed` does: the same pixels. A Generator
     gives one seed drawn from it (the same state, the same release)."""
@@ -64,6 +65,7 @@ def test_the_api_release_writes_every_layout_secure_noise_and_refuses_what_it_ca
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_ldp_perturb_is_an_alias_with_epsilon_inf_for_the_noise_free_column(run, tmp_path):
     """`ldp perturb` releases through the same path as `privpix release --method ldp-*`; its own --epsilon inf
     gives the clean encodings with no guarantee, which every other mechanism and `release` of another kind refuse."""
@@ -99,6 +101,7 @@ def test_ldp_perturb_is_an_alias_with_epsilon_inf_for_the_noise_free_column(run,
     np.testing.assert_array_equal(a["labels"], b["labels"])
 
 
+@pytest.mark.slow
 def test_a_feature_release_that_stopped_is_resumed_by_the_same_command(run, tmp_path, monkeypatch):
     """A report folder is one shard of the one writer, so --resume works for it as for images: a run stopped before
     its commit leaves its staging, and the same command with --resume publishes the same reports."""
