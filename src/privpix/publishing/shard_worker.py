@@ -33,7 +33,7 @@ from privpix.mechanisms.base import Mechanism
 from privpix.mechanisms.kinds import FeatureMechanism, RecordMechanism, SyntheticImageMechanism, require_kind
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.noise import RNG, SecureRandom, make_rng
-from privpix.publishing.staging import OpaqueNames, _no_links
+from privpix.publishing.staging import OpaqueNames, _fsync, _no_links
 from privpix.threads import one_thread
 
 ATTEMPTS = ".privpix-runs"  # inside the staging folder: one folder per run (attempt) of the release
@@ -270,14 +270,6 @@ def _stamp_and_sync(path: Path, stamp: float | None) -> None:
     if stamp is not None:
         os.utime(path, (stamp, stamp))
     _fsync(path)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _attempt_folder(stage: Path, attempt: str) -> Path:
