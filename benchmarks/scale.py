@@ -172,22 +172,22 @@ class _MemorySampler:
         }
 
 
-def _memory_child(n: int, fmt: str, workers: int, out: str) -> None:
+def _memory_child(n: int, fmt: str, workers: int, out: str, side: int = 64) -> None:
     """Run in a fresh process: one release of ``n`` generated images; prints its numbers as JSON."""
     from privpix.data.generated import GeneratedSource
 
     sampler = _MemorySampler()
-    row = _release(GeneratedSource(n, (64, 64, 3)), workers, "local", fmt, Path(out))
+    row = _release(GeneratedSource(n, (side, side, 3)), workers, "local", fmt, Path(out))
     # Sampled, not getrusage: Linux carries a process's peak RSS across exec, so a child started from a big
     # benchmark process would report its parent's peak.
     row.update(sampler.stop())
     print(json.dumps(row))
 
 
-def _in_child(n: int, fmt: str, workers: int, out: Path) -> dict:
+def _in_child(n: int, fmt: str, workers: int, out: Path, side: int = 64) -> dict:
     code = (
         f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import scale; "
-        f"scale._memory_child({n}, {fmt!r}, {workers}, {str(out)!r})"
+        f"scale._memory_child({n}, {fmt!r}, {workers}, {str(out)!r}, {side})"
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -206,13 +206,15 @@ def part_memory(sizes: list[int], tmp: Path) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not for the results")
-    ap.add_argument("--parts", default="workers,memory,million")
+    ap.add_argument("--parts", default="workers,memory,million", help="any of workers,memory,million,tenmillion")
     ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP)
     args = ap.parse_args()
     if args.render_only:
         return rerender(*OUTPUTS)
     parts = args.parts.split(",")
-    n_photos, sizes, million = (200, [2000, 5000], 20_000) if args.quick else (4559, [5000, 50_000, 200_000], 10**6)
+    n_photos, sizes, million, ten = (
+        (200, [2000, 5000], 20_000, 100_000) if args.quick else (4559, [5000, 50_000, 200_000], 10**6, 10**7)
+    )
     path = RESULTS / ("scale_quick.json" if args.quick else "scale.json")
     results = json.loads(path.read_text()) if path.exists() else {}
     results.update(
@@ -225,9 +227,9 @@ def main() -> None:
     )
     # Each part keeps the date it was measured on: a run of some parts keeps the others' results as they were.
     dates = results.setdefault(
-        "dates", {k: results.get("date") for k in ("workers", "memory", "million") if k in results}
+        "dates", {k: results.get("date") for k in ("workers", "memory", "million", "tenmillion") if k in results}
     )
-    dates.update({k: dt.date.today().isoformat() for k in ("workers", "memory", "million") if k in parts})
+    dates.update({k: dt.date.today().isoformat() for k in ("workers", "memory", "million", "tenmillion") if k in parts})
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         if "workers" in parts:
@@ -238,6 +240,11 @@ def main() -> None:
             row = _in_child(million, "webdataset", 2, tmp / "million")
             print("million", row, flush=True)
             results["million"] = {"format": "webdataset", "image_size": "64x64 RGB, generated on the fly", **row}
+        if "tenmillion" in parts:
+            # Issue 31, item 6: ten million images small enough (8×8) for the run to end within 30 minutes here.
+            row = _in_child(ten, "webdataset", 2, tmp / "ten", side=8)
+            print("ten million", row, flush=True)
+            results["tenmillion"] = {"format": "webdataset", "image_size": "8x8 RGB, generated on the fly", **row}
     if args.quick:  # a smoke run: its JSON only, beside the results
         write_text_atomic(path, dumps(results))
     else:
@@ -281,6 +288,15 @@ def render(r: dict) -> str:
             "## A million images" + when("million"),
             f"{m['images']:,} generated {m['image_size']} images as {m['format']} shards ({m['shards']} shards): "
             f"{m['seconds']:.0f} s, **{m['images_per_s']:.0f} images/s**, coordinator peak "
+            f"{m['peak_rss_mb_coordinator']:.0f} MB, largest worker {m['peak_rss_mb_largest_worker']:.0f} MB, "
+            f"all processes {m['peak_rss_mb_total']:.0f} MB.",
+        ]
+    if "tenmillion" in r:
+        m = r["tenmillion"]
+        blocks += [
+            "## Ten million images" + when("tenmillion"),
+            f"{m['images']:,} generated {m['image_size']} images as {m['format']} shards ({m['shards']} shards) on 2 "
+            f"local workers: {m['seconds']:.0f} s, **{m['images_per_s']:.0f} images/s**, coordinator peak "
             f"{m['peak_rss_mb_coordinator']:.0f} MB, largest worker {m['peak_rss_mb_largest_worker']:.0f} MB, "
             f"all processes {m['peak_rss_mb_total']:.0f} MB.",
         ]
