@@ -282,24 +282,17 @@ def render(r: dict) -> str:
             "## Peak memory against size (generated 64×64 RGB images, 2 local workers)" + when("memory"),
             table(cols, ([row[k] for k in keys] for row in r["memory"])),
         ]
-    if "million" in r:
-        m = r["million"]
-        blocks += [
-            "## A million images" + when("million"),
-            f"{m['images']:,} generated {m['image_size']} images as {m['format']} shards ({m['shards']} shards): "
-            f"{m['seconds']:.0f} s, **{m['images_per_s']:.0f} images/s**, coordinator peak "
-            f"{m['peak_rss_mb_coordinator']:.0f} MB, largest worker {m['peak_rss_mb_largest_worker']:.0f} MB, "
-            f"all processes {m['peak_rss_mb_total']:.0f} MB.",
-        ]
-    if "tenmillion" in r:
-        m = r["tenmillion"]
-        blocks += [
-            "## Ten million images" + when("tenmillion"),
-            f"{m['images']:,} generated {m['image_size']} images as {m['format']} shards ({m['shards']} shards) on 2 "
-            f"local workers: {m['seconds']:.0f} s, **{m['images_per_s']:.0f} images/s**, coordinator peak "
-            f"{m['peak_rss_mb_coordinator']:.0f} MB, largest worker {m['peak_rss_mb_largest_worker']:.0f} MB, "
-            f"all processes {m['peak_rss_mb_total']:.0f} MB.",
-        ]
+    for part, title, where in (("million", "A million images", ""), ("tenmillion", "Ten million images",
+                                                                       " on 2 local workers")):  # fmt: skip
+        if part in r:
+            m = r[part]
+            blocks += [
+                f"## {title}" + when(part),
+                f"{m['images']:,} generated {m['image_size']} images as {m['format']} shards ({m['shards']} shards)"
+                f"{where}: {m['seconds']:.0f} s, **{m['images_per_s']:.0f} images/s**, coordinator peak "
+                f"{m['peak_rss_mb_coordinator']:.0f} MB, largest worker {m['peak_rss_mb_largest_worker']:.0f} MB, "
+                f"all processes {m['peak_rss_mb_total']:.0f} MB.",
+            ]
     return document(f"Release at scale ({r['machine']})", *blocks)
 
 

@@ -301,8 +301,6 @@ def release(
             # `records` is the registry's kind of the data set, and load_dataset reads a records data set as such.
             assert isinstance(data, RecordSet), f"{dataset}: a records data set read as {type(data).__name__}"
             metadata["source"] = dataset
-            if not isinstance(mech, RecordMechanism):
-                raise ParameterError(f"--dataset {dataset}: holds records, not images, and {method} releases images")
             fit_as_declared(mech, data)  # used only by a mechanism that fits on the private records
             label = f"{mech.name} on {dataset} → {output}"
             _sharded(mech, RecordSetSource(data, dataset), None, (0, 0, 0), None, dataset, metadata, label, run)
