@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Self, get_args
@@ -411,6 +412,13 @@ class Mechanism:
         (:mod:`privpix.mechanisms.kinds`) implements it: images transformed, synthetic images drawn, reports, or a
         refusal (a model is published by ``save_model``)."""
         raise NotImplementedError(f"{self.name}: subclass one output kind of privpix.mechanisms.kinds")
+
+    def _released(self, shape: tuple[int, int, int], t0: float, **output: Any) -> Release:
+        """A :class:`Release` of ``output`` (``images=``, ``features=``, ``source=``) made since ``t0``
+        (``time.perf_counter()``), stating what every release states: the guarantee for ``shape``, the name and
+        the parameters in force, the seconds it took."""
+        return Release(guarantee=self.guarantee(shape), mechanism=self.name, parameters=self.parameters(),
+                       seconds=time.perf_counter() - t0, **output)  # fmt: skip
 
     def _check_release_input(self, images: ImageSet) -> None:
         """What every release checks first, whatever its kind: an ImageSet of values in [0, 1], parameters valid,

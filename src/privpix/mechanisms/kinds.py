@@ -54,14 +54,7 @@ class ImageMechanism(Mechanism):
         rng = _as_rng(rng)
         t0 = time.perf_counter()
         out = np.asarray(self._privatize_set(images, rng), dtype=np.float32)
-        released = images.with_images(out)
-        return Release(
-            images=released,
-            guarantee=self.guarantee(images.shape),
-            mechanism=self.name,
-            parameters=self.parameters(),
-            seconds=time.perf_counter() - t0,
-        )
+        return self._released(images.shape, t0, images=images.with_images(out))
 
 
 class SyntheticImageMechanism(Mechanism):
@@ -106,13 +99,7 @@ class SyntheticImageMechanism(Mechanism):
             class_names=self.label_names(),
             source=f"{self.name} synthetic images",
         )
-        return Release(
-            images=made,
-            guarantee=self.guarantee(shape),
-            mechanism=self.name,
-            parameters=self.parameters(),
-            seconds=time.perf_counter() - t0,
-        )
+        return self._released(shape, t0, images=made)
 
     def synthetic_count(self, n_inputs: int | None) -> int | None:
         """How many images a published release writes, given the number of input (private) images, or ``None``
@@ -148,15 +135,7 @@ class FeatureMechanism(Mechanism):
         feats = np.asarray(self._privatize_features(images, rng))
         if feats.ndim != 2 or len(feats) != len(images):
             raise AssertionError(f"{self.name}: _privatize_features must return (n, k), got {feats.shape}")
-        return Release(
-            images=None,
-            guarantee=self.guarantee(images.shape),
-            mechanism=self.name,
-            parameters=self.parameters(),
-            seconds=time.perf_counter() - t0,
-            features=feats,
-            source=images,
-        )
+        return self._released(images.shape, t0, images=None, features=feats, source=images)
 
     def _privatize_features(self, images: ImageSet, rng: RNG) -> np.ndarray:
         """(n, k) released reports, one row per image."""
