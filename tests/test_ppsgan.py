@@ -194,11 +194,12 @@ def test_cli_train_and_release_all_three(run, data_dir, tmp_path):
         r = run(
             "train-ppsgan", "--model", kind, "--dataset", "mnist:train", "--limit", 128, "--width", 4,
             "--latent", 16, "--ae-epochs", 1, "--epochs", 1, "--batch-size", 32, "--n-critic", 1,
-            "--delta", 1e-8, "--output", model, "--data-dir", data_dir, "-q",
+            "--delta", 1e-8, "--seed", 0, "--output", model, "--data-dir", data_dir, "-q",
             *(["--recipe", "authors", "--resensitize-every", 2] if kind == "ppsgan" else []),
         )  # fmt: skip
         assert r.exit_code == 0, r.output
         meta = load_model(model)[1]
+        assert meta["classes"] == list(range(10)), meta["classes"]  # the seeded 128 hold every digit
         assert meta["recipe"] == ("authors" if kind == "ppsgan" else "paper")
         assert len(meta["history"].get("s_e_means", [])) == (1 if kind == "ppsgan" else 0)
         out = tmp_path / f"rel-{kind}"
@@ -220,6 +221,10 @@ def test_cli_train_and_release_all_three(run, data_dir, tmp_path):
         get_mechanism("ppsgan", model=str(tmp_path / "ppsgan.pt")).release(ImageSet(np.zeros((1, 32, 32, 1))), 0)
     with pytest.raises(ParameterError, match="need labels"):
         get_mechanism("acgan", model=str(tmp_path / "acgan.pt")).release(ImageSet(np.zeros((2, 28, 28, 1))), 0)
+    with pytest.raises(ParameterError, match=r"labels \[11\] are outside the classes the model was trained on \[0, 1,"):
+        get_mechanism("acgan", model=str(tmp_path / "acgan.pt")).release(
+            ImageSet(np.zeros((2, 28, 28, 1)), labels=np.array([3, 11])), 0
+        )
 
 
 def test_a_trained_network_pickles_to_a_fresh_process():

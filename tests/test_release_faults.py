@@ -147,8 +147,12 @@ def test_ctrl_c_stops_a_release_on_workers_at_once_and_says_so(tmp_path):
             "--epsilon", "1", "--param", "sensitivity=bound", "--param", "unit=pixel", "--seed", "1",
             "--shard-size", "8", "--block-size", "8", "--workers", "2", "--output", str(out)]  # fmt: skip
     env = {**os.environ, "PRIVPIX_SHARD_DELAY": "30"}
+    # A terminal's process gets Ctrl-C with its default action. A harness that runs the suite in the background
+    # (a non-interactive shell's `cmd &`) passes SIGINT down ignored, and Python then never raises
+    # KeyboardInterrupt: give the release the terminal's disposition so the test checks privpix, not the harness.
     p = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
-                         start_new_session=True)  # fmt: skip
+                         start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(p.stderr), daemon=True)
     reader.start()

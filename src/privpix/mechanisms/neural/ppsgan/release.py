@@ -26,7 +26,10 @@ def anonymize(gen, images: np.ndarray, labels: np.ndarray | None = None, *, seed
             known = np.asarray(gen.classes_)
             idx = np.searchsorted(known, np.asarray(labels))
             if np.any(idx >= len(known)) or np.any(known[np.minimum(idx, len(known) - 1)] != labels):
-                raise ParameterError(f"labels outside the model's classes {list(gen.classes_)}")
+                unknown = sorted({int(v) for v in np.setdiff1d(np.asarray(labels), known)})
+                raise ParameterError(
+                    f"labels {unknown} are outside the classes the model was trained on {[int(c) for c in known]}"
+                )
             lab = torch.from_numpy(idx.astype(np.int64))
             for i in range(0, len(lab), 512):
                 out.append(gen.sample(lab[i : i + 512], g).numpy())
