@@ -11,7 +11,10 @@ Parts:
    time in one process (what a user would write by hand), at PNG level 6 (Pillow's default) and at privpix's 1.
 3. **Memory against size**: peak resident memory (the coordinator and, separately, the largest worker) of
    releases of 5k, 50k and 200k generated 64×64 images (each in a fresh process).
-4. **A million images**: a release of 1,000,000 generated 64×64 images as WebDataset shards, with its rate.
+4. **A million images**: a release of 1,000,000 generated 64×64 images as WebDataset shards, with its rate;
+   ``millionfolder``: a million 16×16 images as an ImageFolder (a PNG per image and a ``metadata.jsonl`` row per
+   image, the format whose lists grow with the release), with the coordinator's peak memory.
+5. **Ten million images** (``tenmillion``): 8×8 images as WebDataset shards.
 """
 
 from __future__ import annotations
@@ -203,10 +206,15 @@ def part_memory(sizes: list[int], tmp: Path) -> list[dict]:
     return rows
 
 
+PARTS = ("workers", "memory", "million", "millionfolder", "tenmillion")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not for the results")
-    ap.add_argument("--parts", default="workers,memory,million", help="any of workers,memory,million,tenmillion")
+    ap.add_argument(
+        "--parts", default="workers,memory,million", help="any of workers,memory,million,millionfolder,tenmillion"
+    )
     ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP)
     args = ap.parse_args()
     if args.render_only:
@@ -226,10 +234,8 @@ def main() -> None:
         }
     )
     # Each part keeps the date it was measured on: a run of some parts keeps the others' results as they were.
-    dates = results.setdefault(
-        "dates", {k: results.get("date") for k in ("workers", "memory", "million", "tenmillion") if k in results}
-    )
-    dates.update({k: dt.date.today().isoformat() for k in ("workers", "memory", "million", "tenmillion") if k in parts})
+    dates = results.setdefault("dates", {k: results.get("date") for k in PARTS if k in results})
+    dates.update({k: dt.date.today().isoformat() for k in PARTS if k in parts})
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         if "workers" in parts:
@@ -240,6 +246,12 @@ def main() -> None:
             row = _in_child(million, "webdataset", 2, tmp / "million")
             print("million", row, flush=True)
             results["million"] = {"format": "webdataset", "image_size": "64x64 RGB, generated on the fly", **row}
+        if "millionfolder" in parts:
+            # Issue 31, item 1: the format whose index lists every image (metadata.jsonl), a file per image.
+            row = _in_child(million, "imagefolder", 2, tmp / "millionfolder", side=16)
+            print("million as imagefolder", row, flush=True)
+            results["millionfolder"] = {"format": "imagefolder", "image_size": "16x16 RGB, generated on the fly",
+                                        **row}  # fmt: skip
         if "tenmillion" in parts:
             # Issue 31, item 6: ten million images small enough (8×8) for the run to end within 30 minutes here.
             row = _in_child(ten, "webdataset", 2, tmp / "ten", side=8)
@@ -282,8 +294,9 @@ def render(r: dict) -> str:
             "## Peak memory against size (generated 64×64 RGB images, 2 local workers)" + when("memory"),
             table(cols, ([row[k] for k in keys] for row in r["memory"])),
         ]
-    for part, title, where in (("million", "A million images", ""), ("tenmillion", "Ten million images",
-                                                                       " on 2 local workers")):  # fmt: skip
+    for part, title, where in (("million", "A million images", ""),
+                               ("millionfolder", "A million images as an ImageFolder", " on 2 local workers"),
+                               ("tenmillion", "Ten million images", " on 2 local workers")):  # fmt: skip
         if part in r:
             m = r[part]
             blocks += [

@@ -117,6 +117,7 @@ def test_the_layers_are_packages_and_the_root_holds_only_infrastructure():
         "errors",
         "executor",
         "fileio",
+        "spill",
         "strict_json",
         "threads",
         "training",

@@ -146,7 +146,7 @@ def test_ctrl_c_stops_a_release_on_workers_at_once_and_says_so(tmp_path):
     args = [sys.executable, "-m", "privpix", "release", "--input", str(src), "--method", "pixel-laplace",
             "--epsilon", "1", "--param", "sensitivity=bound", "--param", "unit=pixel", "--seed", "1",
             "--shard-size", "8", "--block-size", "8", "--workers", "2", "--output", str(out)]  # fmt: skip
-    env = {**os.environ, "PRIVPIX_SHARD_DELAY": "30"}
+    env = {**os.environ, "PRIVPIX_SHARD_DELAY": "30", "PYTHONFAULTHANDLER": "1"}
     # A terminal's process gets Ctrl-C with its default action. A harness that runs the suite in the background
     # (a non-interactive shell's `cmd &`) passes SIGINT down ignored, and Python then never raises
     # KeyboardInterrupt: give the release the terminal's disposition so the test checks privpix, not the harness.
@@ -164,7 +164,13 @@ def test_ctrl_c_stops_a_release_on_workers_at_once_and_says_so(tmp_path):
             time.sleep(0.05)
         t0 = time.time()
         os.killpg(p.pid, signal.SIGINT)
-        code = p.wait(timeout=60)
+        try:
+            code = p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.kill(p.pid, signal.SIGABRT)  # with PYTHONFAULTHANDLER: every thread's stack, to say where it hangs
+            p.wait()
+            reader.join(timeout=5)
+            pytest.fail("the release did not stop within 60 s of Ctrl-C:\n" + "".join(lines)[-8000:])
         took = time.time() - t0
     finally:
         if p.poll() is None:  # a failing run leaves no release running behind the suite

@@ -514,9 +514,10 @@ def test_every_released_file_has_one_modification_time(tmp_path):
     job = ShardedRelease(mech, ImageSetSource(digits), digits.shape, seed=0, shard=256, labels=True)
     with Executor(1) as ex:
         manifest = job.run(tmp_path / "out", ex, expect=mech.guarantee(digits.shape))
-    assert manifest["shards"] == 3
-    stamps = {(tmp_path / "out" / f["name"]).stat().st_mtime_ns for f in manifest["files"]}
-    assert len(stamps) == 1 and any(f["name"] == "metadata.jsonl" for f in manifest["files"])
+    assert manifest["shards"] == 3 and "files" not in manifest and job.files_published == 601
+    files = read_manifest(tmp_path / "out")["files"]
+    stamps = {(tmp_path / "out" / f["name"]).stat().st_mtime_ns for f in files}
+    assert len(stamps) == 1 and any(f["name"] == "metadata.jsonl" for f in files) and len(files) == 601
 
 
 def test_a_record_naming_a_file_outside_its_run_is_refused_before_anything_moves(tmp_path):

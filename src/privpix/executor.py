@@ -102,6 +102,7 @@ class LocalExecutor(Executor):
         # million-image release must not queue them all at once.
         pending: dict[Any, int] = {}
         nxt = 0
+        stopped = False
         try:
             while nxt < len(tasks) or pending:
                 while nxt < len(tasks) and len(pending) < 2 * self.workers:
@@ -117,14 +118,16 @@ class LocalExecutor(Executor):
             if self.note is not None:
                 self.note(f"interrupted: stopping the {self.workers} worker processes and the tasks they run")
             self._terminate()
+            stopped = True
             raise
         finally:
-            # On an error or an interrupt: cancel what has not started and wait for what has (or for the stopped
-            # workers' tasks to fail), so no task is still writing after the caller cleaned up (a release's staging
-            # folder).
-            for fut in pending:
-                fut.cancel()
-            wait(pending)
+            # On an error: cancel what has not started and wait for what has, so no task is still writing after
+            # the caller cleaned up (a release's staging folder). A cancelled future is never waited for: it never
+            # runs, and the pool may never mark it done (a broken pool's manager thread stops at the first
+            # cancelled future it tries to fail, and a wait on it hung a Ctrl-C for good). After an interrupt the
+            # workers are already stopped and joined: nothing of theirs runs any more.
+            if not stopped:
+                wait([fut for fut in pending if not fut.cancel()])
 
     def _terminate(self) -> None:
         """Stop every worker process now and wait until each has exited; the next map starts a fresh pool."""
@@ -137,6 +140,9 @@ class LocalExecutor(Executor):
             proc.terminate()
         for proc in procs:
             proc.join(timeout=5)
+            if proc.is_alive():  # a task that ignores SIGTERM (native code holding it off): stop it for good
+                proc.kill()
+                proc.join()
         pool.shutdown(wait=False, cancel_futures=True)
 
     def describe(self) -> str:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -14,6 +16,10 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
+    _write_atomic(path, lambda fh: fh.write(data))
+
+
+def _write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -22,7 +28,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -35,6 +41,23 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_chunks_atomic(path: Path, chunks: Iterable[str]) -> str:
+    """Write the text ``chunks`` to ``path`` as :func:`write_text_atomic` does, without ever holding it whole (a
+    manifest listing millions of files); returns the sha256 of what was written."""
+    import hashlib
+
+    digest = hashlib.sha256()
+
+    def write(fh: BinaryIO) -> None:
+        for chunk in chunks:
+            data = chunk.encode()
+            digest.update(data)
+            fh.write(data)
+
+    _write_atomic(path, write)
+    return digest.hexdigest()
 
 
 def sha256_file(path: Path) -> str:

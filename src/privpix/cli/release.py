@@ -450,7 +450,7 @@ def _sharded(mech, source, count, shape, class_names, input_id, metadata, label,
         what = f"{manifest['n']} reports of {manifest['m']} features to {run.out}/{manifest['file']} and manifest.json"
     else:
         kind = "synthetic images (labels in the manifest)" if count is not None else "images"
-        what = f"{manifest['images']} {kind} as {run.fmt} ({len(manifest['files'])} files) and {run.out}/manifest.json"
+        what = f"{manifest['images']} {kind} as {run.fmt} ({job.files_published} files) and {run.out}/manifest.json"
     _report(manifest, run.out, run.ledger, book, run.quiet, what, t0)
 
 

@@ -60,7 +60,8 @@ def release_to_dir(
     workers: int = 1,
 ) -> dict[str, Any]:
     """Release ``data`` into the folder ``output`` through the sharded writer ``privpix release`` uses
-    (:mod:`privpix.publishing.shards`); returns the manifest.
+    (:mod:`privpix.publishing.shards`); returns the manifest as written, less its ``files`` list (streamed to
+    ``manifest.json``, never held: it can list millions of files).
 
     Args:
         mechanism: fitted (see :meth:`~privpix.mechanisms.Mechanism.fit`) and ready to release.

@@ -27,7 +27,7 @@ import secrets
 import shutil
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -53,7 +53,13 @@ from privpix.data.formats.release_layout import (  # noqa: F401
     safe_name,
 )
 from privpix.errors import DataError, ParameterError
-from privpix.fileio import sha256_file, write_text_atomic
+from privpix.fileio import sha256_file, write_chunks_atomic, write_text_atomic
+from privpix.spill import SortedSpill
+
+# Inside the staging folder: the file list spilled to disk in sorted runs while the release is staged, and the
+# sorted list the commit journal points to (one JSON [name, sha256] per line). Both go with the staging folder.
+SPILL = ".privpix-spill"
+FILE_LIST = ".privpix-files.jsonl"
 
 # Test hook: the named point sends SIGKILL to this process, so the tests can kill a real release exactly there.
 FAULT_ENV = "PRIVPIX_FAULT_INJECT"
@@ -195,6 +201,25 @@ UNSEEDED_FIT = (
 )
 
 
+def _by_name(entry: tuple[str, str]) -> str:
+    return entry[0]
+
+
+def manifest_chunks(manifest: dict[str, Any], files: Iterable[tuple[str, str]]) -> Iterator[str]:
+    """The text of ``manifest`` with ``"files"`` (last) listing ``files`` as ``{"name", "sha256"}`` objects, in
+    pieces, for a list too long to hold: exactly ``strict_json.dumps({**manifest, "files": [...]}, indent=2)``."""
+    text = strict_json.dumps({**manifest, "files": []}, indent=2, default=None)
+    tail = '"files": []\n}'
+    assert text.endswith(tail), "files must be the manifest's last field"
+    yield text[: -len("[]\n}")]
+    first = True
+    for name, sha in files:
+        entry = f'    {{\n      "name": {json.dumps(name)},\n      "sha256": {json.dumps(sha)}\n    }}'
+        yield ("[\n" if first else ",\n") + entry
+        first = False
+    yield "[]\n}" if first else "\n  ]\n}"
+
+
 class ReleaseWriter:
     """Stage a release inside ``output`` and swap it in atomically (see the module docstring).
 
@@ -233,10 +258,12 @@ class ReleaseWriter:
         self.old: list[tuple[str, str]] = []
         self._lock: FileLock | None = None
         self._created = False
-        self._files: list[dict[str, str]] = []
-        # Files a worker already stamped with the plan's time and synced to disk (adopt(..., synced=True)): the
-        # commit neither touches nor syncs them again, a second per-file pass that was serial (1 s per 1,500 files).
-        self._synced: set[str] = set()
+        # (name, sha256) of every staged file, on disk in sorted runs once there are many (set up in __enter__).
+        self._files = SortedSpill(Path(), key=_by_name, decode=tuple)
+        # Files the commit stamps with the release's time and syncs. A file a worker already stamped and synced
+        # (adopt(..., synced=True)) is not among them: a second per-file pass that was serial (1 s per 1,500 files).
+        self._unsynced: list[str] = []
+        self.file_count = 0  # files the manifest lists, once committed
 
     def __enter__(self) -> ReleaseWriter:
         check_no_overlap(self.out, self.inputs)
@@ -270,6 +297,7 @@ class ReleaseWriter:
                         )
             if self.resume:
                 self.stage = self._resumable()
+                shutil.rmtree(self.stage / SPILL, ignore_errors=True)  # the interrupted run's list: redone here
             else:
                 self.stage = self.out / f"{STAGING_PREFIX}{secrets.token_hex(6)}"
                 self.stage.mkdir(mode=0o700)  # the plan and shard records name sources: owner only
@@ -282,6 +310,7 @@ class ReleaseWriter:
         except BaseException:
             self._release_lock()
             raise
+        self._files = SortedSpill(self.stage / SPILL, key=_by_name, decode=tuple)
         return self
 
     def _resumable(self) -> Path:
@@ -312,9 +341,9 @@ class ReleaseWriter:
         ``synced``: the worker set its modification time to :attr:`stamp` and synced it to disk."""
         assert self.stage is not None, "use ReleaseWriter as a context manager"
         safe_name(name, self.out / MANIFEST)
-        self._files.append({"name": name, "sha256": sha256})
-        if synced:
-            self._synced.add(name)
+        self._files.add((name, sha256))
+        if not synced:
+            self._unsynced.append(name)
 
     @property
     def stamp(self) -> float | None:
@@ -347,31 +376,49 @@ class ReleaseWriter:
             raise ParameterError(
                 f"--output {self.out}: cannot write the release ({exc.strerror or exc}); nothing was published"
             ) from None
-        self._files.append({"name": name, "sha256": sha})
+        self._files.add((name, sha))
+        self._unsynced.append(name)
         return sha
 
-    @property
-    def files(self) -> list[dict[str, str]]:
-        """The staged files, sorted by name (so the manifest's order tells nothing about the sources)."""
-        return sorted(self._files, key=lambda f: f["name"])
-
     def commit(self, manifest: dict[str, Any], on_published: Callable[[], None] | None = None) -> dict[str, Any]:
-        """Write ``manifest`` (with ``files`` filled in) and swap the release in. ``on_published`` is called as
-        soon as the swap cannot be undone any more (the journal is on disk)."""
+        """Write ``manifest`` with ``files`` (every staged file and its sha256, sorted by name, so the order tells
+        nothing about the sources) and swap the release in. ``on_published`` is called as soon as the swap cannot
+        be undone any more (the journal is on disk). Returns the manifest as written, less ``files`` (at millions
+        of images the list is streamed to disk, never held: read ``manifest.json`` for it)."""
         assert self.stage is not None, "use ReleaseWriter as a context manager"
-        manifest = {**manifest, "files": self.files} if "files" not in manifest else manifest
+        if "files" in manifest:
+            raise ValueError("commit() writes the manifest's files itself")
         stamp = self.stamp if self.stamp is not None else time.time()
-        for f in self._files:  # one mtime for all: the write order would otherwise show the input order
-            if f["name"] not in self._synced:
-                path = self.stage / f["name"]
-                os.utime(path, (stamp, stamp))
-                _fsync(path)
-        write_text_atomic(self.stage / MANIFEST, strict_json.dumps(manifest, indent=2, default=None))
+        for name in self._unsynced:  # one mtime for all: the write order would otherwise show the input order
+            path = self.stage / name
+            os.utime(path, (stamp, stamp))
+            _fsync(path)
+        stage = self.stage
+        listing = hashlib.sha256()
+        count = 0
+
+        def listed() -> Iterator[tuple[str, str]]:
+            nonlocal count
+            with open(stage / FILE_LIST, "w", encoding="utf-8") as fh:
+                for name, sha in self._files:
+                    line = json.dumps([name, sha]) + "\n"
+                    fh.write(line)
+                    listing.update(line.encode())
+                    count += 1
+                    yield name, sha
+                fh.flush()
+                os.fsync(fh.fileno())
+
+        written = write_chunks_atomic(stage / MANIFEST, manifest_chunks(manifest, listed()))
+        self._files.discard()
+        self.file_count = count
         _checkpoint("staged")
         journal = {
-            "staging": self.stage.name,
+            "staging": stage.name,
             "remove": [n for n, _ in self.old],
-            "add": [f["name"] for f in self._files],
+            # The list of files to move in is the staged one the manifest was written from, checked by its digest
+            # (a list in the journal itself would be held whole: 100 MB at a million images).
+            "add": {"list": FILE_LIST, "count": count, "sha256": listing.hexdigest(), "manifest_sha256": written},
         }
         write_text_atomic(self.out / JOURNAL, json.dumps(journal))
         self.committed = True
@@ -474,6 +521,24 @@ def _no_links(out: Path, name: str, where: Path) -> Path:
     return p
 
 
+def _staged_names(stage: Path, listing: str, digests: tuple[str, str], manifest: Path, jpath: Path) -> Iterator[str]:
+    """The names in the staged file list a journal points to, streamed, once the list and the staged manifest are
+    both the files the commit wrote (their sha256 as the journal records them)."""
+    path = stage / listing
+    if listing != FILE_LIST or not path.is_file() or path.is_symlink():
+        raise DataError(f"{jpath}: names no file list of privpix's; refusing to touch the folder")
+    if sha256_file(path) != digests[0] or sha256_file(manifest) != digests[1]:
+        raise DataError(f"{jpath}: does not match the staged manifest; refusing to touch the folder")
+
+    def names() -> Iterator[str]:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                name, _sha = json.loads(line)
+                yield name
+
+    return names()
+
+
 def _roll_forward(out: Path) -> bool:
     """Apply the commit journal: idempotent, so a run killed half-way through is finished by the next one.
 
@@ -486,31 +551,40 @@ def _roll_forward(out: Path) -> bool:
     try:
         journal = json.loads(jpath.read_text())
         stage = out / journal["staging"]
-        remove, add = list(journal["remove"]), list(journal["add"])
+        remove, add = list(journal["remove"]), journal["add"]
+        if not isinstance(add, list):
+            count, listing = int(add["count"]), str(add["list"])
+            digests = (str(add["sha256"]), str(add["manifest_sha256"]))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise DataError(f"{jpath}: unreadable commit journal ({exc}); move the folder's contents by hand") from None
     if not stage.name.startswith(STAGING_PREFIX) or stage.parent != out or stage.is_symlink():
         raise DataError(f"{jpath}: staging folder {stage.name!r} is not privpix's; refusing to touch it")
     new_manifest = stage / MANIFEST
     if new_manifest.is_file() and not new_manifest.is_symlink():
-        staged = read_manifest(stage)
-        if staged is None or sorted(n for n, _ in listed_files(staged, stage)) != sorted(add):
-            raise DataError(f"{jpath}: does not match the staged manifest; refusing to touch the folder")
+        if isinstance(add, list):  # a journal that lists the names itself (as earlier privpix versions wrote them)
+            staged = read_manifest(stage)
+            if staged is None or sorted(n for n, _ in listed_files(staged, stage)) != sorted(add):
+                raise DataError(f"{jpath}: does not match the staged manifest; refusing to touch the folder")
+            names: Iterable[str] = add
+            count = len(add)
+        else:
+            names = _staged_names(stage, listing, digests, new_manifest, jpath)
         earlier = read_manifest(out)
         old_names = set() if earlier is None else {n for n, _ in listed_files(earlier, out)}
         if not set(remove) <= old_names:
             raise DataError(f"{jpath}: removes files the earlier manifest does not list; refusing to touch them")
-        keep = set(add)
-        for i, name in enumerate(add):
+        gone = set(remove)  # the earlier files the new release does not put back
+        for i, name in enumerate(names):
+            gone.discard(name)
             src = _no_links(stage, name, jpath)
             if src.exists():
                 dst = _no_links(out, name, jpath)
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(src, dst)
-            if i == len(add) // 2:
+            if i == count // 2:
                 _checkpoint("swapping")
         for name in remove:
-            if name not in keep:
+            if name in gone:
                 _no_links(out, name, jpath).unlink(missing_ok=True)
         os.replace(new_manifest, out / MANIFEST)
         replaced = True

@@ -3,9 +3,8 @@ the end (:func:`finish`), whatever the format."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,8 @@ from privpix.data.formats.imagefolder import _write_imagefolder
 from privpix.data.formats.parquet import _write_parquet
 from privpix.data.formats.webdataset import _write_tar
 from privpix.errors import ParameterError
+from privpix.fileio import write_chunks_atomic
+from privpix.spill import SortedSpill
 
 
 def shard_file(fmt: str, shard: int, n_shards: int) -> str | None:
@@ -94,14 +95,24 @@ def write_shard(
     return _write_tar(folder, target, items, level, names)
 
 
-def finish(fmt: str, folder: Path, rows: list[dict]) -> list[tuple[str, str]]:
-    """Write the format's index files into ``folder`` from every shard's rows (in any order); returns their
-    ``(relative path, sha256)``.
+def index_rows(folder: Path) -> SortedSpill:
+    """A list of index rows too long to hold (a million images): spilled to a hidden folder inside ``folder`` in
+    sorted runs; give it to :func:`finish` as it is, which then sorts nothing again."""
+    return SortedSpill(Path(folder) / ".privpix-spill-index", key=_row_name)
+
+
+def _row_name(row: dict) -> str:
+    return str(row["file_name"])
+
+
+def finish(fmt: str, folder: Path, rows: Iterable[dict]) -> list[tuple[str, str]]:
+    """Write the format's index files into ``folder`` from every shard's rows (in any order, or an
+    :func:`index_rows` list); returns their ``(relative path, sha256)``.
 
     * ``imagefolder``: ``metadata.jsonl``, one ``{"file_name", "label"}`` object per image, sorted by file name
       (like the manifest: an order that says nothing about the sources), which ``datasets.load_dataset(
       "imagefolder", data_dir=folder)`` uses for the order and the labels (it ignores ``manifest.json`` and
-      hidden files).
+      hidden files). Written as it is merged: memory stays flat in the number of images.
     * ``parquet``, ``webdataset``: nothing; returns ``[]``. The Parquet files carry their schema and class names,
       and the tars their ``.json`` / ``.cls`` members. (A ``.json`` shard index would also tip Hugging Face's
       format guess for ``load_dataset(folder)`` towards its JSON loader, as ``manifest.json`` already does for a
@@ -111,16 +122,23 @@ def finish(fmt: str, folder: Path, rows: list[dict]) -> list[tuple[str, str]]:
     folder = Path(folder)
     if fmt != "imagefolder":
         return []
-    lines = []
-    for row in sorted(rows, key=lambda r: str(r["file_name"])):
-        name = _check_rel(str(row["file_name"]))
-        entry = {"file_name": name}
-        if row.get("label") is not None:
-            entry["label"] = row["label"]
-        lines.append(json.dumps(entry, sort_keys=True) + "\n")
-    data = "".join(lines).encode("utf-8")
-    (folder / METADATA).write_bytes(data)
-    return [(METADATA, hashlib.sha256(data).hexdigest())]
+    spill = rows if isinstance(rows, SortedSpill) and rows.key is _row_name else None
+    if spill is None:
+        spill = index_rows(folder)
+        spill.extend(rows)
+
+    def lines() -> Iterator[str]:
+        for row in spill:
+            entry = {"file_name": _check_rel(str(row["file_name"]))}
+            if row.get("label") is not None:
+                entry["label"] = row["label"]
+            yield json.dumps(entry, sort_keys=True) + "\n"
+
+    try:
+        sha = write_chunks_atomic(folder / METADATA, lines())
+    finally:
+        spill.discard()
+    return [(METADATA, sha)]
 
 
 # ================================================================================================== reading

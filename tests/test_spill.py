@@ -1,0 +1,131 @@
+"""Releases of millions of images list their files and images without holding the lists (issue 31, item 1): the
+sorted spill, the streamed manifest, the commit journal that points to a staged list, and memory that stays flat."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from privpix import spill, strict_json
+from privpix.errors import DataError
+from privpix.publishing import staging
+from privpix.publishing.staging import FILE_LIST, JOURNAL, MANIFEST, ReleaseWriter, manifest_chunks, recover
+from privpix.spill import SortedSpill
+
+
+def _words(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    alphabet = [*"abcdefghij/é_.", "\udcff"]  # a lone surrogate: a name decoded with surrogateescape
+    return ["".join(rng.choice(alphabet, rng.integers(0, 8))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("run, fan_in", [(1, 2), (7, 3), (1000, 256)])
+def test_a_spill_reads_back_everything_sorted_and_stable(tmp_path, monkeypatch, run, fan_in):
+    monkeypatch.setattr(spill, "FAN_IN", fan_in)  # few runs per merge: the multi-pass merge runs too
+    words = _words(500, seed=run)
+    s = SortedSpill(tmp_path / "s", key=lambda item: item[0], decode=tuple, run=run)
+    s.extend((w, i) for i, w in enumerate(words))
+    # Stable: equal names keep their order of arrival (the second field), as sorted() keeps it.
+    expected = sorted(((w, i) for i, w in enumerate(words)), key=lambda item: item[0])
+    assert len(s) == 500 and list(s) == expected and list(s) == expected  # read twice: the same
+    assert (tmp_path / "s").is_dir() == (run < 500)  # a list that fits in one run never touches the disk
+    s.discard()
+    assert not (tmp_path / "s").exists() and list(s) == [] and len(s) == 0
+
+
+def test_a_spill_refuses_an_empty_run(tmp_path):
+    with pytest.raises(ValueError, match="run must be >= 1"):
+        SortedSpill(tmp_path, key=str, run=0)
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_the_streamed_manifest_is_the_one_json_dumps_writes(n):
+    """Byte for byte what strict_json.dumps(indent=2) gives, so verify and every reader see the same file; names
+    that need escaping (quotes, non-ASCII, control characters) included."""
+    names = ['a"b', "é/x.png", "tab\there", "c.png", "\u2028"][:n]
+    files = [(name, f"{i:064x}") for i, name in enumerate(names)]
+    manifest = {"privpix_version": "1", "images": n, "epsilon": float("inf"), "note": None}
+    whole = strict_json.dumps({**manifest, "files": [{"name": a, "sha256": b} for a, b in files]}, indent=2,
+                              default=None)  # fmt: skip
+    assert "".join(manifest_chunks(manifest, iter(files))) == whole
+
+
+def _release_of(out, names, *, kill_at=None, monkeypatch=None, force=False):
+    """Stage ``names`` (a few bytes each) through a ReleaseWriter and commit; ``kill_at`` stops the commit at that
+    checkpoint as a SIGKILL would (the tests in test_reliability kill real processes there)."""
+
+    class Killed(BaseException):
+        pass
+
+    if kill_at is not None:
+        monkeypatch.setattr(staging, "_checkpoint", lambda point: (_ for _ in ()).throw(Killed()) if point ==
+                            kill_at else None)  # fmt: skip
+    try:
+        with ReleaseWriter(out, force=force) as writer:
+            for name in names:
+                writer.add(name, name.encode())
+            return writer.commit({"privpix_version": "1", "images": len(names)})
+    except Killed:
+        return None
+
+
+def test_a_commit_killed_after_its_journal_is_finished_from_the_staged_list(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    names = [f"d{i % 3}/{i:03d}.png" for i in range(40)]
+    assert _release_of(out, names, kill_at="journal", monkeypatch=monkeypatch) is None
+    journal = json.loads((out / JOURNAL).read_text())
+    # The journal points to the staged list by its digest instead of holding every name.
+    assert journal["add"]["list"] == FILE_LIST and journal["add"]["count"] == 40
+    monkeypatch.undo()
+    recover(out)
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert [f["name"] for f in manifest["files"]] == sorted(names)
+    assert all((out / n).read_bytes() == n.encode() for n in names) and not (out / JOURNAL).exists()
+    assert staging.verify_manifest(out) == []
+
+
+@pytest.mark.parametrize("tamper", ["list", "manifest", "name"])
+def test_a_journal_whose_staged_list_or_manifest_changed_touches_nothing(tmp_path, monkeypatch, tamper):
+    out = tmp_path / "out"
+    _release_of(out, ["keep.png"])
+    _release_of(out, ["a.png", "b.png"], kill_at="journal", monkeypatch=monkeypatch, force=True)
+    monkeypatch.undo()
+    journal = json.loads((out / JOURNAL).read_text())
+    stage = out / journal["staging"]
+    if tamper == "list":
+        with open(stage / FILE_LIST, "a") as fh:
+            fh.write(json.dumps(["keep.png", "0" * 64]) + "\n")
+    elif tamper == "manifest":
+        (stage / MANIFEST).write_text((stage / MANIFEST).read_text().replace('"images": 2', '"images": 3'))
+    else:
+        journal["add"]["list"] = "../keep.png"
+        (out / JOURNAL).write_text(json.dumps(journal))
+    with pytest.raises(DataError, match=r"file list of privpix's|does not match the staged manifest"):
+        recover(out)
+    assert (out / "keep.png").read_bytes() == b"keep.png" and not (out / "a.png").exists()
+
+
+@pytest.mark.slow
+def test_the_commits_memory_is_flat_in_the_number_of_files(tmp_path, monkeypatch):
+    """Adopting and committing 4,000 or 16,000 files costs the same memory (one run of the spill, here 400
+    entries): before, the list, its manifest text and the journal's names grew with the release (about 1 KB per
+    file)."""
+    monkeypatch.setattr(spill, "RUN", 400)
+
+    def peak(n: int) -> float:
+        tracemalloc.start()
+        with ReleaseWriter(tmp_path / f"out{n}") as writer:
+            for i in range(n):  # as workers' files: registered, not written (the commit moves what exists)
+                writer.adopt(f"c{i % 7}/{i * 2654435761 % 2**32:08x}.png", f"{i:064x}", synced=True)
+            writer.commit({"privpix_version": "1", "images": n})
+        _, top = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return top / 2**20
+
+    small, large = peak(4_000), peak(16_000)
+    assert large < 1.3 * small + 1, (small, large)
+    listed = json.loads((tmp_path / "out16000" / MANIFEST).read_text())["files"]
+    assert len(listed) == 16_000 and listed == sorted(listed, key=lambda f: f["name"])
