@@ -236,6 +236,9 @@ def main() -> None:
     # Each part keeps the date it was measured on: a run of some parts keeps the others' results as they were.
     dates = results.setdefault("dates", {k: results.get("date") for k in PARTS if k in results})
     dates.update({k: dt.date.today().isoformat() for k in PARTS if k in parts})
+    speed = RESULTS / "speedup.json"
+    if speed.exists():  # copied, so this benchmark's markdown renders from its own JSON alone
+        results["serial_seconds"] = json.loads(speed.read_text()).get("phases")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         if "workers" in parts:
@@ -306,7 +309,27 @@ def render(r: dict) -> str:
                 f"{m['peak_rss_mb_coordinator']:.0f} MB, largest worker {m['peak_rss_mb_largest_worker']:.0f} MB, "
                 f"all processes {m['peak_rss_mb_total']:.0f} MB.",
             ]
+    blocks += _serial_seconds(r.get("serial_seconds"))
     return document(f"Release at scale ({r['machine']})", *blocks)
+
+
+def _serial_seconds(phases: dict | None) -> list[str]:
+    """Where the serial seconds of a release go (``benchmarks/speedup.py``'s instrumented runs, copied into this
+    benchmark's results when it runs): the part of a release that more workers do not shorten."""
+    if not phases or not {"1", "2"} <= set(phases):
+        return []
+    keys = ("import", "scan", "commit", "pool_exit", "shards", "total")
+    rows = ([w, *(phases[w][k] for k in keys)] for w in ("1", "2"))
+    cols = [Col("workers"), *(Col(k.replace("_", " ") + " s", ".2f", "right") for k in keys)]
+    one = phases["1"]
+    serial = one["import"] + one["scan"] + one["commit"] + one["pool_exit"]
+    return [
+        "## Where the serial seconds go (1,500 generated 160×160 JPEGs, one instrumented run each, from "
+        "`python benchmarks/speedup.py`)",
+        table(cols, rows),
+        f"Imports, the folder scan, the commit and the pool's exit take {serial:.2f} s of the one-worker run's "
+        f"{one['total']:.2f} s; everything else is shards, which spread over the workers.",
+    ]
 
 
 RESULT = Output(RESULTS / "scale", render)

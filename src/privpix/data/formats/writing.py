@@ -22,6 +22,7 @@ from privpix.data.formats.base import (
 )
 from privpix.data.formats.imagefolder import _write_imagefolder
 from privpix.data.formats.parquet import _write_parquet
+from privpix.data.formats.release_layout import SPILL
 from privpix.data.formats.webdataset import _write_tar
 from privpix.errors import ParameterError
 from privpix.fileio import write_chunks_atomic
@@ -98,7 +99,7 @@ def write_shard(
 def index_rows(folder: Path) -> SortedSpill:
     """A list of index rows too long to hold (a million images): spilled to a hidden folder inside ``folder`` in
     sorted runs; give it to :func:`finish` as it is, which then sorts nothing again."""
-    return SortedSpill(Path(folder) / ".privpix-spill-index", key=_row_name)
+    return SortedSpill(Path(folder) / SPILL / "index", key=_row_name)
 
 
 def _row_name(row: dict) -> str:
@@ -138,6 +139,10 @@ def finish(fmt: str, folder: Path, rows: Iterable[dict]) -> list[tuple[str, str]
         sha = write_chunks_atomic(folder / METADATA, lines())
     finally:
         spill.discard()
+        try:
+            (folder / SPILL).rmdir()  # when nothing else spilled there
+        except OSError:
+            pass
     return [(METADATA, sha)]
 
 

@@ -26,7 +26,7 @@ def anonymize(gen, images: np.ndarray, labels: np.ndarray | None = None, *, seed
             known = np.asarray(gen.classes_)
             idx = np.searchsorted(known, np.asarray(labels))
             if np.any(idx >= len(known)) or np.any(known[np.minimum(idx, len(known) - 1)] != labels):
-                unknown = sorted({int(v) for v in np.setdiff1d(np.asarray(labels), known)})
+                unknown = np.setdiff1d(np.asarray(labels), known).tolist()
                 raise ParameterError(
                     f"labels {unknown} are outside the classes the model was trained on {[int(c) for c in known]}"
                 )
