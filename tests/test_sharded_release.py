@@ -66,7 +66,10 @@ def test_block_and_shard_sizes_follow_the_image_size_not_the_workers():
     assert block_size(None, (4000, 3000, 3)) == 1  # a 12 MP photo: one per block
     assert block_size(50, (28, 28, 1)) == 50  # a mechanism's own batch wins
     s = shard_size(100_000, 256, (28, 28, 1), workers=2)
-    assert shard_size(10**6, 256, (28, 28, 1), workers=2) == 125_184  # four shards per worker
+    assert shard_size(10**6, 256, (28, 28, 1), workers=2) == 65_536  # at most 65,536 images: 16 shards
+    assert shard_size(4 * 10**5, 256, (28, 28, 1), workers=2) == 50_176  # four shards per worker
+    # Tiny images: the images cap, not the values cap (a record holds a few Python objects per image).
+    assert shard_size(10**7, 256, (8, 8, 3), workers=2) == 65_536
     assert s % 256 == 0 and -(-100_000 // s) == 5  # shards of at least 16 M values, whole blocks
     assert shard_size(10_000, 256, (28, 28, 1), workers=2) == 21_504  # small releases: one shard, no processes
     assert shard_size(4559, 256, (218, 178, 3), workers=2) == 768  # CelebA photos: six shards

@@ -106,9 +106,27 @@ def _label_name(label: int, label_names: Sequence[str] | None) -> str:
 
 
 def run_shard(task: ShardTask) -> dict[str, Any]:
-    """Release one shard into the staging folder and write its record last; returns the record."""
+    """Release one shard into the staging folder and write its record last; returns the record's
+    :func:`summary` (what the coordinator keeps: the full record, with a name, key and index row per image, stays
+    on disk until the commit reads it back)."""
     with one_thread():
-        return _run_unit(task) if task.unit else _run_shard(task)
+        return summary(_run_unit(task) if task.unit else _run_shard(task))
+
+
+def summary(record: dict[str, Any]) -> dict[str, Any]:
+    """What the coordinator keeps of a finished shard until the commit: counts, and the pixel digests with their
+    positions (24 bytes per image in NumPy arrays, for the duplicates across shards); the rest stays in the
+    record on disk."""
+    digests = record["digests"]
+    return {
+        "shard": record["shard"],
+        "images": record["images"],
+        "attempt": record.get("attempt", ""),
+        "exclude": set(record.get("exclude", [])),
+        "skipped": record["skipped"],
+        "positions": np.array([p for p, _ in digests], dtype=np.int64),
+        "digests": np.array([bytes.fromhex(d) for _, d in digests], dtype="S16"),
+    }
 
 
 def _run_unit(task: ShardTask) -> dict[str, Any]:

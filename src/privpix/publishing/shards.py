@@ -66,6 +66,7 @@ from privpix.publishing.shard_worker import (  # noqa: F401  (ATTEMPTS, DELAY_EN
     folder_label,
     pixel_digest,
     run_shard,
+    summary,
     unit_rng,
 )
 from privpix.publishing.source_map import check_source_map, stage_source_map
@@ -75,6 +76,9 @@ from privpix.version import __version__
 # Values (pixels x channels) released together in one block, and kept in memory per shard as uint8 output.
 BLOCK_VALUES = 1 << 25
 SHARD_VALUES = 1 << 27
+# A shard's record holds a few Python objects per image (its name, digest, key, index row), which its worker and
+# the commit reading it back hold at once: at most this many images a shard (about 60 MB of them), however small.
+SHARD_IMAGES = 1 << 16
 MAX_BLOCK = 256
 # Shards of fewer values than this are not worth a process (starting two takes about a second): a small release
 # runs in one shard, in this process.
@@ -99,12 +103,12 @@ def shard_size(
     """Images per shard: a whole number of blocks, four shards per worker when there is enough work (at least
     :data:`MIN_SHARD_VALUES` values each, or :data:`MIN_SHARD_SECONDS` of the mechanism's declared
     ``seconds_per_value``, whichever is fewer), and at most :data:`SHARD_VALUES` of output per shard (a worker
-    holds one shard's output before writing it)."""
+    holds one shard's output before writing it) and :data:`SHARD_IMAGES` images."""
     values = max(1, math.prod(shape))
     least = MIN_SHARD_VALUES
     if seconds_per_value is not None:
         least = max(1, min(least, int(MIN_SHARD_SECONDS / seconds_per_value)))
-    by_memory = max(1, SHARD_VALUES // values)
+    by_memory = max(1, min(SHARD_VALUES // values, SHARD_IMAGES))
     by_balance = max(-(-least // values), math.ceil(n / (4 * max(1, workers))))
     size = min(by_memory, by_balance)
     return max(block, (size + block - 1) // block * block)
@@ -134,21 +138,6 @@ def _adopt(writer: ReleaseWriter, stage: Path, record: dict[str, Any]) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(source, target)
         writer.adopt(name, sha, synced=synced)
-
-
-def _summary(record: dict[str, Any]) -> dict[str, Any]:
-    """What the coordinator keeps of a finished shard until the commit: counts, files, and the pixel digests
-    (24 bytes per image, for the duplicates across shards); the rest stays in the record on disk."""
-    digests = record["digests"]
-    return {
-        "shard": record["shard"],
-        "images": record["images"],
-        "attempt": record.get("attempt", ""),
-        "exclude": set(record.get("exclude", [])),
-        "skipped": record["skipped"],
-        "positions": np.array([p for p, _ in digests], dtype=np.int64),
-        "digests": np.array([bytes.fromhex(d) for _, d in digests], dtype="S16"),
-    }
 
 
 @dataclass
@@ -330,7 +319,7 @@ class ShardedRelease:
                     and rec.get("inputs") == _inputs(self.source, blocks, block, self.n)
                     and rec.get("with_sources") == (source_map is not None)
                 ):
-                    records[i] = _summary(rec)
+                    records[i] = summary(rec)
                     if on_progress is not None:
                         on_progress(rec["images"])
                 else:
@@ -362,10 +351,10 @@ class ShardedRelease:
         records: dict[int, dict[str, Any]],
         on_progress: Callable[[int], None] | None,
     ) -> None:
-        for _, rec in executor.map_unordered(run_shard, tasks):
-            records[rec["shard"]] = _summary(rec)
+        for _, done in executor.map_unordered(run_shard, tasks):
+            records[done["shard"]] = done
             if on_progress is not None:
-                on_progress(rec["images"])
+                on_progress(done["images"])
 
     def _cross_shard_duplicates(
         self, records: dict[int, dict[str, Any]], base: ShardTask, shards: list[tuple[int, ...]]
