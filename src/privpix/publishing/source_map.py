@@ -7,12 +7,13 @@ import csv
 import io
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from privpix.errors import ParameterError
-from privpix.fileio import write_text_atomic
+from privpix.fileio import write_chunks_atomic
 from privpix.publishing.staging import check_no_overlap
+from privpix.spill import SortedSpill
 
 
 def check_source_map(path: Path, output: str | Path, inputs: Sequence[str | Path]) -> None:
@@ -50,16 +51,28 @@ def unmap_name(text: str) -> bytes:
     return bytes(out)
 
 
-def stage_source_map(path: Path, rows: list[tuple[str, str]]) -> Path:
-    """Write the map to a hidden temporary file beside ``path``; returns it (renamed into place after commit). Source
-    names are written by :func:`map_name` (lossless, UTF-8)."""
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["released_name", "source"])
-    w.writerows(sorted((name, map_name(src)) for name, src in rows))
+def stage_source_map(path: Path, rows: Iterable[tuple[str, str]]) -> Path:
+    """Write the map to a hidden temporary file beside ``path``; returns it (renamed into place after commit). Rows
+    are ``(released name, source name)``, in any order or as a :class:`~privpix.spill.SortedSpill` keyed by the
+    released name (a million rows are then never held); the map is sorted by released name. Source names are
+    written by :func:`map_name` (lossless, UTF-8)."""
+    ordered = rows if isinstance(rows, SortedSpill) else sorted(rows)
+
+    def text() -> Iterator[str]:
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(["released_name", "source"])
+        for name, src in ordered:
+            w.writerow([name, map_name(src)])
+            if buf.tell() > 1 << 16:
+                yield buf.getvalue()
+                buf.seek(0)
+                buf.truncate()
+        yield buf.getvalue()
+
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
-        write_text_atomic(tmp, buf.getvalue())
+        write_chunks_atomic(tmp, text())
     except OSError as exc:
         raise ParameterError(
             f"--source-map {path}: cannot write it ({exc.strerror or exc}); nothing was published"
