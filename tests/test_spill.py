@@ -239,14 +239,15 @@ def test_a_journal_that_lists_its_names_is_still_rolled_forward(tmp_path):
 def test_the_source_map_from_a_spill_is_the_one_from_a_list(tmp_path, monkeypatch):
     """--source-map's rows go through a spill (runs of 3 here): the same CSV, byte for byte, as from rows held in
     a list, names that are not UTF-8 included (written losslessly, docs/security.md)."""
-    from privpix.publishing.source_map import stage_source_map
+    from privpix.data.formats.release_layout import SPILL
+    from privpix.publishing.source_map import source_rows, stage_source_map
 
     monkeypatch.setattr(spill, "RUN", 3)
     rows = [(f"{(i * 7919) % 101:03d}.png", f'in/\udcff{i}, "x".png') for i in range(10)]
-    s = SortedSpill(tmp_path / "spill", key=lambda r: r[0], decode=tuple)
+    s = source_rows(tmp_path / "stage")
     s.extend(rows)
     a = stage_source_map(tmp_path / "a.csv", rows)
     b = stage_source_map(tmp_path / "b.csv", s)
-    assert (tmp_path / "spill").is_dir() and a.read_bytes() == b.read_bytes()
+    assert (tmp_path / "stage" / SPILL / "sources").is_dir() and a.read_bytes() == b.read_bytes()
     lines = a.read_text(encoding="utf-8").splitlines()
     assert lines[0] == "released_name,source" and len(lines) == 11 and lines[1:] == sorted(lines[1:])

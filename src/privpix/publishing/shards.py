@@ -46,7 +46,7 @@ import numpy as np
 
 from privpix import strict_json
 from privpix.data.formats import FORMATS, check_class_names, finish
-from privpix.data.formats.release_layout import PLAN, SPILL, read_manifest
+from privpix.data.formats.release_layout import PLAN, read_manifest
 from privpix.data.formats.writing import index_rows
 from privpix.data.inmemory import RecordSetSource
 from privpix.errors import DataError, ParameterError
@@ -69,9 +69,8 @@ from privpix.publishing.shard_worker import (  # noqa: F401  (ATTEMPTS, DELAY_EN
     summary,
     unit_rng,
 )
-from privpix.publishing.source_map import check_source_map, stage_source_map
+from privpix.publishing.source_map import check_source_map, source_rows, stage_source_map
 from privpix.publishing.staging import ReleaseWriter, _no_links
-from privpix.spill import SortedSpill
 from privpix.version import __version__
 
 # Values (pixels x channels) released together in one block, and kept in memory per shard as uint8 output.
@@ -139,10 +138,6 @@ def _adopt(writer: ReleaseWriter, stage: Path, record: dict[str, Any]) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(source, target)
         writer.adopt(name, sha, synced=synced)
-
-
-def _released_name(row: tuple[str, str]) -> str:
-    return row[0]
 
 
 @dataclass
@@ -404,8 +399,7 @@ class ShardedRelease:
         rows = index_rows(stage)  # on disk in sorted runs: a million images' rows are not held
         keys: list[np.ndarray] = []
         labels: dict[str, int] = {}
-        # (released name, source name) for --source-map, on disk in sorted runs like the index rows.
-        sources = SortedSpill(stage / SPILL / "sources", key=_released_name, decode=tuple)
+        sources = source_rows(stage)  # for --source-map, on disk in sorted runs like the index rows
         total = 0
         # Full records are read back one at a time: the coordinator keeps only a compact summary per shard.
         for i in sorted(records):

@@ -10,6 +10,7 @@ import secrets
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from privpix.data.formats.release_layout import SPILL
 from privpix.errors import ParameterError
 from privpix.fileio import write_chunks_atomic
 from privpix.publishing.staging import check_no_overlap
@@ -51,12 +52,23 @@ def unmap_name(text: str) -> bytes:
     return bytes(out)
 
 
+def source_rows(folder: Path) -> SortedSpill:
+    """``(released name, source name)`` rows too many to hold (a million images): spilled to a hidden folder inside
+    ``folder`` in sorted runs; give it to :func:`stage_source_map` as it is, which then sorts nothing again."""
+    return SortedSpill(Path(folder) / SPILL / "sources", key=_released_name, decode=tuple)
+
+
+def _released_name(row: tuple[str, str]) -> str:
+    return row[0]
+
+
 def stage_source_map(path: Path, rows: Iterable[tuple[str, str]]) -> Path:
     """Write the map to a hidden temporary file beside ``path``; returns it (renamed into place after commit). Rows
-    are ``(released name, source name)``, in any order or as a :class:`~privpix.spill.SortedSpill` keyed by the
-    released name (a million rows are then never held); the map is sorted by released name. Source names are
-    written by :func:`map_name` (lossless, UTF-8)."""
-    ordered = rows if isinstance(rows, SortedSpill) else sorted(rows)
+    are ``(released name, source name)``, in any order or as a :func:`source_rows` list (a million rows are then
+    never held); the map is sorted by released name. Source names are written by :func:`map_name` (lossless,
+    UTF-8)."""
+    presorted = isinstance(rows, SortedSpill) and rows.key is _released_name
+    ordered = rows if presorted else sorted(rows)
 
     def text() -> Iterator[str]:
         buf = io.StringIO()

@@ -400,10 +400,9 @@ class ReleaseWriter:
             _fsync(path)
         stage = self.stage
         listing = hashlib.sha256()
-        count = 0
+        count = len(self._files)
 
         def listed() -> Iterator[tuple[str, str]]:
-            nonlocal count
             with open(stage / FILE_LIST, "w", encoding="utf-8") as fh:
                 # Its first line is the manifest less its list: a roll-forward rebuilds the manifest from the list
                 # and checks it is the staged one, so the list cannot name other files than the manifest does.
@@ -414,7 +413,6 @@ class ReleaseWriter:
                     line = json.dumps([name, sha]) + "\n"
                     fh.write(line)
                     listing.update(line.encode())
-                    count += 1
                     yield name, sha
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -533,51 +531,56 @@ def _no_links(out: Path, name: str, where: Path) -> Path:
 
 def _staged_names(out: Path, stage: Path, listing: str, digests: tuple[str, str], jpath: Path) -> Iterator[str]:
     """The names in the staged file list a journal points to, streamed, once the whole list has been checked
-    before anything moves: its digest is the journal's, each entry is a ``[name, sha256]`` pair of strings, names
-    are strictly increasing (sorted, no repeats), plain and through no link on either side, and the manifest
-    rebuilt from the list's first line (a privpix manifest less its list) and its entries is byte for byte the
-    staged ``manifest.json``. A planted journal can name only what a privpix manifest in the staging folder lists."""
+    before anything moves, in one read of it: its digest is the journal's, each entry is a ``[name, sha256]`` pair
+    of strings, names are strictly increasing (sorted, no repeats), plain and through no link on either side, and
+    the manifest rebuilt from the list's first line (a privpix manifest less its list) and its entries is byte for
+    byte the staged ``manifest.json``. A planted journal can name only what a privpix manifest in the staging
+    folder lists."""
     path, manifest = stage / listing, stage / MANIFEST
     if listing != FILE_LIST or not path.is_file() or path.is_symlink():
         raise DataError(f"{jpath}: names no file list of privpix's; refusing to touch the folder")
     mismatch = f"{jpath}: does not match the staged manifest; refusing to touch the folder"
-    if sha256_file(path) != digests[0] or sha256_file(manifest) != digests[1]:
+    if sha256_file(manifest) != digests[1]:
         raise DataError(mismatch)
+    read, rebuilt = hashlib.sha256(), hashlib.sha256()
+    previous: str | None = None
 
-    def entries() -> Iterator[tuple[str, str]]:
-        with open(path, encoding="utf-8") as fh:
-            next(fh)
-            for line in fh:
-                yield json.loads(line)
+    def checked(lines: Iterator[str]) -> Iterator[tuple[str, str]]:
+        nonlocal previous
+        for line in lines:
+            read.update(line.encode())
+            entry = json.loads(line)
+            if not (isinstance(entry, list) and len(entry) == 2 and all(isinstance(x, str) for x in entry)):
+                raise DataError(f"{path}: holds {entry!r}, not a [name, sha256] pair; refusing to touch the folder")
+            name = entry[0]
+            if previous is not None and name <= previous:
+                raise DataError(f"{path}: names not sorted and unique at {name!r}; refusing to touch the folder")
+            _no_links(stage, name, jpath)
+            _no_links(out, name, jpath)
+            previous = name
+            yield name, entry[1]
 
     try:
         with open(path, encoding="utf-8") as fh:
-            head = json.loads(fh.readline())
-        if not isinstance(head, dict) or "privpix_version" not in head or "files" in head:
-            raise DataError(f"{path}: does not start with a privpix manifest; refusing to touch the folder")
-        rebuilt = hashlib.sha256()
-        previous: str | None = None
-
-        def checked() -> Iterator[tuple[str, str]]:
-            nonlocal previous
-            for entry in entries():
-                if not (isinstance(entry, list) and len(entry) == 2 and all(isinstance(x, str) for x in entry)):
-                    raise DataError(f"{path}: holds {entry!r}, not a [name, sha256] pair; refusing to touch the folder")
-                name = entry[0]
-                if previous is not None and name <= previous:
-                    raise DataError(f"{path}: names not sorted and unique at {name!r}; refusing to touch the folder")
-                _no_links(stage, name, jpath)
-                _no_links(out, name, jpath)
-                previous = name
-                yield name, entry[1]
-
-        for chunk in manifest_chunks(head, checked()):
-            rebuilt.update(chunk.encode())
+            first = fh.readline()
+            read.update(first.encode())
+            head = json.loads(first)
+            if not isinstance(head, dict) or "privpix_version" not in head or "files" in head:
+                raise DataError(f"{path}: does not start with a privpix manifest; refusing to touch the folder")
+            for chunk in manifest_chunks(head, checked(fh)):
+                rebuilt.update(chunk.encode())
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise DataError(f"{path}: unreadable file list ({exc}); refusing to touch the folder") from None
-    if rebuilt.hexdigest() != digests[1]:
+    if read.hexdigest() != digests[0] or rebuilt.hexdigest() != digests[1]:
         raise DataError(mismatch)
-    return (name for name, _ in entries())
+
+    def names() -> Iterator[str]:
+        with open(path, encoding="utf-8") as fh:
+            next(fh)
+            for line in fh:
+                yield json.loads(line)[0]
+
+    return names()
 
 
 def _roll_forward(out: Path) -> bool:
