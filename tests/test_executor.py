@@ -228,3 +228,34 @@ def test_ctrl_c_stops_local_workers_even_when_the_pool_never_fails_its_queued_ta
     assert r.returncode == 130, (r.returncode, r.stdout, r.stderr[-3000:])
     took = float(r.stdout.split()[2])
     assert took < 15, r.stdout
+
+
+_PRELOAD = """
+import sys
+from privpix.executor import make_executor
+
+def loaded(name):
+    return name in sys.modules
+
+if __name__ == "__main__":
+    # colorsys: a module nothing here imports, so a worker has it only if its fork server preloaded it.
+    with make_executor("local", 2, preload=("colorsys",)) as ex:
+        print(sorted(set(r for _, r in ex.map_unordered(loaded, ["colorsys"] * 4))))
+"""
+
+
+@pytest.mark.integration
+def test_local_workers_start_with_the_preloaded_modules(tmp_path):
+    """The release's workers fork from a server that imported what a shard needs once (issue 31's speed-up: each
+    worker imported it in its first shard before). Run in a fresh interpreter: the fork server is per process."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "preload.py"
+    script.write_text(_PRELOAD)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "[True]"
+    script.write_text(_PRELOAD.replace('preload=("colorsys",)', "preload=()"))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip() == "[False]", r.stderr[-3000:]  # the test can fail: without the preload, no colorsys

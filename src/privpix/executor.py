@@ -75,16 +75,19 @@ class LocalExecutor(Executor):
 
     engine = "local"
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, preload: Sequence[str] = ()) -> None:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
         super().__init__(workers)
         self._pool: ProcessPoolExecutor | None = None
         threads = max(1, default_workers() // workers)
+        ctx = multiprocessing.get_context("forkserver")
+        if preload:
+            _start_forkserver(ctx, preload)
         self._make = lambda: ProcessPoolExecutor(
             max_workers=workers,
-            mp_context=multiprocessing.get_context("forkserver"),
+            mp_context=ctx,
             initializer=share_cores,
             initargs=(threads,),
         )
@@ -151,6 +154,20 @@ class LocalExecutor(Executor):
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _start_forkserver(ctx: Any, preload: Sequence[str]) -> None:
+    """Start this process's fork server now, importing ``preload`` (module names) once there.
+
+    Each worker is forked from the server, so it starts with those modules loaded instead of importing (and, where
+    no bytecode is cached, compiling) them itself: on 1,500 small JPEGs that was about 0.3 s of every worker's first
+    task. Started here, at the executor's creation, the server imports them on another core while this process
+    still scans the input. The server is per process and keeps the modules of its first start; a module that fails
+    to import is skipped there (the worker then imports it as before)."""
+    from multiprocessing import forkserver
+
+    ctx.set_forkserver_preload(list(preload))
+    forkserver.ensure_running()
 
 
 class DaskExecutor(Executor):
@@ -222,11 +239,14 @@ class DaskExecutor(Executor):
             self._cluster.close()
 
 
-def make_executor(engine: str = "local", workers: int | None = None, scheduler: str | None = None) -> Executor:
+def make_executor(
+    engine: str = "local", workers: int | None = None, scheduler: str | None = None, preload: Sequence[str] = ()
+) -> Executor:
     """The executor for ``--engine`` / ``--workers`` / ``--scheduler``.
 
     ``workers`` defaults to every core (local) or the cluster's workers (dask with ``scheduler``); ``local``
-    with one worker runs in this process."""
+    with one worker runs in this process. ``preload`` names modules the local workers' tasks will need: they are
+    imported once, in the fork server the workers start from (see :func:`_start_forkserver`)."""
     if engine not in ENGINES:
         raise ParameterError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if workers is not None and (not isinstance(workers, int) or workers < 1):
@@ -236,7 +256,7 @@ def make_executor(engine: str = "local", workers: int | None = None, scheduler: 
     if engine == "dask":
         return DaskExecutor(workers, scheduler)
     n = workers or default_workers()
-    return Executor(1) if n == 1 else LocalExecutor(n)
+    return Executor(1) if n == 1 else LocalExecutor(n, preload)
 
 
 def tree_reduce(parts: Iterable[T], combine: Callable[[T, T], T]) -> T:

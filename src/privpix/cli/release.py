@@ -271,8 +271,10 @@ def release(
                force, inputs, source_map, ledger, budget, delta_budget, quiet)  # fmt: skip
     from privpix.executor import make_executor, using
 
-    # One executor for the whole command: a synthesizer's fit spreads its embedding sums over it too.
-    with make_executor(engine, workers, scheduler) as executor, using(executor):
+    # One executor for the whole command: a synthesizer's fit spreads its embedding sums over it too. Its local
+    # workers start with what a shard and the scan's first pass import already loaded.
+    preload = ("privpix.publishing.shard_worker", "privpix.data.folders")
+    with make_executor(engine, workers, scheduler, preload) as executor, using(executor):
         executor.note = _note
         run.executor = executor
         if synthetic:

@@ -33,7 +33,7 @@ from privpix.mechanisms.base import Mechanism
 from privpix.mechanisms.kinds import FeatureMechanism, RecordMechanism, SyntheticImageMechanism, require_kind
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.noise import RNG, SecureRandom, make_rng
-from privpix.publishing.staging import OpaqueNames, _fsync, _no_links
+from privpix.publishing.staging import NoLinks, OpaqueNames, _fsync
 from privpix.threads import one_thread
 
 ATTEMPTS = ".privpix-runs"  # inside the staging folder: one folder per run (attempt) of the release
@@ -345,9 +345,10 @@ def _read_record(stage: Path, index: int) -> dict[str, Any] | None:
     where = _run_folder(stage, record.get("attempt"))
     if where is None:
         return None
+    in_run = NoLinks(where, p)
     for name, sha in record.get("files", []):
         try:
-            f = _no_links(where, name, p)  # a plain relative name, through no link: never a file elsewhere
+            f = in_run(name)  # a plain relative name, through no link: never a file elsewhere
         except DataError:
             return None
         if not f.is_file() or sha256_file(f) != sha:

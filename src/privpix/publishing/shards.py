@@ -70,7 +70,7 @@ from privpix.publishing.shard_worker import (  # noqa: F401  (ATTEMPTS, DELAY_EN
     unit_rng,
 )
 from privpix.publishing.source_map import check_source_map, source_rows, stage_source_map
-from privpix.publishing.staging import ReleaseWriter, _no_links
+from privpix.publishing.staging import NoLinks, ReleaseWriter
 from privpix.version import __version__
 
 # Values (pixels x channels) released together in one block, and kept in memory per shard as uint8 output.
@@ -131,11 +131,15 @@ def _adopt(writer: ReleaseWriter, stage: Path, record: dict[str, Any]) -> None:
     if where is None:
         raise DataError(f"{_record_path(stage, record['shard'])}: names no run of this release; nothing was published")
     synced = writer.stamp is not None  # its worker stamped and synced it (see _stamp_and_sync)
+    # A record on disk is checked before anything moves: plain relative names, through no link.
+    rpath = _record_path(stage, record["shard"])
+    in_run, in_stage = NoLinks(where, rpath), NoLinks(stage, rpath)
+    made: set[Path] = set()
     for name, sha in record["files"]:
-        # A record on disk is checked before anything moves: a plain relative name, through no link.
-        source = _no_links(where, name, _record_path(stage, record["shard"]))
-        target = _no_links(stage, name, _record_path(stage, record["shard"]))
-        target.parent.mkdir(parents=True, exist_ok=True)
+        source, target = in_run(name), in_stage(name)
+        if target.parent not in made:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            made.add(target.parent)
         os.replace(source, target)
         writer.adopt(name, sha, synced=synced)
 
@@ -326,6 +330,10 @@ class ShardedRelease:
                     todo.append(replace(base, index=i, blocks=blocks))
             if resume and note is not None:
                 note(f"resuming: {len(records)} of {len(shards)} shard(s) were finished; redoing {len(todo)}")
+            # Largest first (the shard with the last, partial block, or with fewer blocks, goes last), so the
+            # workers finish together instead of one waiting on a full shard handed out last. Order changes no pixel.
+            last = -(-self.n // block) - 1
+            todo.sort(key=lambda t: -(len(t.blocks) * block - (last in t.blocks) * (block * (last + 1) - self.n)))
             self._run_tasks(executor, todo, records, on_progress)
             # Each pass only removes images, so this ends (at the latest when no shard holds a copy any more).
             while redo := self._cross_shard_duplicates(records, base, shards):
