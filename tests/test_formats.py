@@ -446,3 +446,34 @@ def test_corrupt_and_oversized_bytes_name_the_item(tmp_path):
         tf.addfile(info, io.BytesIO(b"12345"))
     with pytest.raises(DataError, match=r"bad.tar#k1: not a readable image"):
         open_source(tmp_path / "bad.tar")
+
+
+def test_imagefolder_files_start_their_writeback_once_written(tmp_path, monkeypatch):
+    """Each released PNG is handed to the kernel's writeback as soon as it is whole (the shard syncs them all before
+    its record: started early, the disk writes overlap the encoding of the next images). A file system that refuses
+    the advice changes nothing."""
+    import os
+
+    from privpix.data.formats.base import Item
+    from privpix.data.formats.writing import write_shard
+
+    advised: list[tuple[int, int]] = []
+    real = os.posix_fadvise
+
+    def recording(fd, offset, length, advice):
+        advised.append((os.fstat(fd).st_size, advice))
+        return real(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", recording)
+    rng = np.random.default_rng(0)
+    items = [Item(key=f"{i:08x}", image=rng.integers(0, 256, (8, 8, 3), dtype=np.uint8), label=None) for i in range(3)]
+    written = write_shard("imagefolder", tmp_path, 0, 1, items)
+    sizes = [(tmp_path / name).stat().st_size for name, _ in written.files]
+    assert advised == [(size, os.POSIX_FADV_DONTNEED) for size in sizes]
+
+    def refusing(*_args):
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(os, "posix_fadvise", refusing)
+    again = write_shard("imagefolder", tmp_path / "again", 0, 1, items)
+    assert again.files == written.files

@@ -547,9 +547,10 @@ def test_a_record_naming_a_file_outside_its_run_is_refused_before_anything_moves
 
 def test_shards_are_handed_out_largest_first(tmp_path, monkeypatch):
     """The shard with the last, partial block goes out last, so two workers finish together instead of one
-    waiting on a full shard handed out last (issue 31's speed-up). Its place in the keyed block order is random:
-    over eight releases it would come last by chance once in 3**8 = 6,561."""
+    waiting on a full shard handed out last (issue 31's speed-up). The plan's key here puts that block first in
+    the keyed block order, so shard 0 holds it: handed out in shard order, it would go first."""
     src = GeneratedSource(700, (16, 16, 3), seed=1)  # blocks of 256, 256 and 188 images, one a shard
+    key = next(f"{k:032x}" for k in range(100) if block_order(f"{k:032x}", 3)[0] == 2)
     seen: list[list[tuple[int, ...]]] = []
     real = ShardedRelease._run_tasks
 
@@ -558,8 +559,9 @@ def test_shards_are_handed_out_largest_first(tmp_path, monkeypatch):
         return real(executor, tasks, records, on_progress)
 
     monkeypatch.setattr(ShardedRelease, "_run_tasks", staticmethod(recording))
-    for k in range(8):
-        job = ShardedRelease(_mech(), src, src.shape, seed=7, shard=256, input_id=src.description)
-        with make_executor("local", 1) as ex:
-            job.run(tmp_path / f"out{k}", ex, expect=_mech().guarantee(src.shape))
-    assert len(seen) == 8 and all(sorted(s) == [(0,), (1,), (2,)] and s[-1] == (2,) for s in seen), seen
+    job = ShardedRelease(_mech(), src, src.shape, seed=7, shard=256, input_id=src.description)
+    plan = {**job.plan(1), "block_order": key}
+    with make_executor("local", 1) as ex:
+        m = job.run(tmp_path / "out", ex, expect=_mech().guarantee(src.shape), plan=plan)
+    assert m["images"] == 700 and len(seen) == 1
+    assert sorted(seen[0]) == [(0,), (1,), (2,)] and seen[0][-1] == (2,), seen

@@ -29,6 +29,7 @@ from privpix.data.formats.base import (
 from privpix.data.formats.release_layout import JOURNAL, LOCK, MANIFEST, STAGING_PREFIX, read_manifest
 from privpix.data.loaders import resize_whole
 from privpix.errors import DataError
+from privpix.fileio import start_writeback
 
 
 def _write_imagefolder(folder: Path, items: Sequence[Item], level: int) -> Written:
@@ -40,6 +41,7 @@ def _write_imagefolder(folder: Path, items: Sequence[Item], level: int) -> Writt
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as fh:  # truncates a file left by a crashed run of this shard
             fh.write(data)
+            start_writeback(fh)  # synced with the rest of the shard: on disk by then, written meanwhile
         files.append((rel, hashlib.sha256(data).hexdigest()))
         rows.append({"file_name": rel, "label": it.label} if it.label is not None else {"file_name": rel})
     return Written(files, rows)
