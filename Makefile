@@ -16,7 +16,7 @@ setup: $(STAMP)
 # Where PYTHONDONTWRITEBYTECODE is set (this machine's image sets it), every process would compile privpix's
 # sources again: about 0.25 s of each command the tests and benchmarks run. Compiled here, only what changed.
 bytecode: $(STAMP)
-	@$(BIN)/python -m compileall -q src >/dev/null
+	@$(BIN)/python -m compileall -q src
 
 demo: $(STAMP) bytecode
 	$(BIN)/privpix demo --output demo-output

@@ -234,28 +234,45 @@ _PRELOAD = """
 import sys
 from privpix.executor import make_executor
 
-def loaded(name):
-    return name in sys.modules
+def where(name):
+    return getattr(sys.modules.get(name), "__file__", None)
 
 if __name__ == "__main__":
     # colorsys: a module nothing here imports, so a worker has it only if its fork server preloaded it.
     with make_executor("local", 2, preload=("colorsys",)) as ex:
-        print(sorted(set(r for _, r in ex.map_unordered(loaded, ["colorsys"] * 4))))
+        print(sorted(set(str(r) for _, r in ex.map_unordered(where, ["colorsys"] * 4))))
 """
 
 
 @pytest.mark.integration
-def test_local_workers_start_with_the_preloaded_modules(tmp_path):
+def test_local_workers_start_with_the_preloaded_modules_found_where_the_coordinator_finds_them(tmp_path):
     """The release's workers fork from a server that imported what a shard needs once (issue 31's speed-up: each
-    worker imported it in its first shard before). Run in a fresh interpreter: the fork server is per process."""
+    worker imported it in its first shard before). The server finds modules as the coordinator does: a
+    ``colorsys.py`` in the current folder (which ``python -c``, the server, would have looked in first) is not
+    taken. Run in a fresh interpreter: the fork server is per process."""
+    import colorsys
     import subprocess
     import sys
 
-    script = tmp_path / "preload.py"
+    (tmp_path / "script").mkdir()
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "cwd" / "colorsys.py").write_text("SHADOW = True\n")
+    script = tmp_path / "script" / "preload.py"
     script.write_text(_PRELOAD)
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path / "cwd")
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.strip() == "[True]"
+    assert r.stdout.strip() == str([colorsys.__file__])  # the standard library's, not the current folder's
     script.write_text(_PRELOAD.replace('preload=("colorsys",)', "preload=()"))
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
-    assert r.stdout.strip() == "[False]", r.stderr[-3000:]  # the test can fail: without the preload, no colorsys
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path / "cwd")
+    assert r.stdout.strip() == "['None']", r.stderr[-3000:]  # the test can fail: without the preload, no colorsys
+
+
+def test_a_worker_whose_modules_are_not_the_coordinators_stops_before_its_first_task(monkeypatch):
+    import privpix.executor
+    from privpix.executor import _worker_start
+
+    monkeypatch.setattr(privpix.executor, "share_cores", lambda threads: None)  # not this process's threads
+
+    _worker_start(1, {}, {"json": __import__("json").__file__})  # the same file: fine
+    with pytest.raises(RuntimeError, match=r"this worker loaded json from .*, the coordinator from /elsewhere"):
+        _worker_start(1, {}, {"json": "/elsewhere/json.py"})

@@ -448,6 +448,7 @@ def test_corrupt_and_oversized_bytes_name_the_item(tmp_path):
         open_source(tmp_path / "bad.tar")
 
 
+@pytest.mark.skipif(not hasattr(__import__("os"), "posix_fadvise"), reason="no posix_fadvise on this system")
 def test_imagefolder_files_start_their_writeback_once_written(tmp_path, monkeypatch):
     """Each released PNG is handed to the kernel's writeback as soon as it is whole (the shard syncs them all before
     its record: started early, the disk writes overlap the encoding of the next images). A file system that refuses

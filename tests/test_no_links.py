@@ -3,6 +3,7 @@ verdicts and paths as the part-by-part check it replaced, links refused at any d
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path, PurePosixPath
 
@@ -88,3 +89,51 @@ def test_any_name_gets_the_verdict_and_path_of_the_part_by_part_check(tmp_path_f
     name = "/".join(parts)
     where = root / "manifest.json"
     assert _verdict(NoLinks(root, where), name) == _verdict(lambda n: _part_by_part(root, n, where), name)
+
+
+@pytest.mark.parametrize("spelling", ["as written", "with an alias"])
+def test_a_link_moved_in_during_the_commit_is_refused(tmp_path, spelling):
+    """The review of 2026-11-27: a crafted list moved a planted folder holding a link into the staging folder
+    (named under a nested staging folder), then named a file through it, in a folder the pass had already seen (a
+    second spelling of the same folder). Such names are refused, and the moving pass checks every part again."""
+    from privpix.data.formats.release_layout import JOURNAL, STAGING_PREFIX
+    from privpix.publishing.staging import recover
+
+    out, stage_name = tmp_path / "rel", STAGING_PREFIX + "x"
+    stage = out / stage_name
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "g").write_bytes(b"precious")
+    planted = stage / stage_name / "zz"
+    planted.mkdir(parents=True)
+    (planted / "L").symlink_to(victim, target_is_directory=True)
+    first = "./zz/L/h" if spelling == "with an alias" else "zz/L/h"
+    names = [first, stage_name + "/zz", "zz/L/g"]
+    (stage / "manifest.json").write_text(
+        json.dumps({"privpix_version": "0", "files": [{"name": n, "sha256": "0"} for n in names]})
+    )
+    (out / JOURNAL).write_text(json.dumps({"staging": stage_name, "remove": [], "add": names}))
+    with pytest.raises(DataError, match="not a plain name"):
+        recover(out)
+    assert (victim / "g").read_bytes() == b"precious" and not (out / "zz").exists()
+
+
+def test_a_moving_pass_checks_every_directory_again(tmp_path):
+    """remember=False: a folder seen to be no link and then replaced by one (as a move within the pass could do)
+    is refused the next time a name passes through it."""
+    root = tmp_path / "root"
+    (root / "d").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for remember, refused in [(True, False), (False, True)]:
+        guard = NoLinks(root, root / "m", remember=remember)
+        guard("d/a.png")
+        (root / "d").rmdir()
+        (root / "d").symlink_to(outside, target_is_directory=True)
+        if refused:
+            with pytest.raises(DataError, match="symbolic link"):
+                guard("d/b.png")
+        else:
+            guard("d/b.png")  # a checking pass trusts what it saw (nothing moves during it)
+        (root / "d").unlink()
+        (root / "d").mkdir()

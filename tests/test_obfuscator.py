@@ -273,9 +273,10 @@ def test_audit_of_a_records_release(run, data_dir, tmp_path):
     # Without noise the bound reaches (nearly) the ceiling the trials allow. Not always the ceiling itself: the 400
     # copies of a record go through the network in one batch, and one or two rows come out a float32 ulp apart
     # (3e-8; which rows depends on the BLAS kernel and its thread count), so a held-out trial can land just past
-    # the threshold its statistic chose on the others (1 error in 200 with one thread: 3.57 of 3.98).
+    # the threshold its statistic chose on the others (1 error in 200 with one thread: 3.57 of 3.98; 2 would give
+    # 3.32).
     assert exact.false_positive_rate + exact.false_negative_rate <= 0.02
-    assert exact.audited_epsilon_lower >= 0.85 * exact.max_auditable_epsilon
+    assert exact.audited_epsilon_lower >= 0.8 * exact.max_auditable_epsilon
     assert noisy.audited_epsilon_lower < 0.5 * exact.audited_epsilon_lower
     with pytest.raises(ParameterError, match="releases images, not records"):
         audit(get_mechanism("gaussian-blur"), records, trials=100)

@@ -17,6 +17,7 @@ arrive changes nothing.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -83,13 +84,12 @@ class LocalExecutor(Executor):
         self._pool: ProcessPoolExecutor | None = None
         threads = max(1, default_workers() // workers)
         ctx = multiprocessing.get_context("forkserver")
-        if preload:
-            _start_forkserver(ctx, preload)
+        env = _start_forkserver(ctx, preload) if preload else None
         self._make = lambda: ProcessPoolExecutor(
             max_workers=workers,
             mp_context=ctx,
-            initializer=share_cores,
-            initargs=(threads,),
+            initializer=_worker_start,
+            initargs=(threads, env, _module_files() if env is not None else {}),
         )
 
     def map_unordered(self, fn: Callable[[T], R], tasks: Sequence[T]) -> Iterator[tuple[int, R]]:
@@ -156,18 +156,68 @@ class LocalExecutor(Executor):
             self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _start_forkserver(ctx: Any, preload: Sequence[str]) -> None:
-    """Start this process's fork server now, importing ``preload`` (module names) once there.
+# Set for the fork server's start only: its imports must find the modules this process found (see below).
+_SERVER_ENV = ("PYTHONPATH", "PYTHONSAFEPATH")
+
+
+def _start_forkserver(ctx: Any, preload: Sequence[str]) -> dict[str, str | None] | None:
+    """Start this process's fork server now, importing ``preload`` (module names) once there; returns the
+    variables of :data:`_SERVER_ENV` as they were, for the workers to restore (``None``: not preloaded).
 
     Each worker is forked from the server, so it starts with those modules loaded instead of importing (and, where
     no bytecode is cached, compiling) them itself: on 1,500 small JPEGs that was about 0.3 s of every worker's first
     task. Started here, at the executor's creation, the server imports them on another core while this process
-    still scans the input. The server is per process and keeps the modules of its first start; a module that fails
-    to import is skipped there (the worker then imports it as before)."""
+    still scans the input. The server is per process and keeps the modules of its first start.
+
+    The server runs ``python -c``: left alone, it would look first in the current folder (a ``numpy.py`` there
+    would be its numpy) and never see paths this process added to ``sys.path`` (Python 3.11 does not pass them on
+    before the preload). So it starts with this process's ``sys.path`` as ``PYTHONPATH`` and ``PYTHONSAFEPATH``
+    set: the same modules, found in the same order. Each worker checks that before its first task
+    (:func:`_worker_start`)."""
     from multiprocessing import forkserver
 
+    if any(os.pathsep in p for p in sys.path):  # cannot be passed as PYTHONPATH: the workers import as before
+        return None
+    saved = {k: os.environ.get(k) for k in _SERVER_ENV}
     ctx.set_forkserver_preload(list(preload))
-    forkserver.ensure_running()
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        forkserver.ensure_running()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return saved
+
+
+def _module_files() -> dict[str, str]:
+    """Where each module this process has loaded comes from."""
+    return {
+        name: f
+        for name, m in list(sys.modules.items())
+        if name not in ("__main__", "__mp_main__") and isinstance(f := getattr(m, "__file__", None), str)
+    }
+
+
+def _worker_start(threads: int, env: dict[str, str | None] | None, files: dict[str, str]) -> None:
+    """A local worker's first step: its share of the cores; with a preloading fork server, the coordinator's
+    environment back (the server's start variables are not the workers'), and a check that every module it
+    holds that the coordinator holds too is the same file (a worker running other code than the coordinator
+    would be a silent fault: stop here instead)."""
+    share_cores(threads)
+    if env is None:
+        return
+    for k, v in env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    for name, f in _module_files().items():
+        if name in files and files[name] != f:
+            raise RuntimeError(f"this worker loaded {name} from {f}, the coordinator from {files[name]}")
 
 
 class DaskExecutor(Executor):

@@ -25,8 +25,8 @@ def start_writeback(fh: BinaryIO) -> None:
     For files that are synced later (a shard syncs each released file before its record): written back while the
     next images are encoded, they no longer stall the worker at the shard's end, nor two workers at once on the
     same disk (2 workers on 1,500 small JPEGs: their shards' summed time 10.2-11.3 s → 9.1-9.7 s). Linux starts
-    the writeback of dirty pages on ``posix_fadvise(DONTNEED)`` (the pages stay cached until written); elsewhere,
-    or if the call fails, nothing happens and the later sync does all the work."""
+    the writeback of dirty pages on ``posix_fadvise(DONTNEED)`` and never drops a page not yet written. Where the
+    call does not start it (other systems), is missing, or fails, the later sync does all the work."""
     advise = getattr(os, "posix_fadvise", None)
     if advise is None:  # pragma: no cover - not Linux
         return

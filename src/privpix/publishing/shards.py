@@ -133,7 +133,7 @@ def _adopt(writer: ReleaseWriter, stage: Path, record: dict[str, Any]) -> None:
     synced = writer.stamp is not None  # its worker stamped and synced it (see _stamp_and_sync)
     # A record on disk is checked before anything moves: plain relative names, through no link.
     rpath = _record_path(stage, record["shard"])
-    in_run, in_stage = NoLinks(where, rpath), NoLinks(stage, rpath)
+    in_run, in_stage = NoLinks(where, rpath, remember=False), NoLinks(stage, rpath, remember=False)
     made: set[Path] = set()
     for name, sha in record["files"]:
         source, target = in_run(name), in_stage(name)
