@@ -565,3 +565,31 @@ def test_shards_are_handed_out_largest_first(tmp_path, monkeypatch):
         m = job.run(tmp_path / "out", ex, expect=_mech().guarantee(src.shape), plan=plan)
     assert m["images"] == 700 and len(seen) == 1
     assert sorted(seen[0]) == [(0,), (1,), (2,)] and seen[0][-1] == (2,), seen
+
+
+def test_later_copies_are_those_a_full_comparison_finds():
+    """The copy search across shards compares whole digests only where their first 8 bytes repeat (25 bytes an
+    image instead of 120): the same copies as comparing every digest whole, in input order, including a digest that
+    shares its first 8 bytes with another by chance (not a copy) and an image present three times."""
+    from privpix.publishing.shards import later_copies
+
+    rng = np.random.default_rng(5)
+    n, per = 5000, 700
+    order = rng.permutation(n)
+    records = {}
+    for i, a in enumerate(range(0, n, per)):
+        pos = np.sort(order[a : a + per]).astype(np.int64)
+        records[i] = {"positions": pos, "digests": np.frombuffer(rng.bytes(16 * len(pos)), dtype="S16").copy()}
+    records[3]["digests"][5] = records[1]["digests"][7]
+    records[6]["digests"][0] = records[1]["digests"][7]  # three times
+    records[2]["digests"][9] = records[4]["digests"][2]
+    near = bytearray(records[0]["digests"][0])
+    near[15] ^= 1
+    records[5]["digests"][1] = bytes(near)  # the same first 8 bytes, another image
+    seen: dict[bytes, list[tuple[int, int]]] = {}
+    for i, r in records.items():
+        for p, d in zip(r["positions"].tolist(), r["digests"].tolist(), strict=True):
+            seen.setdefault(d, []).append((p, i))
+    expected = sorted((i, p) for members in seen.values() for p, i in sorted(members)[1:])
+    assert len(expected) == 3 and later_copies(records) == expected
+    assert later_copies({}) == []
