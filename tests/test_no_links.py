@@ -16,10 +16,23 @@ from privpix.errors import DataError
 from privpix.publishing.staging import NoLinks
 
 
+def _plain(name, where: Path) -> str:
+    """safe_name's rule as pathlib states it (safe_name itself accepts with string checks): the reference."""
+    if not isinstance(name, str) or not name:
+        raise DataError(f"{where}: a file name is not a string: {name!r}")
+    p = PurePosixPath(name)
+    if p.is_absolute() or ".." in p.parts or "\\" in name or name in ("manifest.json", ".privpix-lock",
+                                                                      ".privpix-commit.json"):  # fmt: skip
+        raise DataError(f"{where}: file name {name!r} points outside the release; refusing to touch it")
+    if p.as_posix() != name or name == "." or p.parts[0].startswith(".privpix-"):
+        raise DataError(f"{where}: file name {name!r} is not a plain name of a released file")
+    return name
+
+
 def _part_by_part(out: Path, name, where: Path) -> Path:
     """The check NoLinks replaced (privpix before 2026-11-27), kept here as the reference."""
     p = out
-    for part in PurePosixPath(safe_name(name, where)).parts:
+    for part in PurePosixPath(_plain(name, where)).parts:
         p = p / part
         if p.is_symlink():
             raise DataError(f"{where}: {name!r} passes through a symbolic link ({p}); refusing to touch it")
@@ -30,7 +43,8 @@ def _verdict(check, name):
     try:
         return check(name)
     except DataError as exc:
-        return "refused: " + ("link" if "symbolic link" in str(exc) else "name")
+        text = str(exc)
+        return "refused: " + ("link" if "symbolic link" in text else "outside" if "outside" in text else "name")
 
 
 @pytest.fixture
@@ -49,7 +63,7 @@ def tree(tmp_path):
 
 NAMES = ["a.png", "d/e/f.png", "d/e/new.png", "missing/x.png", "a/./b", "a//b", "a/", "link", "link/x.png",
          "d/deep/x.png", "d/file-link.png", "/abs", "../x", "a/../b", "", "manifest.json", "a\\b", ".", "./a",
-         "d/e/../../x", 3, None]  # fmt: skip
+         "d/e/../../x", ".privpix-staging-x/a", ".privpix-lock", "d/.privpix-x", 3, None]  # fmt: skip
 
 
 def test_the_same_verdicts_and_paths_as_the_part_by_part_check(tree):
@@ -57,6 +71,7 @@ def test_the_same_verdicts_and_paths_as_the_part_by_part_check(tree):
     guard = NoLinks(tree, where)  # one guard for every name: its directory cache must not change a verdict
     for name in NAMES + NAMES[::-1]:
         assert _verdict(guard, name) == _verdict(lambda n: _part_by_part(tree, n, where), name), name
+        assert _verdict(lambda n: safe_name(n, where), name) == _verdict(lambda n: _plain(n, where), name), name
 
 
 def test_a_link_is_refused_below_a_directory_already_checked(tree):
@@ -89,6 +104,7 @@ def test_any_name_gets_the_verdict_and_path_of_the_part_by_part_check(tmp_path_f
     name = "/".join(parts)
     where = root / "manifest.json"
     assert _verdict(NoLinks(root, where), name) == _verdict(lambda n: _part_by_part(root, n, where), name)
+    assert _verdict(lambda n: safe_name(n, where), name) == _verdict(lambda n: _plain(n, where), name)
 
 
 @pytest.mark.parametrize("spelling", ["as written", "with an alias"])

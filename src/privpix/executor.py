@@ -185,12 +185,17 @@ def _start_forkserver(ctx: Any, preload: Sequence[str]) -> dict[str, str | None]
     try:
         forkserver.ensure_running()
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _set_env(saved)
     return saved
+
+
+def _set_env(values: dict[str, str | None]) -> None:
+    """Set each variable to its value, or unset it for ``None``."""
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 def _module_files() -> dict[str, str]:
@@ -210,11 +215,7 @@ def _worker_start(threads: int, env: dict[str, str | None] | None, files: dict[s
     share_cores(threads)
     if env is None:
         return
-    for k, v in env.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    _set_env(env)
     for name, f in _module_files().items():
         if name in files and files[name] != f:
             raise RuntimeError(f"this worker loaded {name} from {f}, the coordinator from {files[name]}")
