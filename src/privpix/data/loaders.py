@@ -14,9 +14,11 @@ builtin-mnist, digits, lfw-subset   per class, first half train / second half te
 
 from __future__ import annotations
 
+import collections
 import csv
 import functools
 import os
+import threading
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -160,6 +162,42 @@ def resize_whole(img: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return np.clip(np.rint(resize(img.astype(np.float64), size)), 0, 255).astype(np.uint8)
 
 
+# Decoding and resizing a face costs about 2 ms; the result at a loader's size is a few KB. The same faces are read
+# at the same size many times in one process (the train and test splits and the whole set share them; a fitted
+# mechanism, its audit's fresh copy and an evaluation each load their public set again), so each resized face is
+# kept, up to this many bytes, keyed by its file's path, modification time and size: a changed file is read again.
+RESIZED_CACHE_BYTES = 128 << 20
+_resized: collections.OrderedDict[tuple, np.ndarray] = collections.OrderedDict()
+_resized_bytes = 0
+_resized_lock = threading.Lock()
+
+
+def read_resized(path: Path, size: tuple[int, int]) -> np.ndarray:
+    """``resize_whole(read_image(path, "RGB"), size)``, read-only, from the process's cache when the file is
+    unchanged since it was last read at ``size``."""
+    global _resized_bytes
+    try:
+        st = os.stat(path)
+    except OSError:  # read_image names the problem
+        return resize_whole(read_image(path, "RGB"), size)
+    key = (str(path), st.st_mtime_ns, st.st_size, int(size[0]), int(size[1]))
+    with _resized_lock:
+        hit = _resized.get(key)
+        if hit is not None:
+            _resized.move_to_end(key)
+            return hit
+    img = resize_whole(read_image(path, "RGB"), size)
+    img.setflags(write=False)
+    if img.nbytes <= RESIZED_CACHE_BYTES:
+        with _resized_lock:
+            if key not in _resized:
+                _resized[key] = img
+                _resized_bytes += img.nbytes
+            while _resized_bytes > RESIZED_CACHE_BYTES:
+                _resized_bytes -= _resized.popitem(last=False)[1].nbytes
+    return img
+
+
 def celeba_index(base: Path, split: str | None) -> tuple[list[str], list[str], np.ndarray, np.ndarray, np.ndarray]:
     """CelebA's files, attribute names, attribute values (±1), subjects and the indexes of ``split`` (every
     fifth identity is test): what :func:`load_celeba` and its lazy source (privpix.data.formats) both read."""
@@ -187,8 +225,8 @@ def load_celeba(root: Path, split: str | None = None, size: tuple[int, int] | No
     files, attr_names, values, subjects, keep = celeba_index(base, split)
     imgs = []
     for i in keep:
-        img = read_image(base / "img_align_celeba" / files[i], "RGB")
-        imgs.append(img if size is None else resize_whole(img, size))
+        path = base / "img_align_celeba" / files[i]
+        imgs.append(read_image(path, "RGB") if size is None else read_resized(path, size))
     attrs = {n: (values[keep, j] == 1).astype(np.int64) for j, n in enumerate(attr_names)}
     return ImageSet(
         np.stack(imgs),
@@ -229,8 +267,8 @@ def load_lfw_gender(root: Path, split: str | None = None, size: tuple[int, int] 
     rows = lfw_rows(base, split)
     imgs = []
     for r in rows:
-        img = read_image(base / r["path"], "RGB")
-        imgs.append(img if size is None else resize_whole(img, size))
+        path = base / r["path"]
+        imgs.append(read_image(path, "RGB") if size is None else read_resized(path, size))
     persons = np.array([r["person"] for r in rows])
     _, subj = np.unique(persons, return_inverse=True)
     gender = np.array([r["gender"] == "female" for r in rows], dtype=np.int64)

@@ -16,9 +16,11 @@ mid-cell loses only that cell), so a grid can also be extended with new methods 
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import platform
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -99,12 +101,16 @@ def environment() -> dict[str, Any]:
         "scipy": scipy.__version__,
         "scikit-learn": sklearn.__version__,
     }
-    try:
-        import torch
-
+    # A bench of methods that never import torch does not import it to name its version (1.6 CPU-s): the installed
+    # distribution's version is the one the module would report.
+    torch = sys.modules.get("torch")
+    if torch is not None:
         env["torch"] = torch.__version__
-    except ImportError:  # pragma: no cover - torch is an optional extra
-        env["torch"] = "not installed"
+    else:
+        try:
+            env["torch"] = importlib.metadata.version("torch")
+        except importlib.metadata.PackageNotFoundError:  # pragma: no cover - torch is an optional extra
+            env["torch"] = "not installed"
     return env
 
 

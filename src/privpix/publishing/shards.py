@@ -31,6 +31,7 @@ like any other shard.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -549,7 +550,14 @@ def _seed_tag(seed: int | None, salt: str) -> str | None:
     reader of the staging folder (owner-only, removed at commit), it keeps it from being read at a glance."""
     if seed is None:
         return None
-    digest = hashlib.scrypt(str(int(seed)).encode(), salt=b"privpix-resume:" + salt.encode(), n=2**14, r=8, p=1)
+    return _slow_tag(int(seed), salt)
+
+
+@functools.lru_cache(maxsize=64)
+def _slow_tag(seed: int, salt: str) -> str:
+    # Kept per process: the hash is slow on purpose (about 40 ms and 16 MB), and a process that releases again with
+    # the same seed (an API loop, a resume check) would pay it each time for the same answer.
+    digest = hashlib.scrypt(str(seed).encode(), salt=b"privpix-resume:" + salt.encode(), n=2**14, r=8, p=1)
     return digest.hex()[:32]
 
 

@@ -15,9 +15,16 @@ from typing import Any
 
 import numpy as np
 
+from privpix.data import resolve_data_dir
 from privpix.data.imageset import ImageSet
 from privpix.data.overlap import check_distinct, fingerprint
 from privpix.errors import DataError, ParameterError
+
+# A named dataset's public set at one shape, as read: a fit, the refits of its audit and a conformance run read the
+# same set again, and resizing is most of the cost (the 1,797 digits to 28x28: about 1 s). Named datasets only (a
+# folder may change between fits), at most 4 sets of at most 64 MB of pixels each.
+CACHE_BYTES = 64 << 20
+_CACHE: dict[tuple[str, str | None, tuple[int, int, int]], ImageSet] = {}
 
 
 def load_public(spec: str, shape: tuple[int, int, int], n_classes: int,
@@ -35,8 +42,12 @@ def load_public(spec: str, shape: tuple[int, int, int], n_classes: int,
 
     h, w, c = shape
     name = spec.partition(":")[0].strip().lower()
+    key = None
     try:
         if name in DATASETS:
+            key = (spec, str(resolve_data_dir()) if DATASETS[name].folder else None, (h, w, c))
+            if key in _CACHE:
+                return _finish(_CACHE[key], spec, n_classes, class_names, labelled)
             loader = DATASETS[name].loader
             # Loaders that take a size resize while reading (CelebA, LFW: far less memory than the originals).
             opts: dict[str, Any] = {"size": (h, w)} if "size" in inspect.signature(loader).parameters else {}
@@ -53,12 +64,6 @@ def load_public(spec: str, shape: tuple[int, int, int], n_classes: int,
         raise ParameterError(f"public: {spec!r} holds records, not images")
     if len(data) == 0:
         raise ParameterError(f"public: {spec!r} holds no images")
-    if labelled and data.labels is None:
-        raise ParameterError(
-            f"public: {spec!r} has no labelled images (a folder needs one subfolder per class); pretraining "
-            "matches the class-wise embedding φ(x) ⊗ y"
-        )
-    labels = _private_labels(data, spec, n_classes, class_names) if labelled else None
     if data.shape[:2] != (h, w):
         data = data.resized(h, w)
     if data.shape[2] != c:
@@ -68,8 +73,26 @@ def load_public(spec: str, shape: tuple[int, int, int], n_classes: int,
             data = data.with_images(np.repeat(data.as_uint8(), 3, axis=3))
         else:
             raise ParameterError(f"public: {spec!r} has {data.shape[2]} channels, the private images {c}")
+    data = data.with_images(data.as_uint8())
+    if key is not None and data.images.nbytes <= CACHE_BYTES:
+        if len(_CACHE) >= 4:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = data
+    return _finish(data, spec, n_classes, class_names, labelled)
+
+
+def _finish(data: ImageSet, spec: str, n_classes: int, class_names: tuple[str, ...] | None,
+            labelled: bool) -> ImageSet:  # fmt: skip
+    """The public set at its final shape as ``load_public`` returns it: labels checked and mapped (or dropped), and
+    its own copy of the pixels (the cached set stays as it was read)."""
+    if labelled and data.labels is None:
+        raise ParameterError(
+            f"public: {spec!r} has no labelled images (a folder needs one subfolder per class); pretraining "
+            "matches the class-wise embedding φ(x) ⊗ y"
+        )
+    labels = _private_labels(data, spec, n_classes, class_names) if labelled else None
     names = class_names if labelled else None
-    return ImageSet(data.as_uint8(), labels=labels, source=data.source or spec, class_names=names)
+    return ImageSet(data.as_uint8().copy(), labels=labels, source=data.source or spec, class_names=names)
 
 
 def _private_labels(data: ImageSet, spec: str, n_classes: int, class_names: tuple[str, ...] | None) -> np.ndarray:
