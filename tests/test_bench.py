@@ -77,10 +77,12 @@ def test_bench_refuses_a_different_configuration(bench_dir, data):
 
 
 def test_bench_cli(run, tmp_path):
+    # In this process: the command's options and output are tested here; a bench's points on worker processes are
+    # run by test_cli.py's demo (default --workers), through the same executor.
     out = tmp_path / "b"
     res = run("bench", "--dataset", "builtin-mnist", "--methods", "pixel-laplace[sensitivity=bound],sra",
               "--epsilon", "1", "--limit", 60, "--size", "12x12", "--audit-trials", 100, "--cnn-epochs", 0,
-              "--output", out)  # fmt: skip
+              "--workers", 1, "--output", out)  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "claimed versus audited" in res.output and "violated" in res.output
     assert (out / "report.html").is_file()

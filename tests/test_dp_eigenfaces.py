@@ -125,9 +125,10 @@ def test_same_seed_same_fit(hundred):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("faces")  # one worker: the later ones read the loader's cache
 def test_celeba_faces_from_lfw_components_carry_the_label(data_dir):
     """End to end on real faces (CelebA subset, 32×32, Male; public LFW): at ε = 10, a logistic regression trained
-    on 4,000 synthetic faces alone beats the majority class on the real test split by 8 points, and every sample
+    on 2,000 synthetic faces alone beats the majority class on the real test split by 8 points, and every sample
     is a face-shaped image (its distance to the span of the public faces is only the [0, 1] clipping)."""
     from sklearn.linear_model import LogisticRegression
 
@@ -135,7 +136,8 @@ def test_celeba_faces_from_lfw_components_carry_the_label(data_dir):
     test = load_dataset("celeba:test", data_dir, size=(32, 32))
     mech = get_mechanism("dp-eigenfaces", epsilon=10.0, delta=1e-5, public="lfw-gender", components=30)
     mech.fit(train, seed=0)
-    synth = mech.synthesize(4000, np.random.default_rng(2), train.shape).images
+    # 2,000 samples: over fit seeds 0-2 the margin over the majority class was 0.16-0.17 with 2,000 as with 4,000.
+    synth = mech.synthesize(2000, np.random.default_rng(2), train.shape).images
     clf = LogisticRegression(max_iter=2000, C=0.01).fit(synth.flat(), synth.labels)
     majority = max(np.mean(test.labels), 1 - np.mean(test.labels))
     assert clf.score(test.flat(), test.labels) > majority + 0.08

@@ -43,7 +43,10 @@ def test_the_two_releases_compose_to_the_claim_by_the_ledgers_accountant(epsilon
     # The embedding's share is its own analytic-Gaussian calibration: alone it spends (1 - share)·ε at δ.
     alone = compose([events[0]], 1e-5)[0]
     assert alone == pytest.approx(0.25 * epsilon, rel=2e-3)
-    # A larger share gives the teacher less noise, the embedding more.
+    # A larger share gives the teacher less noise, the embedding more: checked at the two cheaper settings (a
+    # second calibration at ε = 10 would double this case's 8-10 s for the same logic).
+    if epsilon == 10.0:
+        return
     more = get_mechanism("dp-teacher", epsilon=epsilon, delta=1e-5, teacher_batch_size=batch, teacher_share=0.9)
     e2 = more.privacy_events((28, 28, 1), n)
     assert e2[1].noise_multiplier < events[1].noise_multiplier and e2[0].noise_multiplier > events[0].noise_multiplier

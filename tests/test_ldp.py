@@ -469,12 +469,13 @@ def test_privpix_release_publishes_ldp_reports_as_ldp_perturb_does(run, tmp_path
     writes (same seed, same values and labels; both through the one release writer), charges a ledger the
     per-image ε, and `ldp train` reads it. The encoder is fitted on 300 built-in training digits, disjoint from the
     built-in test digits reported (checked by their digests: the guarantee is sound). (MNIST's own training split
-    is not disjoint from them: the built-in digits are drawn from MNIST.)"""
+    is not disjoint from them: the built-in digits are drawn from MNIST.) Two filters per layer, not the default
+    5,4: the writer is what is compared, and the 2,500 digits are encoded three times."""
     import json
 
     enc, quiet = tmp_path / "enc.npz", "-q"
-    r = run("ldp", "fit-encoder", "--encoder", "dcaconv", "--dataset", "builtin-mnist:train", "--limit", 300,
-            "--output", enc, quiet)  # fmt: skip
+    r = run("ldp", "fit-encoder", "--encoder", "dcaconv", "--param", "layers=2,2", "--dataset", "builtin-mnist:train",
+            "--limit", 300, "--output", enc, quiet)  # fmt: skip
     assert r.exit_code == 0, r.output
     perturbed, released = tmp_path / "perturbed", tmp_path / "released"
     r = run("ldp", "perturb", "--encoder", enc, "--epsilon", 2, "--dataset", "builtin-mnist:test", "--seed", 4,

@@ -24,26 +24,32 @@ def _pixels(folder) -> np.ndarray:
 @pytest.mark.slow
 def test_the_api_release_is_the_command_lines_for_the_same_seed(run, tmp_path):
     """The API draws block by block from the seed, as `privpix release --seed` does: the same pixels. A Generator
-    gives one seed drawn from it (the same state, the same release)."""
-    digits = load_dataset("builtin-mnist:test").subset(np.arange(300))
-    r = run("release", "--dataset", "builtin-mnist:test", "--method", "pixel-laplace", "--epsilon", 1, "--seed", 7,
-            "--output", tmp_path / "cli", "-q")  # fmt: skip
+    gives one seed drawn from it (the same state, the same release). 600 digits are three noise blocks of 256."""
+    from PIL import Image
+
+    src = tmp_path / "in"
+    src.mkdir()
+    for i, img in enumerate(load_dataset("builtin-mnist:test").subset(np.arange(600)).as_uint8()[..., 0]):
+        Image.fromarray(img).save(src / f"{i:04d}.png")
+    r = run("release", "--input", src, "--method", "pixel-laplace", "--epsilon", 1, "--seed", 7, "--output",
+            tmp_path / "cli", "--workers", 1, "-q")  # fmt: skip
     assert r.exit_code == 0, r.output
-    everything = load_dataset("builtin-mnist:test")
+    everything = load_folder(src)
     mech = get_mechanism("pixel-laplace", epsilon=1)
     manifest = release_to_dir(mech, everything, tmp_path / "api", 7)
-    assert manifest["images"] == json.loads((tmp_path / "cli" / "manifest.json").read_text())["images"]
+    assert manifest["images"] == json.loads((tmp_path / "cli" / "manifest.json").read_text())["images"] == 600
     np.testing.assert_array_equal(_pixels(tmp_path / "api"), _pixels(tmp_path / "cli"))
-    # Batches are joined: the same images in two parts are the same release.
-    parts = [everything.subset(np.arange(0, 1000)), everything.subset(np.arange(1000, len(everything)))]
+    # Batches are joined: the same images in two parts (split inside the second block) are the same release.
+    parts = [everything.subset(np.arange(0, 300)), everything.subset(np.arange(300, len(everything)))]
     release_to_dir(mech, parts, tmp_path / "parts", 7)
     np.testing.assert_array_equal(_pixels(tmp_path / "parts"), _pixels(tmp_path / "cli"))
     # A Generator: one seed drawn from it.
+    digits = everything.subset(np.arange(100))
     a = release_to_dir(mech, digits, tmp_path / "g1", np.random.default_rng(3))
     b = release_to_dir(mech, digits, tmp_path / "g2", np.random.default_rng(3))
-    assert a["images"] == b["images"] == 300
+    assert a["images"] == b["images"] == 100
     np.testing.assert_array_equal(_pixels(tmp_path / "g1"), _pixels(tmp_path / "g2"))
-    assert not np.array_equal(_pixels(tmp_path / "g1"), _pixels(tmp_path / "cli")[:300])
+    assert not np.array_equal(_pixels(tmp_path / "g1"), _pixels(tmp_path / "cli")[:100])
 
 
 def test_the_api_release_writes_every_layout_secure_noise_and_refuses_what_it_cannot_use(tmp_path):

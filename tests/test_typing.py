@@ -51,3 +51,17 @@ def test_epsilon_is_annotated_float_only_where_it_is_required(name: str) -> None
     cls = MECHANISMS[name]
     if _annotation(cls, "epsilon") is float:
         assert cls.uses_epsilon, f"{cls.__qualname__} annotates epsilon as float but takes none"
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_mypy_finds_no_error_in_the_package() -> None:
+    """The hints privpix ships (py.typed) hold: mypy, as [tool.mypy] configures it, checks src/privpix. A test, not
+    a step before the suite, so that `make test` runs it beside the other tests (19 s without a cache)."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-m", "mypy"], cwd=root, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"mypy found errors:\n{r.stdout}{r.stderr}"
+    assert "Success: no issues found" in r.stdout
