@@ -85,9 +85,7 @@ def fit_to_file(
         raise ParameterError(f"--limit must be >= 2, got {limit}")
     if (dataset is None) == (input_dir is None):
         raise ParameterError("give exactly one of --dataset NAME[:SPLIT] or --input DIR")
-    data = _training_data(dataset, input_dir, data_dir, size)
-    if limit is not None and limit < len(data):
-        data = data.subset(np.sort(np.random.default_rng(seed).choice(len(data), limit, replace=False)))
+    data = _training_data(dataset, input_dir, data_dir, size, _limited(limit, seed))
     what = dataset if dataset is not None else "the --input folder"
     if not quiet:
         how = "OS entropy" if seed is None else f"seed {seed}"
@@ -110,10 +108,25 @@ def fit_to_file(
     return out
 
 
-def _training_data(dataset, input_dir, data_dir, size):
+def _limited(limit: int | None, seed: int | None):
+    """``--limit``'s seeded subset as a loader's ``pick`` (:func:`privpix.data.load_dataset`): ``limit`` of the
+    ``n`` items, sorted, or all when ``limit`` is None or not below ``n``."""
+    if limit is None:
+        return None
+
+    def pick(n: int) -> np.ndarray | None:
+        if limit >= n:
+            return None
+        return np.sort(np.random.default_rng(seed).choice(n, limit, replace=False))
+
+    return pick
+
+
+def _training_data(dataset, input_dir, data_dir, size, pick=None):
     """The images (or records) to fit on: a named dataset, or an image folder (flat, or one sub-folder per class,
-    whose names are its class names), Parquet or WebDataset shards, resized to ``size`` when given. A folder's path
-    is not recorded in the model file (paths can name people)."""
+    whose names are its class names), Parquet or WebDataset shards, resized to ``size`` when given; only the items
+    ``pick`` keeps (a named face set decodes only those). A folder's path is not recorded in the model file (paths
+    can name people)."""
     from dataclasses import replace
 
     from privpix.cli.release import INPUT_FOLDER
@@ -126,8 +139,10 @@ def _training_data(dataset, input_dir, data_dir, size):
 
         source = open_source(input_dir, size=size)
         check_resize_fits(len(source), size, source.shape[2])
-        return replace(source.read(0, len(source)), source=INPUT_FOLDER)
-    data = load_dataset(dataset, data_dir)
+        data = replace(source.read(0, len(source)), source=INPUT_FOLDER)
+        idx = None if pick is None else pick(len(data))
+        return data if idx is None else data.subset(idx)
+    data = load_dataset(dataset, data_dir, pick=pick)
     if size is not None:
         if not isinstance(data, ImageSet):
             raise ParameterError(f"--size: --dataset {dataset} holds records, not images")

@@ -237,7 +237,8 @@ def interval_for(events: list[NoiseEvent]) -> float:
 # A calibration asks for many compositions that share a part (dp-teacher's bisection composes one fixed embedding
 # release with 20-odd teacher noises: the same Gaussian PLD each time, 0.45 s to build at ε = 10). dp-accounting's
 # PLDs are not changed by composing them (compose and self_compose return new ones), so one may be used again.
-@functools.lru_cache(maxsize=16)
+# Eight entries: a calibration reuses one (the fixed part); a PLD on a fine grid can hold 7-9 MB.
+@functools.lru_cache(maxsize=8)
 def _pld(event: NoiseEvent, count: int, interval: float):
     """dp-accounting's pessimistic PLD of ``count`` × ``event`` under replace-one (kept for reuse: never modify)."""
     from dp_accounting import NeighboringRelation

@@ -10,7 +10,6 @@ m = L1 · (pooled height) · (pooled width) features.
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from privpix.errors import ParameterError
 from privpix.mechanisms.base import Param
@@ -67,6 +66,21 @@ def convolve(maps: np.ndarray, filters: np.ndarray, stride: int) -> np.ndarray:
     for s, blk in im2col_blocks(maps, k, stride):
         m = blk.shape[1]
         out[s : s + m] = (filters @ blk.reshape(kk, -1)).reshape(n_f, m, oh, ow).transpose(1, 0, 2, 3)
+    return out
+
+
+def _max_pool(codes: np.ndarray, pool: int, stride: int) -> np.ndarray:
+    """Max over every pool×pool window (at ``stride``) of (n, c, h, w) codes: the maximum of the pool² strided
+    slices, one per offset in the window. Equal to the max over a sliding-window view, about 40 times faster (a
+    reduction over 2×2 windows spends its time in per-window overhead)."""
+    h, w = codes.shape[2:]
+    oh, ow = len(range(0, h - pool + 1, stride)), len(range(0, w - pool + 1, stride))
+    out = codes[:, :, : (oh - 1) * stride + 1 : stride, : (ow - 1) * stride + 1 : stride].copy()
+    for i in range(pool):
+        for j in range(pool):
+            if i or j:
+                win = codes[:, :, i : i + (oh - 1) * stride + 1 : stride, j : j + (ow - 1) * stride + 1 : stride]
+                np.maximum(out, win, out=out)
     return out
 
 
@@ -158,7 +172,7 @@ class DCAConvEncoder(Encoder):
             oh, ow = codes.shape[2:]
             if pool > oh or pool > ow:
                 raise ParameterError(f"pool={pool} is larger than the {oh}x{ow} maps")
-            codes = sliding_window_view(codes, (pool, pool), axis=(2, 3))[:, :, ::ps, ::ps].max(axis=(-1, -2))
+            codes = _max_pool(codes, pool, ps)
         elif ps > 1:
             codes = codes[:, :, ::ps, ::ps]
         return codes.reshape(n, -1)
