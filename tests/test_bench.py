@@ -1,7 +1,9 @@
 """`privpix bench`: one resumable run, tidy results, and a report that renders in a real browser."""
 
+import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,12 +27,32 @@ def data():
     return d.subset(idx[:120]).resized(14, 14), d.subset(idx[120:200]).resized(14, 14)
 
 
+def _once_per_run(tmp_path_factory, name: str, make) -> Path:
+    """A folder that ``make(folder)`` fills once per test run, also under xdist, where each worker would otherwise
+    make its own (a module fixture is per process, and the tests that read it go to any worker). The workers share
+    the run's temporary root: the first to take the lock makes the folder, the others wait for it and read it."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        out = tmp_path_factory.mktemp(name)
+        make(out)
+        return out
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp().parent
+    out, done = root / name, root / f"{name}.done"
+    with FileLock(str(root / f"{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(out, ignore_errors=True)  # left by a worker whose make failed
+            out.mkdir()
+            make(out)
+            done.touch()
+    return out
+
+
 @pytest.fixture(scope="module")
 def bench_dir(tmp_path_factory, data):
-    out = tmp_path_factory.mktemp("bench")
+    """One bench for the run, read (never written) by the tests: test_bench_resumes_and_extends works on a copy."""
     cfg = BenchConfig(dataset="builtin-mnist", methods=METHODS, epsilons=[1.0], audit_trials=200, cnn_epochs=1)
-    run_bench(*data, cfg, out)
-    return out, cfg
+    return _once_per_run(tmp_path_factory, "bench", lambda out: run_bench(*data, cfg, out)), cfg
 
 
 def test_bench_writes_tidy_results(bench_dir):
@@ -56,12 +78,19 @@ def test_bench_writes_tidy_results(bench_dir):
     assert page.count("<table>") == page.count("<div class='wide'><table>") > 3
 
 
-def test_bench_resumes_and_extends(bench_dir, data):
-    out, cfg = bench_dir
+def test_bench_resumes_and_extends(bench_dir, data, tmp_path):
+    out, cfg = tmp_path / "bench", bench_dir[1]
+    shutil.copytree(bench_dir[0], out)
     before = (out / "cells.jsonl").read_text()
-    seen = []
-    run_bench(*data, cfg, out, progress=seen.append)
+    seen, reports = [], []
+    with pytest.MonkeyPatch.context() as mp:
+        # The report of a resumed run is rendered after the torn-line run below; here it is only asked for, so
+        # that the same figures are not drawn twice (about half of this test's time).
+        mp.setattr("privpix.evaluation.bench.sample_grids", lambda *args: [])
+        mp.setattr("privpix.report.html.write_report", lambda path, results, grids: reports.append(results))
+        run_bench(*data, cfg, out, progress=seen.append)
     assert seen == [] and (out / "cells.jsonl").read_text() == before  # nothing recomputed
+    assert len(reports) == 1 and len(reports[0]["cells"]) == len(reports[0]["audits"]) == len(METHODS)
     # A torn last line (a run killed mid-write) is dropped, and only that cell is redone.
     lines = before.splitlines()
     (out / "cells.jsonl").write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:20])
@@ -117,8 +146,6 @@ def test_report_renders_in_headless_chromium(bench_dir, tmp_path):
 
 
 def test_outputs_get_ordinary_file_modes(bench_dir):
-    import os
-
     out, _ = bench_dir
     umask = os.umask(0)
     os.umask(umask)

@@ -36,7 +36,6 @@ def test_yale(data_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("faces")  # one worker: the later ones read the loader's cache
 def test_celeba_split_by_identity(data_dir):
     tr = load_dataset("celeba:train", data_dir, size=(32, 32))
     te = load_dataset("celeba:test", data_dir, size=(32, 32))
@@ -48,7 +47,6 @@ def test_celeba_split_by_identity(data_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("faces")  # one worker: the later ones read the loader's cache
 def test_lfw_gender_split_by_person(data_dir):
     # 32×32, the size dp-eigenfaces reads this set at: the process's resized faces serve both.
     te = load_dataset("lfw-gender:test", data_dir, size=(32, 32))
@@ -93,6 +91,40 @@ def test_resized_faces_are_kept_per_file_and_size(data_dir, tmp_path):
     swapped = load_dataset("celeba", tmp_path, size=(24, 20))
     np.testing.assert_array_equal(swapped.images, fresh((24, 20)))
     np.testing.assert_array_equal(swapped.images[0], swapped.images[1])
+
+
+def test_a_pick_is_the_subset_of_the_whole_load(data_dir, tmp_path):
+    """load_dataset(spec, pick=p) equals load_dataset(spec).subset(p(n)) in every field: on a small CelebA tree
+    (whose loader decodes only the picked files) and on a set the generic path subsets after loading."""
+    real = data_dir / "celeba_subset" / "img_align_celeba"
+    base = tmp_path / "celeba_subset"
+    (base / "img_align_celeba").mkdir(parents=True)
+    files = sorted(f.name for f in real.iterdir())[:5]
+    for f in files:
+        shutil.copy(real / f, base / "img_align_celeba" / f)
+    marks = [("-1", "1"), ("1", "-1"), ("1", "1"), ("-1", "-1"), ("1", "1")]
+    attrs = [f"{f} {m} {s}" for f, (m, s) in zip(files, marks, strict=True)]
+    (base / "list_attr_celeba.txt").write_text("5\nMale Smiling\n" + "\n".join(attrs) + "\n")
+    (base / "identity_CelebA.txt").write_text("".join(f"{f} {i + 1}\n" for i, f in enumerate(files)))
+    asked = []
+
+    def pick(n):
+        asked.append(n)
+        return np.array([1, n - 2, n - 1])
+
+    for spec, root in [("celeba", tmp_path), ("celeba:train", tmp_path), ("builtin-mnist:test", None)]:
+        whole = load_dataset(spec, root, **({"size": (12, 10)} if root else {}))
+        picked = load_dataset(spec, root, pick=pick, **({"size": (12, 10)} if root else {}))
+        assert asked[-1] == len(whole)
+        want = whole.subset(np.array([1, len(whole) - 2, len(whole) - 1]))
+        np.testing.assert_array_equal(picked.images, want.images)
+        for field in ("labels", "subjects", "names"):
+            a, b = getattr(picked, field), getattr(want, field)
+            assert (a is None and b is None) or np.array_equal(a, b), field
+        assert set(picked.attributes or {}) == set(want.attributes or {})
+        for k in picked.attributes or {}:
+            np.testing.assert_array_equal(picked.attributes[k], want.attributes[k])
+    assert load_dataset("celeba", tmp_path, pick=lambda n: None, size=(12, 10)).images.shape[0] == 5
 
 
 def test_adult_records(data_dir):

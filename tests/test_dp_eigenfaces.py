@@ -125,7 +125,6 @@ def test_same_seed_same_fit(hundred):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("faces")  # one worker: the later ones read the loader's cache
 def test_celeba_faces_from_lfw_components_carry_the_label(data_dir):
     """End to end on real faces (CelebA subset, 32×32, Male; public LFW): at ε = 10, a logistic regression trained
     on 2,000 synthetic faces alone beats the majority class on the real test split by 8 points, and every sample

@@ -44,7 +44,6 @@ def test_features_are_17_maps_per_channel_by_quadrant():
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("faces")  # one worker: the later ones read the loader's cache
 def test_real_faces_are_closer_to_real_faces_than_to_noise_or_blur(data_dir):
     """Two halves of CelebA's test split (the same distribution, different people) are far closer than either is
     to random pixels or to blurred faces: the distance sees structure, not only brightness."""

@@ -238,12 +238,14 @@ def test_dcaconv_on_mnist_codes_filters_and_roundtrip(mnist_small, tmp_path):
     assert x.dtype == np.uint8 and x.max() < 16 and len(np.unique(x)) == 16
     path = enc.save(tmp_path / "enc.npz")
     again = load_encoder(path)
-    assert (again.encode(te) == x).all() and again.fitted_on.startswith("mnist:train (1500 images")
+    # 100 test digits (364,500 codes) are enough to see filters that did not come back (saved as float16, say).
+    assert (again.encode(te.subset(slice(0, 100))) == x[:100]).all()
+    assert again.fitted_on.startswith("mnist:train (1500 images")
     # Naive Bayes on the clean codes of 1,500 digits already separates them well.
     nb = LDPNaiveBayes(d=16, epsilon=math.inf).fit(enc.encode(tr), tr.labels)
     assert nb.score(x, te.labels) > 0.75
-    # d = 2 variant (Table 2).
-    two = make_encoder("dcaconv", layers="5,1").fit(tr)
+    # d = 2 variant (Table 2); its codes' range does not depend on how many digits the filters were fitted on.
+    two = make_encoder("dcaconv", layers="5,1", fit_limit=300).fit(tr)
     assert two.d == 2 and two.encode(te).max() == 1
 
 
@@ -283,10 +285,11 @@ def test_pixel_and_hog_bovw_encoders(mnist_small, tmp_path):
 def test_bnn_encoder_binary_features_and_roundtrip(mnist_small, tmp_path):
     pytest.importorskip("torch")
     tr, te = mnist_small
-    enc = make_encoder("bnn", epochs=1, hidden=64).fit(tr, seed=0)
+    # Trained on 500 digits: what is checked is the binary code and its file, not how well it separates digits.
+    enc = make_encoder("bnn", epochs=1, hidden=64).fit(tr.subset(slice(0, 500)), seed=0)
     x = enc.encode(te)
     assert enc.d == 2 and x.shape == (500, 5 * 27 * 27) and set(np.unique(x)) == {0, 1}
-    assert (load_encoder(enc.save(tmp_path / "b.npz")).encode(te) == x).all()
+    assert (load_encoder(enc.save(tmp_path / "b.npz")).encode(te.subset(slice(0, 100))) == x[:100]).all()
 
 
 def test_load_encoder_errors(tmp_path):
@@ -362,7 +365,8 @@ def test_cli_two_party_workflow_on_mnist(run, data_dir, tmp_path):
         *common,
     )
     assert r.exit_code == 0, r.output
-    # ... the owners (here 3,000 training digits) perturb with ε = 2 per feature ...
+    # ... the owners (here 1,000 training digits: Naive Bayes scored 0.81-0.85 on their reports over seeds 1-3,
+    # 0.86 on 3,000's, against the 0.7 asked below and 0.1 by chance) perturb with ε = 2 per feature ...
     rep = tmp_path / "rep"
     r = run(
         "ldp",
@@ -374,7 +378,7 @@ def test_cli_two_party_workflow_on_mnist(run, data_dir, tmp_path):
         "--dataset",
         "mnist:train",
         "--limit",
-        3000,
+        1000,
         "--seed",
         1,
         "--output",
@@ -411,7 +415,7 @@ def test_cli_two_party_workflow_on_mnist(run, data_dir, tmp_path):
     res = json.loads(out.read_text())
     assert res["accuracy"] > 0.7 and res["epsilon_per_feature"] == 2 and res["epsilon_per_image"] == 7290
     r = run("ldp", "train", "--reports", rep, "--classifier", "knn", "--param", "n_neighbors=5000", *common)
-    assert r.exit_code == 2 and "n_neighbors=5000 exceeds the 3000 training reports" in r.output
+    assert r.exit_code == 2 and "n_neighbors=5000 exceeds the 1000 training reports" in r.output
     # A pixel encoder needs no data at all.
     pix = tmp_path / "pix.npz"
     r = run("ldp", "fit-encoder", "--encoder", "pixel", "--levels", 4, "--shape", "28x28", "--output", pix, "-q")

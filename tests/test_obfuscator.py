@@ -187,8 +187,9 @@ def test_protocol_noise_baseline_and_decorrelation():
     net, _ = train_obfuscator(
         "tabular", x[:800], y[:800], x[800:900], y[800:900], epochs=40, batch_size=32, patience=40
     )
-    kept = measure_release(obfuscator_release(net, sigma2=1.0, K=5, use_f=True), train, test, inferrer=kw)
-    assert kept["utility"] > 0.9 and "weak" not in kept
+    # No strong adversary here (strong=False): only the utility is checked, and it needs only the provider.
+    kept = measure_release(obfuscator_release(net, sigma2=1.0, K=5, use_f=True), train, test, strong=False, inferrer=kw)
+    assert kept["utility"] > 0.9 and "weak" not in kept and "strong" not in kept
     provider = train_inferrer(train, "utility", **kw)
     d = decorrelation(net, test, provider, K=5, seed=0)
     assert d["agreement"] > 0.85 and d["p_class1"].shape == (300,)
