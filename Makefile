@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.privpix-installed
 
-.PHONY: setup demo test test-fast lint docs clean browser bytecode
+.PHONY: setup demo test test-fast lint docs clean browser
 
 # Python may keep the bytecode it compiles, for every command run from here, even where PYTHONDONTWRITEBYTECODE is
 # set (this machine's image sets it): otherwise each process would compile privpix, torch and numpy again (0.25 s
@@ -26,10 +26,7 @@ $(STAMP): pyproject.toml constraints.txt
 
 setup: $(STAMP)
 
-bytecode: $(STAMP)
-	@$(BIN)/python -m compileall -q src
-
-demo: $(STAMP) bytecode
+demo: $(STAMP)
 	$(BIN)/privpix demo --output demo-output
 
 # Headless Chromium renders the benchmark report in a test. Installed from Debian when we may (root + apt);
@@ -51,12 +48,11 @@ browser:
 # against 226 s for one test at a time (loadgroup) and 250 s for load, which hands out a quarter of the suite up front).
 test:
 	@$(MAKE) --no-print-directory -j2 setup browser
-	@$(MAKE) --no-print-directory bytecode
 	$(BIN)/ruff check src tests benchmarks docs
 	@$(call in_memory_tmp,$(BIN)/python -m pytest -q -n auto --dist worksteal --durations=25)
 
 # The inner loop: everything but the tests marked slow or integration (pyproject.toml lists the markers).
-test-fast: $(STAMP) bytecode
+test-fast: $(STAMP)
 	@$(call in_memory_tmp,$(BIN)/python -m pytest -q -n auto --dist loadscope -m "not slow and not integration")
 
 # Runs $(1) with its temporary files (pytest's tmp_path, TMPDIR) in memory where /dev/shm is a writable tmpfs, and

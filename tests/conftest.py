@@ -155,3 +155,24 @@ def start_all_waiting_on_the_ledger(ledger, commands, timeout: float = 120.0):
     finally:
         lock.release()
     return procs, errs
+
+
+def once_per_run(tmp_path_factory, name: str, make):
+    """A folder that ``make(folder)`` fills once per test run, also under xdist, where each worker would otherwise
+    make its own (a module fixture is per process, and the tests that read it go to any worker). The workers share
+    the run's temporary root: the first to take the lock makes the folder, the others wait for it and read it."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        out = tmp_path_factory.mktemp(name)
+        make(out)
+        return out
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp().parent
+    out, done = root / name, root / f"{name}.done"
+    with FileLock(str(root / f"{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(out, ignore_errors=True)  # left by a worker whose make failed
+            out.mkdir()
+            make(out)
+            done.touch()
+    return out

@@ -3,13 +3,12 @@
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import strict_loads
+from conftest import once_per_run, strict_loads
 from privpix.data import load_dataset
 from privpix.errors import ParameterError
 from privpix.evaluation.bench import BenchConfig, run_bench
@@ -27,32 +26,11 @@ def data():
     return d.subset(idx[:120]).resized(14, 14), d.subset(idx[120:200]).resized(14, 14)
 
 
-def _once_per_run(tmp_path_factory, name: str, make) -> Path:
-    """A folder that ``make(folder)`` fills once per test run, also under xdist, where each worker would otherwise
-    make its own (a module fixture is per process, and the tests that read it go to any worker). The workers share
-    the run's temporary root: the first to take the lock makes the folder, the others wait for it and read it."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        out = tmp_path_factory.mktemp(name)
-        make(out)
-        return out
-    from filelock import FileLock
-
-    root = tmp_path_factory.getbasetemp().parent
-    out, done = root / name, root / f"{name}.done"
-    with FileLock(str(root / f"{name}.lock")):
-        if not done.exists():
-            shutil.rmtree(out, ignore_errors=True)  # left by a worker whose make failed
-            out.mkdir()
-            make(out)
-            done.touch()
-    return out
-
-
 @pytest.fixture(scope="module")
 def bench_dir(tmp_path_factory, data):
     """One bench for the run, read (never written) by the tests: test_bench_resumes_and_extends works on a copy."""
     cfg = BenchConfig(dataset="builtin-mnist", methods=METHODS, epsilons=[1.0], audit_trials=200, cnn_epochs=1)
-    return _once_per_run(tmp_path_factory, "bench", lambda out: run_bench(*data, cfg, out)), cfg
+    return once_per_run(tmp_path_factory, "bench", lambda out: run_bench(*data, cfg, out)), cfg
 
 
 def test_bench_writes_tidy_results(bench_dir):

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import once_per_run
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))  # the benchmarks import their helpers as scripts do: `from _results import ...`
@@ -58,20 +59,12 @@ def _render_all() -> dict:
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory) -> dict:
-    """The fresh process's report. Under xdist every worker that runs a test of this module sets this fixture up
-    (2.4 CPU-s each): the first one's report, of the same committed files, is kept for the others in the run's
-    shared temporary folder."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return _render_all()
-    from filelock import FileLock
-
-    shared = tmp_path_factory.getbasetemp().parent / "benchmark-results-rendered.json"
-    with FileLock(f"{shared}.lock"):
-        if shared.is_file():
-            return json.loads(shared.read_text())
-        report = _render_all()
-        shared.write_text(json.dumps(report))
-        return report
+    """The fresh process's report, made once per run (2.4 CPU-s): under xdist the other workers read the first
+    one's, of the same committed files."""
+    folder = once_per_run(
+        tmp_path_factory, "benchmark-results", lambda out: (out / "report.json").write_text(json.dumps(_render_all()))
+    )
+    return json.loads((folder / "report.json").read_text())
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)

@@ -131,6 +131,7 @@ def _training_data(dataset, input_dir, data_dir, size, pick=None):
 
     from privpix.cli.release import INPUT_FOLDER
     from privpix.data import ImageSet, load_dataset
+    from privpix.data.loaders import picked
     from privpix.data.memory import check_resize_fits
     from privpix.errors import ParameterError
 
@@ -139,9 +140,7 @@ def _training_data(dataset, input_dir, data_dir, size, pick=None):
 
         source = open_source(input_dir, size=size)
         check_resize_fits(len(source), size, source.shape[2])
-        data = replace(source.read(0, len(source)), source=INPUT_FOLDER)
-        idx = None if pick is None else pick(len(data))
-        return data if idx is None else data.subset(idx)
+        return picked(replace(source.read(0, len(source)), source=INPUT_FOLDER), pick)
     data = load_dataset(dataset, data_dir, pick=pick)
     if size is not None:
         if not isinstance(data, ImageSet):

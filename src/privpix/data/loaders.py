@@ -535,8 +535,13 @@ def load_dataset(
         return info.loader(root, split, **options)
     if info.picks:
         return info.loader(root, split, pick=pick, **options)
-    data = info.loader(root, split, **options)
-    idx = pick(len(data))
+    return picked(info.loader(root, split, **options), pick)
+
+
+def picked(data: ImageSet | RecordSet, pick: Pick | None) -> ImageSet | RecordSet:
+    """``data.subset(pick(len(data)))``, or ``data`` itself when there is no pick or it keeps everything: for
+    what is already loaded (a loader that cannot pick, an input folder)."""
+    idx = None if pick is None else pick(len(data))
     return data if idx is None else data.subset(idx)
 
 

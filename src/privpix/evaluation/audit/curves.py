@@ -154,14 +154,7 @@ class ComposedCurve:
         crossing lies below 1e-6 or where ε passes ``EPSILON_CAP``. Bisection on the log scale."""
         lo, hi = 1.0, 1.0
         past = (lambda v: v >= target) if increasing else (lambda v: v <= target)
-        while True:
-            if fn == self._alpha:
-                # ε is read at every doubling, the last one too, before α* and from the PLD α* builds: a later
-                # bracket of a smaller target doubles past this one's last scale and asks its ε, and by then this
-                # bisection's PLDs have pushed it out of _pld's cache (a rebuild costs as much as a bisection step).
-                self._epsilon_upper(hi)
-            if past(fn(hi)):
-                break
+        while not past(fn(hi)):
             if self._epsilon_upper(hi) >= EPSILON_CAP:
                 return hi, math.inf  # the crossing is beyond the ε any audit reports
             lo, hi = hi, 2.0 * hi

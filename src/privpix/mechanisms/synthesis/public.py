@@ -15,16 +15,16 @@ from typing import Any
 
 import numpy as np
 
-from privpix.data import resolve_data_dir
 from privpix.data.imageset import ImageSet
 from privpix.data.overlap import check_distinct, fingerprint
 from privpix.errors import DataError, ParameterError
 
-# A named dataset's public set at one shape, as read: a fit, the refits of its audit and a conformance run read the
-# same set again, and resizing is most of the cost (the 1,797 digits to 28x28: about 1 s). Named datasets only (a
-# folder may change between fits), at most 4 sets of at most 64 MB of pixels each.
+# A built-in public set at one shape, as read: a fit, the refits of its audit and a conformance run read the same
+# set again, and resizing is most of the cost (the 1,797 digits to 28x28: about 1 s). Only the sets installed with
+# a package (they do not change while a process runs; the face sets on disk keep each resized face themselves,
+# privpix.data.loaders.read_resized, and notice a changed file), at most 4 sets of at most 64 MB of pixels each.
 CACHE_BYTES = 64 << 20
-_CACHE: dict[tuple[str, str | None, tuple[int, int, int]], ImageSet] = {}
+_CACHE: dict[tuple[str, tuple[int, int, int]], ImageSet] = {}
 
 
 def load_public(spec: str, shape: tuple[int, int, int], n_classes: int,
@@ -45,8 +45,8 @@ def load_public(spec: str, shape: tuple[int, int, int], n_classes: int,
     key = None
     try:
         if name in DATASETS:
-            key = (spec, str(resolve_data_dir()) if DATASETS[name].folder else None, (h, w, c))
-            if key in _CACHE:
+            key = (spec, (h, w, c)) if DATASETS[name].folder is None else None
+            if key is not None and key in _CACHE:
                 return _finish(_CACHE[key], spec, n_classes, class_names, labelled)
             loader = DATASETS[name].loader
             # Loaders that take a size resize while reading (CelebA, LFW: far less memory than the originals).
