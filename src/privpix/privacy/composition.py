@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from privpix.errors import DataError
+from privpix.privacy.gaussian_pld import gaussian_pld
 
 KINDS = ("laplace", "gaussian", "sampled-gaussian", "pure", "approx")
 RELATIONS = ("replace-one", "add-remove")
@@ -252,12 +253,10 @@ def _pld(event: NoiseEvent, count: int, interval: float):
                                           value_discretization_interval=interval).self_compose(times)  # fmt: skip
     if event.kind == "gaussian":
         # k Gaussians of one z compose exactly to one Gaussian of z/√k: no discretisation error builds up.
-        return pld.from_gaussian_mechanism(event.z() / math.sqrt(times), sensitivity=sens,
-                                           value_discretization_interval=interval)  # fmt: skip
+        return gaussian_pld(event.z() / math.sqrt(times), sensitivity=sens, value_discretization_interval=interval)
     if event.kind == "sampled-gaussian":
-        one = pld.from_gaussian_mechanism(event.z(), sampling_prob=event.q(),
-                                          neighboring_relation=NeighboringRelation.REPLACE_ONE,
-                                          value_discretization_interval=interval)  # fmt: skip
+        one = gaussian_pld(event.z(), sampling_prob=event.q(), neighboring_relation=NeighboringRelation.REPLACE_ONE,
+                           value_discretization_interval=interval)  # fmt: skip
         return one.self_compose(times)
     eps, delta = replace_one(event.eps(), event.delta, event.relation)
     params = common.DifferentialPrivacyParameters(eps, min(delta, 1.0 - 1e-15))

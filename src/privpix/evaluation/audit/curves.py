@@ -198,20 +198,22 @@ def _pld(parts: tuple[tuple[Any, ...], ...], scale: float, pessimistic: bool, fi
     """dp-accounting's PLD of the composition at ``scale`` (cached: a bisection asks α* and ε of one scale)."""
     from dp_accounting.pld import privacy_loss_distribution as pld
 
+    from privpix.privacy.gaussian_pld import gaussian_pld
+
     # Connect-the-dots only gives pessimistic estimates; the optimistic one is dp-accounting's privacy buckets,
     # whose rounding of each release's loss adds up over the releases composed: its grid is refined so that
     # the sum stays near OPTIMISTIC_SLACK (without it, 4,680 DP-SGD steps read an ε of 0.92 as 0), down to a
     # grid of 1e-5 (finer ones cost seconds and memory per PLD; 4,680 steps then read 0.92 as 0.88).
     releases = sum(int(p[3]) if p[0] == "sampled-gaussian" else 1 for p in parts)
     interval = PLD_INTERVAL if pessimistic or not fine else min(PLD_INTERVAL, max(1e-5, OPTIMISTIC_SLACK / releases))
-    opts = {"pessimistic_estimate": pessimistic, "value_discretization_interval": interval,
+    opts: dict[str, Any] = {"pessimistic_estimate": pessimistic, "value_discretization_interval": interval,
             "use_connect_dots": pessimistic}  # fmt: skip
     out = None
     for part in parts:
         if part[0] == "laplace":
             one = pld.from_laplace_mechanism(1.0 / (part[1] * scale), **opts)
         elif part[0] == "gaussian":
-            one = pld.from_gaussian_mechanism(1.0 / (part[1] * scale), **opts)
+            one = gaussian_pld(1.0 / (part[1] * scale), **opts)
         else:
             z, q, steps = part[1:4]
             relation = {}
@@ -219,7 +221,7 @@ def _pld(parts: tuple[tuple[Any, ...], ...], scale: float, pessimistic: bool, fi
                 from dp_accounting import NeighboringRelation
 
                 relation = {"neighboring_relation": NeighboringRelation.REPLACE_ONE}
-            one = pld.from_gaussian_mechanism(z / scale, sampling_prob=q, **opts, **relation).self_compose(int(steps))
+            one = gaussian_pld(z / scale, sampling_prob=q, **opts, **relation).self_compose(int(steps))
         out = one if out is None else out.compose(one)
     return out
 
