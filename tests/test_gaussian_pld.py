@@ -52,7 +52,7 @@ def test_the_fast_pld_is_dp_accountings_bit_for_bit(monkeypatch):
     calls = []
     monkeypatch.setattr(plm.GaussianPrivacyLoss, "inverse_privacy_loss", lambda self, e: calls.append(e) or 0.0)
     monkeypatch.setattr(pld, "from_gaussian_mechanism", lambda *a, **k: calls.append(a))
-    for kw in CASES[:2]:
+    for kw in [CASES[0], CASES[1], CASES[-1]]:  # q = 1 under both relations, Poisson-sampled under replace-one
         gaussian_pld(**kw)
     assert calls == []
     monkeypatch.undo()
@@ -73,9 +73,12 @@ def test_each_inverse_is_dp_accountings_inverse_of_that_loss(sensitivity):
         ours = loss._inverses(eps)
         theirs = np.array([loss.inverse_privacy_loss(e) for e in eps])
         assert ours.tobytes() == theirs.tobytes(), (q, adjacency)
-        # δ(ε) at one ε, as dp-accounting's scalar call returns it (a float, not an array).
+        # δ(ε) on the whole grid, at one ε (a float, not an array) and on a 0-d array, as dp-accounting returns them.
+        base = plm.GaussianPrivacyLoss.get_delta_for_epsilon
+        assert loss.get_delta_for_epsilon(eps).tobytes() == base(loss, eps).tobytes()
         one = loss.get_delta_for_epsilon(0.5)
-        assert isinstance(one, float) and one == plm.GaussianPrivacyLoss.get_delta_for_epsilon(loss, 0.5)
+        assert isinstance(one, float) and one == base(loss, 0.5)
+        assert loss.get_delta_for_epsilon(np.array(0.5)).tobytes() == base(loss, np.array(0.5)).tobytes()
 
 
 def test_cases_left_to_dp_accounting_are_its_own_and_another_release_gets_its_builder(monkeypatch):

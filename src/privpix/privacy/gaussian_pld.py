@@ -89,7 +89,7 @@ def _loss_class() -> type:
             if x is None:
                 return super().get_delta_for_epsilon(epsilon)
             deltas = np.zeros_like(eps, dtype=float)
-            deltas[:] = self.mu_upper_cdf(x) - np.exp(eps + self.mu_lower_log_cdf(x))
+            deltas[...] = self.mu_upper_cdf(x) - np.exp(eps + self.mu_lower_log_cdf(x))  # [...]: 0-d too
             deltas = np.clip(deltas, 0, 1)
             return float(deltas[0]) if scalar else deltas
 
