@@ -30,14 +30,6 @@ REPEATS = 3
 ADD_REMOVE_SAMPLED = "Poisson-sampled, add/remove (dp-accounting's path)"
 
 
-def _bits(dist) -> list[tuple]:
-    out = []
-    for pmf in (dist._pmf_remove, dist._pmf_add):
-        dense = pmf.to_dense_pmf()
-        out.append((dense._lower_loss, dense._probs.tobytes(), dense._infinity_mass, dense._discretization))
-    return out
-
-
 def cases() -> list[dict]:
     from dp_accounting import NeighboringRelation as Rel
 
@@ -56,7 +48,7 @@ def cases() -> list[dict]:
 def run() -> dict:
     from dp_accounting.pld import privacy_loss_distribution as pld
 
-    from privpix.privacy.gaussian_pld import gaussian_pld
+    from privpix.privacy.gaussian_pld import gaussian_pld, pld_bits
 
     rows = []
     for case in cases():
@@ -73,7 +65,7 @@ def run() -> dict:
         rows.append({
             "construction": case["construction"], "sigma": kw["standard_deviation"], "sensitivity": kw["sensitivity"],
             "q": kw.get("sampling_prob", 1.0), "grid": kw["value_discretization_interval"],
-            "points": int(a._pmf_remove.size), "equal": _bits(a) == _bits(b),
+            "points": int(a._pmf_remove.size), "equal": pld_bits(a) == pld_bits(b),
             "dp_accounting_s": statistics.median(theirs), "privpix_s": statistics.median(ours),
         })  # fmt: skip
         print(rows[-1], flush=True)

@@ -12,18 +12,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld
 from dp_accounting.pld import privacy_loss_mechanism as plm
 
 from privpix.privacy import gaussian_pld as module
-from privpix.privacy.gaussian_pld import gaussian_pld
-
-
-def _bits(dist) -> list[tuple]:
-    """Everything a PLD's ε and δ are read from: per side, the lowest loss index, the probabilities' bytes, the mass
-    at infinity and the grid."""
-    out = []
-    for pmf in (dist._pmf_remove, dist._pmf_add):
-        dense = pmf.to_dense_pmf()
-        out.append((dense._lower_loss, dense._probs.tobytes(), dense._infinity_mass, dense._discretization))
-    return out
-
+from privpix.privacy.gaussian_pld import gaussian_pld, pld_bits
 
 # The fast cases: no subsampling under every relation, and Poisson subsampling under replace-one, over noise levels
 # from small (a wide loss range) to large, both sensitivities privpix uses (2: add/remove events charged for a
@@ -47,7 +36,7 @@ def _reference(kw: dict):
 
 
 def test_the_fast_pld_is_dp_accountings_bit_for_bit(monkeypatch):
-    got = [_bits(gaussian_pld(**kw)) for kw in CASES]
+    got = [pld_bits(gaussian_pld(**kw)) for kw in CASES]
     # The fast path was taken for every case: dp-accounting's own builder and its per-point inverse never ran.
     calls = []
     monkeypatch.setattr(plm.GaussianPrivacyLoss, "inverse_privacy_loss", lambda self, e: calls.append(e) or 0.0)
@@ -57,7 +46,7 @@ def test_the_fast_pld_is_dp_accountings_bit_for_bit(monkeypatch):
     assert calls == []
     monkeypatch.undo()
     for kw, bits in zip(CASES, got, strict=True):
-        assert bits == _bits(_reference(kw)), kw
+        assert bits == pld_bits(_reference(kw)), kw
 
 
 @pytest.mark.parametrize("sensitivity", [1.3, 2.0])
@@ -86,7 +75,7 @@ def test_cases_left_to_dp_accounting_are_its_own_and_another_release_gets_its_bu
     for kw in [{"standard_deviation": 1.0, "sampling_prob": 0.1, "value_discretization_interval": 1e-2},
                {"standard_deviation": 1.0, "pessimistic_estimate": False, "use_connect_dots": False,
                 "value_discretization_interval": 1e-2}]:  # fmt: skip
-        assert _bits(gaussian_pld(**kw)) == _bits(_reference(dict(kw)))
+        assert pld_bits(gaussian_pld(**kw)) == pld_bits(_reference(dict(kw)))
     # Another dp-accounting release: its public builder, whatever the case.
     calls = []
     monkeypatch.setattr(module, "_fast_path_available", lambda: False)

@@ -114,32 +114,33 @@ def gaussian_pld(
     from dp_accounting.pld import privacy_loss_distribution as pld
 
     relation = NeighboringRelation.ADD_OR_REMOVE_ONE if neighboring_relation is None else neighboring_relation
-    args: dict[str, Any] = {
-        "sensitivity": sensitivity,
-        "pessimistic_estimate": pessimistic_estimate,
-        "value_discretization_interval": value_discretization_interval,
-        "log_mass_truncation_bound": log_mass_truncation_bound,
-        "sampling_prob": sampling_prob,
-        "use_connect_dots": use_connect_dots,
-        "neighboring_relation": relation,
-    }
     replace = relation == NeighboringRelation.REPLACE_ONE
-    if not (_fast_path_available() and use_connect_dots and (sampling_prob == 1.0 or replace)):
-        return pld.from_gaussian_mechanism(standard_deviation, **args)
+    # Without subsampling, add-or-remove (and replace-special, the same PLD) is dp-accounting's REMOVE PLD alone.
+    unsampled_remove = sampling_prob == 1.0 and relation in (NeighboringRelation.ADD_OR_REMOVE_ONE,
+                                                              NeighboringRelation.REPLACE_SPECIAL)  # fmt: skip
+    if not (_fast_path_available() and use_connect_dots and (replace or unsampled_remove)):
+        return pld.from_gaussian_mechanism(
+            standard_deviation, sensitivity=sensitivity, pessimistic_estimate=pessimistic_estimate,
+            value_discretization_interval=value_discretization_interval,
+            log_mass_truncation_bound=log_mass_truncation_bound, sampling_prob=sampling_prob,
+            use_connect_dots=use_connect_dots, neighboring_relation=relation)  # fmt: skip
     from dp_accounting.pld import privacy_loss_mechanism as plm
 
-    loss_class = _loss_class()
+    loss = _loss_class()(
+        standard_deviation, sensitivity=sensitivity, pessimistic_estimate=pessimistic_estimate,
+        log_mass_truncation_bound=log_mass_truncation_bound, sampling_prob=sampling_prob,
+        adjacency_type=plm.AdjacencyType.REPLACE if replace else plm.AdjacencyType.REMOVE)  # fmt: skip
+    pmf = pld._create_pld_pmf_from_monotone_privacy_loss(
+        loss, pessimistic_estimate=pessimistic_estimate, value_discretization_interval=value_discretization_interval,
+        use_connect_dots=True)  # fmt: skip
+    return pld.PrivacyLossDistribution(pmf)
 
-    def one(adjacency_type):
-        loss = loss_class(standard_deviation, sensitivity=sensitivity, pessimistic_estimate=pessimistic_estimate,
-                          log_mass_truncation_bound=log_mass_truncation_bound, sampling_prob=sampling_prob,
-                          adjacency_type=adjacency_type)  # fmt: skip
-        return pld._create_pld_pmf_from_monotone_privacy_loss(
-            loss, pessimistic_estimate=pessimistic_estimate,
-            value_discretization_interval=value_discretization_interval, use_connect_dots=True)  # fmt: skip
 
-    if replace:
-        return pld.PrivacyLossDistribution(one(plm.AdjacencyType.REPLACE))
-    if relation in (NeighboringRelation.ADD_OR_REMOVE_ONE, NeighboringRelation.REPLACE_SPECIAL):
-        return pld._pld_for_subsampled_mechanism(one, sampling_prob)
-    return pld.from_gaussian_mechanism(standard_deviation, **args)  # a relation this module does not know
+def pld_bits(dist) -> list[tuple]:
+    """Everything a PLD's ε and δ are read from, to compare two PLDs bit for bit: per side (remove, add), the lowest
+    loss index, the probabilities as bytes, the mass at infinity and the grid (dp-accounting's fields)."""
+    out = []
+    for pmf in (dist._pmf_remove, dist._pmf_add):
+        dense = pmf.to_dense_pmf()
+        out.append((dense._lower_loss, dense._probs.tobytes(), dense._infinity_mass, dense._discretization))
+    return out
