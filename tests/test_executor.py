@@ -198,6 +198,66 @@ def test_one_thread_does_not_load_torch_and_pins_a_torch_loaded_inside():
     assert out.stdout.split() == ["1", "2"], out.stdout + out.stderr
 
 
+def test_one_thread_scans_the_libraries_once_until_another_is_loaded(monkeypatch):
+    """The BLAS and OpenMP runtimes found on entering a block are kept for the next (a scan costs 3 ms with torch
+    loaded, once per shard, bench point and audit trial) while the process loads no other shared object, and each
+    block still holds every runtime to one thread and restores the caller's count."""
+    import threadpoolctl
+
+    from privpix import threads
+
+    scans = []
+    real = threadpoolctl.ThreadpoolController
+    monkeypatch.setattr(threadpoolctl, "ThreadpoolController", lambda: scans.append(1) or real())
+    monkeypatch.setattr(threads, "_controller", None)
+
+    def now() -> dict:  # a scan of its own, not counted
+        return {i["filepath"]: i["num_threads"] for i in real().info()}
+
+    outside = now()
+    for _ in range(3):
+        with threads.one_thread():
+            assert set(now().values()) == {1}
+        assert now() == outside
+    assert len(scans) == 1
+    loaded = threads._loaded_objects()
+    assert loaded is not None and loaded > 10  # this platform (glibc) has the count
+    monkeypatch.setattr(threads, "_loaded_objects", lambda: loaded + 1)  # as after a library is loaded
+    with threads.one_thread():
+        pass
+    assert len(scans) == 2
+
+
+@pytest.mark.integration
+def test_one_thread_holds_a_runtime_loaded_after_its_last_scan():
+    """A process enters a block with numpy's OpenBLAS loaded, then imports scikit-learn (its own OpenMP runtime): the
+    next block finds and holds that runtime too, and both come back to the process's two threads after."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json\n"
+        "from threadpoolctl import threadpool_info\n"
+        "import numpy\n"
+        "from privpix.threads import one_thread\n"
+        "def now(): return {i['filepath']: i['num_threads'] for i in threadpool_info()}\n"
+        "with one_thread():\n"
+        "    first = now()\n"
+        "import sklearn.cluster\n"
+        "with one_thread():\n"
+        "    second = now()\n"
+        "print(json.dumps([first, second, now()]))\n"
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("MKL_NUM_THREADS",)}
+    env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = "2"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    first, second, after = json.loads(out.stdout)
+    assert set(first) < set(second), (first, second)  # scikit-learn's runtime was found on the second entry
+    assert set(first.values()) == set(second.values()) == {1}
+    assert set(after) == set(second) and set(after.values()) == {2}
+
+
 _LATE_MANAGER = """
 import os, signal, sys, threading, time
 from concurrent.futures import process

@@ -44,8 +44,6 @@ def one_thread() -> Iterator[None]:
     points, audit trials and fits run inside this, so the same seed gives the same numbers on any machine and any
     worker count (the cores go to the worker processes instead of to threads). torch is not loaded for this: if
     the work loads it (through :func:`privpix.errors.require_torch`), it starts with one thread."""
-    from threadpoolctl import threadpool_limits  # here, not at import: 36 ms on every CLI start
-
     global _depth, _torch_default
     torch = sys.modules.get("torch")
     before = torch.get_num_threads() if torch is not None else None
@@ -53,7 +51,7 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(1)
     _depth += 1
     try:
-        with threadpool_limits(limits=1):
+        with _one_thread_limits():
             yield
     finally:
         _depth -= 1
@@ -62,6 +60,60 @@ def one_thread() -> Iterator[None]:
         elif _depth == 0 and _torch_default is not None and "torch" in sys.modules:
             sys.modules["torch"].set_num_threads(_torch_default)
             _torch_default = None
+
+
+# The libraries threadpoolctl found, and how many shared objects the process had loaded when it looked. Finding them
+# reads every loaded library (3 ms with torch, numpy, scipy and scikit-learn loaded): once per shard, bench point and
+# audit trial, 4.6 CPU-s of the test suite. Only a newly loaded library can change what it finds (Python never
+# unloads one), so the scan is kept until the count of loaded objects changes.
+_controller: tuple[int, Any] | None = None
+_count_objects: Any = None  # the counter below, False where the platform has none, None until first asked
+
+
+def _object_counter() -> Any:
+    import ctypes
+
+    try:
+        iterate = ctypes.CDLL(None).dl_iterate_phdr
+    except (AttributeError, OSError):
+        return False
+    seen = [0]
+
+    def one(info: Any, size: int, data: Any) -> int:
+        seen[0] += 1
+        return 0
+
+    callback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)(one)
+
+    def count() -> int:
+        seen[0] = 0
+        iterate(callback, None)
+        return seen[0]
+
+    return count
+
+
+def _loaded_objects() -> int | None:
+    """How many shared objects this process has loaded (the dynamic linker's list, read with ``dl_iterate_phdr``:
+    47 µs), or None where the C library has no such call (macOS, Windows)."""
+    global _count_objects
+    if _count_objects is None:
+        _count_objects = _object_counter()
+    return _count_objects() if _count_objects else None
+
+
+def _one_thread_limits() -> Any:
+    """``threadpoolctl.threadpool_limits(limits=1)``: every BLAS and OpenMP runtime loaded now held to one thread,
+    the caller's counts restored on exit; the runtimes found by the last scan while no library was loaded since."""
+    from threadpoolctl import ThreadpoolController, threadpool_limits  # here, not at import: 36 ms on every CLI start
+
+    global _controller
+    loaded = _loaded_objects()
+    if loaded is None:
+        return threadpool_limits(limits=1)
+    if _controller is None or _controller[0] != loaded:
+        _controller = (loaded, ThreadpoolController())
+    return _controller[1].limit(limits=1)
 
 
 def torch_loaded(torch: Any) -> None:
