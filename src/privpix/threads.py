@@ -75,7 +75,7 @@ def _object_counter() -> Any:
 
     try:
         iterate = ctypes.CDLL(None).dl_iterate_phdr
-    except (AttributeError, OSError):
+    except (AttributeError, OSError, TypeError):  # no such call (macOS), or no process handle by None (Windows)
         return False
     seen = [0]
 
