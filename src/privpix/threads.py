@@ -6,9 +6,10 @@ torch, can pin a torch loaded inside :func:`one_thread` without importing the ex
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -67,16 +68,18 @@ def one_thread() -> Iterator[None]:
 # audit trial, 4.6 CPU-s of the test suite. Only a newly loaded library can change what it finds (Python never
 # unloads one), so the scan is kept until the count of loaded objects changes.
 _controller: tuple[int, Any] | None = None
-_count_objects: Any = None  # the counter below, False where the platform has none, None until first asked
 
 
-def _object_counter() -> Any:
+@functools.cache
+def _object_counter() -> Callable[[], int] | None:
+    """A function that counts the shared objects this process has loaded (the dynamic linker's list, read with
+    ``dl_iterate_phdr``: 47 µs), or None where the C library has no such call (macOS, Windows)."""
     import ctypes
 
     try:
         iterate = ctypes.CDLL(None).dl_iterate_phdr
     except (AttributeError, OSError, TypeError):  # no such call (macOS), or no process handle by None (Windows)
-        return False
+        return None
     seen = [0]
 
     def one(info: Any, size: int, data: Any) -> int:
@@ -94,12 +97,9 @@ def _object_counter() -> Any:
 
 
 def _loaded_objects() -> int | None:
-    """How many shared objects this process has loaded (the dynamic linker's list, read with ``dl_iterate_phdr``:
-    47 µs), or None where the C library has no such call (macOS, Windows)."""
-    global _count_objects
-    if _count_objects is None:
-        _count_objects = _object_counter()
-    return _count_objects() if _count_objects else None
+    """How many shared objects this process has loaded, or None where that cannot be counted."""
+    counter = _object_counter()
+    return counter() if counter else None
 
 
 def _one_thread_limits() -> Any:
