@@ -86,7 +86,7 @@ def _log_a_int(q: float, sigma, alpha: int) -> float:
     """Opacus's ``_compute_log_a_for_int_alpha``."""
     log_coef, sq = _int_terms(q, alpha)
     log_a = -np.inf
-    for s in (log_coef + sq / (2 * (sigma**2))).tolist():
+    for s in (log_coef + sq / (2 * (sigma**2))).tolist():  # _log_add written out, as in _log_a_frac
         a, b = min(log_a, s), max(log_a, s)
         log_a = b if a == -np.inf else math.log1p(math.exp(a - b)) + b
     return float(log_a)
@@ -168,14 +168,14 @@ def compute_rdp(*, q: float, noise_multiplier: float, steps: int, orders: Sequen
 def epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float, alphas: Sequence[float]) -> float:
     """ε at ``delta`` of ``steps`` sampled Gaussian mechanisms (Poisson rate ``sample_rate``, noise multiplier z),
     searched over the RDP orders ``alphas``: ``RDPAccountant.get_epsilon`` with that history, bit for bit."""
-    from opacus.accountants.analysis import rdp
-
     if not fast_path_available():
         from opacus.accountants import RDPAccountant
 
         acc = RDPAccountant()
         acc.history = [(noise_multiplier, sample_rate, steps)]
         return acc.get_epsilon(delta=delta, alphas=alphas)
+    from opacus.accountants.analysis import rdp
+
     curve = sum([compute_rdp(q=sample_rate, noise_multiplier=noise_multiplier, steps=steps, orders=alphas)])
     eps, _ = rdp.get_privacy_spent(orders=alphas, rdp=curve, delta=delta)
     return float(eps)
@@ -193,9 +193,11 @@ def noise_multiplier(
     """``opacus.accountants.utils.get_noise_multiplier`` with the RDP accountant: the upper end z of a bisection
     whose ε lies within ``epsilon_tolerance`` below ``target_epsilon``, bit for bit. Raises Opacus's ValueError
     ("The privacy budget is too low.") where no z up to its bound reaches the target."""
-    from opacus.accountants.utils import MAX_SIGMA, get_noise_multiplier
+    from opacus.accountants.utils import MAX_SIGMA
 
     if not fast_path_available():
+        from opacus.accountants.utils import get_noise_multiplier
+
         return get_noise_multiplier(
             target_epsilon=target_epsilon, target_delta=target_delta, sample_rate=sample_rate, steps=steps,
             accountant="rdp", epsilon_tolerance=epsilon_tolerance, alphas=alphas)  # fmt: skip
