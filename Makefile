@@ -19,11 +19,14 @@ unexport PYTHONDONTWRITEBYTECODE
 # machine keeps the CPU build of torch) is passed on. Where uv cannot be had or fails, pip does the same install.
 # Then two imports side by side compile what the commands and the tests' collection import (2,700 modules), once, in
 # 7 s: otherwise both test workers compile all of it at the same time at start-up (a collection of 17 s, not 6).
-# The exact samplers' compiled kernels (numba, cached beside their module): one draw of each compiles and caches all
-# four, 3 s, once, beside the shorter of the two imports; otherwise every process of the suite that draws exact noise
-# first compiles them itself until one has written the cache.
+# The compiled kernels (numba, cached beside their module): one draw of each exact sampler compiles and caches all
+# four, and a shrink of a float64 and a float32 image the resize's two, 5 s, once, beside the shorter of the two
+# imports; otherwise every process of the suite that draws exact noise or shrinks a face first compiles them itself
+# until one has written the cache.
 COMPILE_KERNELS := from privpix.privacy import noise as n; r = n.make_rng(secure=True); n.discrete_laplace(r, 3.0, 2); \
-  n.discrete_gaussian(r, 3.0, 2); n.randomized_response(r, [0, 1], 2, 1.0); n.exponential_mechanism(r, [0.0, 1.0], 1.0, 1.0)
+  n.discrete_gaussian(r, 3.0, 2); n.randomized_response(r, [0, 1], 2, 1.0); n.exponential_mechanism(r, [0.0, 1.0], 1.0, 1.0); \
+  import numpy as np; from privpix.data.resize import resize; resize(np.zeros((9, 9)), (3, 3)); \
+  resize(np.zeros((9, 9), np.float32), (3, 3))
 FIND_LINKS = $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
 EXTRAS := .[neural,compare,cluster,dev]
 $(STAMP): pyproject.toml constraints.txt

@@ -8,9 +8,10 @@ time to load a face data set at a small size (the LFW subset at 8×8: 33 of 36 s
 
 :func:`resize` blurs down the columns only at the rows the sampling reads, with scipy's own arithmetic (its
 symmetric-kernel loop, the same order of additions, in float64, rounded to the image's dtype as scipy's output
-buffer is), then blurs those rows along their length with scipy itself and lets scikit-image sample them. Every
-other row is zero and read with weight zero, so the output equals scikit-image's exactly
-(``tests/test_resize.py`` compares them bit for bit on real faces and on random images of many shapes).
+buffer is: :mod:`privpix.data.resize_kernels`), then blurs those rows along their length the same way, only at the
+columns the sampling reads, and lets scikit-image sample the result. Every other row and column is zero and read with
+weight zero, so the output equals scikit-image's exactly (``tests/test_resize.py`` compares them bit for bit on real
+faces and on random images of many shapes).
 """
 
 from __future__ import annotations
@@ -70,29 +71,21 @@ def _taps(n: int, m: int, sigma: float) -> tuple[np.ndarray, np.ndarray, np.ndar
     return rows, w, _read_only(index)
 
 
-def _blur_at(image: np.ndarray, m: int, sigma: float) -> np.ndarray:
-    """``gaussian_filter1d(image, sigma, axis=0, mode="mirror")[_sampled_rows(len(image), m)]``, computed only at
-    those rows, with scipy's arithmetic: for a symmetric kernel its loop starts from the centre tap and adds the
+def _blur_at(image: np.ndarray, m: int, sigma: float, axis: int = 0) -> np.ndarray:
+    """``gaussian_filter1d(image, sigma, axis=axis, mode="mirror")`` at the rows (``axis=0``) or columns
+    (``axis=1``) of ``image`` that a bilinear resize of that axis to ``m`` reads (:func:`_sampled_rows`), computed
+    only there, with scipy's arithmetic: for a symmetric kernel its loop starts from the centre tap and adds the
     pairs of taps from the outermost inwards, in float64, and its output buffer rounds to the image's dtype."""
-    n = image.shape[0]
-    rows, w, index = _taps(n, m, sigma)
-    radius = len(w) // 2
-    out = np.empty((len(rows), *image.shape[1:]), image.dtype)
-    # At most about 4 M values per pass, whatever the image's width.
-    step = max(1, (1 << 22) // max(1, image[0].size))
-    for a in range(0, len(rows), step):
-        b = a + step
-        # float64 before the pair is added, as scipy's line buffer is. A gather is a fresh array, so the sums run in
-        # place in it; a float64 image is not converted at all (each tap was copied twice).
-        acc = image[rows[a:b]].astype(np.float64, copy=False)
-        acc *= w[radius]
-        for j in range(radius, 0, -1):
-            pair = image[index[radius - j, a:b]].astype(np.float64, copy=False)
-            pair += image[index[radius + j, a:b]]
-            pair *= w[radius - j]
-            acc += pair
-        out[a:b] = acc
-    return out
+    from privpix.data.resize_kernels import blur_at
+
+    _, w, index = _taps(image.shape[axis], m, sigma)
+    # The filtered axis first and everything else as one long line per position, which the compiled loop runs
+    # along (columns are first moved to the front: three channels a line would leave it mostly overhead).
+    x = np.moveaxis(image, axis, 0)
+    line = np.ascontiguousarray(x).reshape(1, x.shape[0], -1)
+    out = np.empty((1, index.shape[1], line.shape[2]), image.dtype)
+    blur_at(line, index, w, out)
+    return np.moveaxis(out.reshape(index.shape[1], *x.shape[1:]), 0, axis)
 
 
 def resize(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -101,7 +94,6 @@ def resize(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     ``image`` is float32 or float64, ``(h, w)`` or ``(h, w, c)``; the result has the same dtype and channels, of
     height and width ``size``. The blur runs only where the sampling reads it when the height shrinks (the costly
     case); otherwise scikit-image is called as it is."""
-    from scipy import ndimage as ndi
     from skimage.transform import resize as sk_resize
 
     h, w = image.shape[:2]
@@ -110,11 +102,17 @@ def resize(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     sigma_cols = max(0.0, (w / ow - 1) / 2)
     if image.dtype not in (np.float32, np.float64) or h < 2 or sigma_rows <= 1e-15:
         return sk_resize(image, (oh, ow), anti_aliasing=True, preserve_range=True)
+    rows = _sampled_rows(h, oh)
     part = _blur_at(image, oh, sigma_rows)
-    if sigma_cols > 1e-15:  # rows are whole lines: scipy blurs them as it would in the whole image
-        part = ndi.gaussian_filter1d(part, sigma_cols, axis=1, mode="mirror", truncate=TRUNCATE)
-    blurred = np.zeros_like(image)
-    blurred[_sampled_rows(h, oh)] = part
+    # Zeros from calloc: the pages the sampling never writes stay the kernel's shared zero page (zeros_like writes
+    # every byte: a third of the resize's time for a 250×250 face).
+    blurred = np.zeros(image.shape, image.dtype)
+    if sigma_cols > 1e-15:
+        # The kept rows are whole lines: along them the blur is scipy's in the whole image, and the sampling reads
+        # the same few columns of every row, so only those are blurred (the others are zero, read with weight 0).
+        blurred[np.ix_(rows, _sampled_rows(w, ow))] = _blur_at(part, ow, sigma_cols, axis=1)
+    else:
+        blurred[rows] = part
     out = sk_resize(blurred, (oh, ow), anti_aliasing=False, preserve_range=True, clip=False)
     # scikit-image clips to the range of the image it was given: the original's, not the zero-filled one's.
     np.clip(out, image.min(), image.max(), out=out)
