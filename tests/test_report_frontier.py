@@ -122,6 +122,34 @@ def test_frontier_plot_renders_with_and_without_either_panel(cells):
     assert _png_size(frontier_plot([]))[0] > 300
 
 
+def test_sample_grid_shows_every_image_in_its_row():
+    """One picture: the originals' row, then a row per release label; a row may be shorter, of another size or
+    grey, and each image is drawn where its row and column say (a white image on black ones is found there)."""
+    from PIL import Image
+
+    from privpix.report.plots import sample_grid_png
+
+    dark = np.zeros((4, 10, 10, 3))
+    marked = dark[:2].copy()
+    marked[1] = 1.0  # the second image of the second row is white
+    grey = np.zeros((4, 6, 6, 1))
+    png = base64.b64decode(sample_grid_png(dark, {"ε = 1": marked, "grey": grey}, "caption"))
+    img = np.asarray(Image.open(io.BytesIO(png)).convert("L"), dtype=float) / 255
+    assert img.shape[0] > 150 and img.shape[1] > 300
+    # The images' area is the dark part of the picture; the white image sits in its second row, second column.
+    dark_rows = np.flatnonzero((img < 0.1).sum(axis=1) > 20)
+    dark_cols = np.flatnonzero((img < 0.1).sum(axis=0) > 20)
+    top, bottom, left, right = dark_rows[0], dark_rows[-1], dark_cols[0], dark_cols[-1]
+    cell_h, cell_w = (bottom - top) / 3, (right - left) / 4
+    y, x = int(top + 1.45 * cell_h), int(left + 1.45 * cell_w)
+    assert img[y, x] > 0.9 and img[int(top + 0.45 * cell_h), x] < 0.1 and img[y, int(left + 0.45 * cell_w)] < 0.1
+    # ... inside a frame, so that it reads apart from the white page: a line crosses the row between the two cells.
+    between = img[y, int(left + 0.9 * cell_w) : x]
+    assert (between > 0.9).any() and (between < 0.6).any()
+    # Images missing from a row leave the page white there.
+    assert img[y, int(left + 3.45 * cell_w)] > 0.9
+
+
 def _results(cells: list[dict], **config: Any) -> dict:
     methods = list(dict.fromkeys(c["method"] for c in cells))
     return {"config": {"dataset": "synthetic", "methods": methods, "epsilons": [0.5, 1.0, 2.0, 8.0], **config},
