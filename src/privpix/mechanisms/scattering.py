@@ -12,6 +12,8 @@ about 2× faster on one CPU thread (``benchmarks/results/generation_speed.md``).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
@@ -41,6 +43,34 @@ def _subsample(x: torch.Tensor, k: int) -> torch.Tensor:
     return out
 
 
+# Building kymatio's filters is 0.1 to 0.3 s; a process applies the transform at one or two sizes, many times (the
+# Fréchet distance's features of each set, each DP-SGD model): built once per size and kept. Only read afterwards.
+@functools.lru_cache(maxsize=8)
+def _filters(ph: int, pw: int, J: int, L: int) -> tuple[list[torch.Tensor], list[list[torch.Tensor]]]:
+    """The filters for padded images of ``ph`` × ``pw``: the low-pass per resolution and the L band-passes of each
+    scale per resolution, each with the 1/k² of the periodization that follows it folded in."""
+    from kymatio.scattering2d.filter_bank import filter_bank
+
+    bank = filter_bank(ph, pw, J, L)
+
+    def stack(arrays) -> torch.Tensor:
+        return torch.from_numpy(np.stack([np.asarray(a, dtype=np.float32) for a in arrays]))
+
+    # Each product with a filter is followed by a periodization whose mean divides by k²: the division is done
+    # once here. phi[j] is the low-pass at resolution 2^j, followed by a subsampling by 2^(J-j).
+    phi = [
+        torch.from_numpy(np.asarray(a, dtype=np.float32) / 4 ** (J - j)) for j, a in enumerate(bank["phi"]["levels"])
+    ]
+    # psi[j][res]: the L filters of scale j at resolution 2^res, as one (L, P/2^res, Q/2^res) stack, followed by a
+    # subsampling by 2^(j-res).
+    psi = [
+        [stack([p["levels"][res] for p in bank["psi"] if p["j"] == j]) / 4 ** (j - res)
+         for res in range(min(j + 1, max(J - 1, 1)))]
+        for j in range(J)
+    ]  # fmt: skip
+    return phi, psi
+
+
 class Scattering2D:
     """Scattering coefficients up to order 2 of (..., H, W) real images, J scales and L orientations: output
     (..., 1 + J·L + L²·J(J−1)/2, H/2^J, W/2^J), channels in kymatio's order (order 0; order 1 by (j1, θ1); order 2
@@ -48,7 +78,6 @@ class Scattering2D:
 
     def __init__(self, J: int, shape: tuple[int, int], L: int = 8) -> None:
         try:
-            from kymatio.scattering2d.filter_bank import filter_bank
             from kymatio.scattering2d.utils import compute_padding
         except ImportError:  # pragma: no cover - exercised only without the extra
             raise ParameterError("the scattering transform needs kymatio: pip install 'privpix[neural]'") from None
@@ -59,22 +88,7 @@ class Scattering2D:
         self.J, self.L, self.shape = J, L, (h, w)
         ph, pw = compute_padding(h, w, J)
         self._pad = ((ph - h) // 2, (ph - h + 1) // 2, (pw - w) // 2, (pw - w + 1) // 2)
-        bank = filter_bank(ph, pw, J, L)
-
-        def stack(arrays) -> torch.Tensor:
-            return torch.from_numpy(np.stack([np.asarray(a, dtype=np.float32) for a in arrays]))
-
-        # Each product with a filter is followed by a periodization whose mean divides by k²: the division is done
-        # once here. _phi[j] is the low-pass at resolution 2^j, followed by a subsampling by 2^(J-j).
-        self._phi = [torch.from_numpy(np.asarray(a, dtype=np.float32) / 4 ** (J - j))
-                     for j, a in enumerate(bank["phi"]["levels"])]  # fmt: skip
-        # _psi[j][res]: the L filters of scale j at resolution 2^res, as one (L, P/2^res, Q/2^res) stack, followed by
-        # a subsampling by 2^(j-res).
-        self._psi = [
-            [stack([p["levels"][res] for p in bank["psi"] if p["j"] == j]) / 4 ** (j - res)
-             for res in range(min(j + 1, max(J - 1, 1)))]
-            for j in range(J)
-        ]  # fmt: skip
+        self._phi, self._psi = _filters(ph, pw, J, L)
 
     @property
     def n_channels(self) -> int:
