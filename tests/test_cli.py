@@ -166,8 +166,20 @@ def test_evaluate_json(run, data_dir, tmp_path):
 
 @pytest.mark.slow
 def test_demo_runs_offline(run, tmp_path, monkeypatch):
-    from privpix.evaluation.bench import DEMO_METHODS
+    from privpix.evaluation import bench
+    from privpix.mechanisms import get_mechanism
 
+    # The demo's own list, with its synthesizer trained far less (one epoch of a small generator on 500 features,
+    # not five of the shipped one on 4,000: 2 CPU-s, not 15). What is checked here is the demo's path: the same
+    # mechanisms, the synthesizer fitted on every unscored image, audited and on the frontier. What the shipped
+    # settings score is measured by benchmarks/demo_answer.py and shown by `make demo`; here they must make a
+    # mechanism.
+    shipped = bench.DEMO_METHODS
+    synth = [m for m in shipped if m.startswith("dp-merf[")]
+    assert len(synth) == 1 and get_mechanism(synth[0], epsilon=1.0, delta=1e-5).get_params()["n_features"] == 4000
+    small = "dp-merf[n_features=500,epochs=1,batch_size=500,width=50,channels=4]"
+    demo_methods = tuple(small if m in synth else m for m in shipped)
+    monkeypatch.setattr("privpix.evaluation.bench.DEMO_METHODS", demo_methods)
     monkeypatch.setenv("PRIVPIX_DATA", str(tmp_path / "nothing-here"))
     r = run("demo", "--output", tmp_path / "d", "--epsilon", "1", "--limit", 200, "--audit-trials", 200, "-q")
     assert r.exit_code == 0, r.output
@@ -177,7 +189,7 @@ def test_demo_runs_offline(run, tmp_path, monkeypatch):
     verdicts = {a["method"]: a["verdict"] for a in res["audits"]}
     assert verdicts["pixel-laplace"] == "violated" and verdicts["dp-pix[b=4,m=1]"] == "consistent"
     # Every mechanism has its audit record, one the audit cannot run on included (said so, not skipped).
-    assert set(verdicts) == set(DEMO_METHODS)
+    assert set(verdicts) == set(demo_methods)
     # The report opens with the frontier, and the demo's synthesizer is on it: sound at a finite per-image ε.
     page = (tmp_path / "d" / "report.html").read_text()
     assert page.index("What should I use at my per-image budget?") < page.index("<h2>Guarantees</h2>")
