@@ -33,6 +33,7 @@ from privpix.mechanisms.base import Mechanism
 from privpix.mechanisms.kinds import FeatureMechanism, RecordMechanism, SyntheticImageMechanism, require_kind
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.noise import RNG, SecureRandom, make_rng
+from privpix.publishing.records_csv import records_csv
 from privpix.publishing.staging import NoLinks, OpaqueNames, _fsync
 from privpix.threads import one_thread
 
@@ -145,7 +146,7 @@ def _run_unit(task: ShardTask) -> dict[str, Any]:
         table = require_kind(mech, RecordMechanism).release_records(data, rng)
         if len(table.frame) == 0:
             raise ParameterError("nothing to release: the input holds no records")
-        files = {RECORDS: table.frame.to_csv(index=False, float_format="%.6g").encode()}
+        files = {RECORDS: records_csv(table.frame, float_format="%.6g")}
         fields: dict[str, Any] = {"records": len(table.frame)}
         guarantee, count = table.guarantee, len(table.frame)
     else:
