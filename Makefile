@@ -20,12 +20,12 @@ unexport PYTHONDONTWRITEBYTECODE
 # Then two imports side by side compile what the commands and the tests' collection import (2,700 modules), once, in
 # 7 s: otherwise both test workers compile all of it at the same time at start-up (a collection of 17 s, not 6).
 # The compiled kernels (numba, cached beside their module): one draw of each exact sampler compiles and caches all
-# four, and a shrink of a float64 and a float32 image the resize's two, 5 s, once, beside the shorter of the two
-# imports; otherwise every process of the suite that draws exact noise or shrinks a face first compiles them itself
-# until one has written the cache.
-COMPILE_KERNELS := from privpix.privacy import noise as n; r = n.make_rng(secure=True); n.discrete_laplace(r, 3.0, 2); \
-  n.discrete_gaussian(r, 3.0, 2); n.randomized_response(r, [0, 1], 2, 1.0); n.exponential_mechanism(r, [0.0, 1.0], 1.0, 1.0); \
-  import numpy as np; from privpix.data.resize import resize; resize(np.zeros((9, 9)), (3, 3)); \
+# four (3 s, beside torch's import), and a shrink of a float64 and a float32 image the resize's two (2 s, beside the
+# other imports: the two sides then take about 7 s each), once; otherwise every process of the suite that draws exact
+# noise or shrinks a face first compiles them itself until one has written the cache.
+COMPILE_SAMPLERS := from privpix.privacy import noise as n; r = n.make_rng(secure=True); n.discrete_laplace(r, 3.0, 2); \
+  n.discrete_gaussian(r, 3.0, 2); n.randomized_response(r, [0, 1], 2, 1.0); n.exponential_mechanism(r, [0.0, 1.0], 1.0, 1.0)
+COMPILE_RESIZE := import numpy as np; from privpix.data.resize import resize; resize(np.zeros((9, 9)), (3, 3)); \
   resize(np.zeros((9, 9), np.float32), (3, 3))
 FIND_LINKS = $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
 EXTRAS := .[neural,compare,cluster,dev]
@@ -39,9 +39,9 @@ $(STAMP): pyproject.toml constraints.txt
 	  $(BIN)/python -m ensurepip --upgrade >/dev/null && \
 	  $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt --upgrade pip && \
 	  $(BIN)/pip install --quiet --disable-pip-version-check --no-compile -c constraints.txt -e '$(EXTRAS)'; fi
-	$(BIN)/python -c "import torch; $(COMPILE_KERNELS)" & $(BIN)/python -c "import privpix.cli, privpix.evaluation.bench, \
+	$(BIN)/python -c "import torch; $(COMPILE_SAMPLERS)" & $(BIN)/python -c "import privpix.cli, privpix.evaluation.bench, \
 	  scipy.stats, scipy.ndimage, pandas, sklearn.linear_model, matplotlib.pyplot, skimage.transform, _pytest.python, \
-	  xdist, hypothesis"; wait
+	  xdist, hypothesis; $(COMPILE_RESIZE)"; wait
 	touch $(STAMP)
 
 setup: $(STAMP)
