@@ -193,13 +193,14 @@ class ImageSet:
         return self.with_images(y[..., None].astype(np.float32))
 
     def resized(self, height: int, width: int) -> ImageSet:
-        """Resized copy (anti-aliased), float32 in [0, 1]."""
-        from skimage.transform import resize
+        """Resized copy (anti-aliased: scikit-image's resize, bit for bit, by :func:`privpix.data.resize.resize`,
+        which blurs only where a shrink samples), float32 in [0, 1]."""
+        from privpix.data.resize import resize
 
         if (height, width) == self.shape[:2]:
             return self
         x = self.as_float()
-        out = np.stack([resize(im, (height, width), anti_aliasing=True, preserve_range=True) for im in x])
+        out = np.stack([resize(im, (height, width)) for im in x])
         return self.with_images(out.astype(np.float32))
 
     def group_key(self) -> np.ndarray:
