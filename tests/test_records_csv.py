@@ -64,6 +64,21 @@ def test_other_column_types_are_left_to_pandas():
     numbered = pd.DataFrame({0: [1.5, 2.0], 1: [3, 4]})  # labels that are not strings
     assert records_csv(numbered) == _pandas(numbered, "%.6g")
     assert records_csv(pd.DataFrame()) == _pandas(pd.DataFrame(), "%.6g")
+    # pandas' nullable and sparse columns: a missing Int64 reads as NaN in to_numpy(), but pandas writes the
+    # integers as integers, not through the float format.
+    nullable = pd.DataFrame({
+        "count": pd.array([1234567, None], dtype="Int64"),
+        "share": pd.array([1.5, None], dtype="Float64"),
+        "flag": pd.array([True, None], dtype="boolean"),
+        "sparse": pd.arrays.SparseArray([0.0, 1.0]),
+        "x": [0.5, 1.0],
+    })  # fmt: skip
+    for fmt in ("%.6g", "%.3f"):
+        assert records_csv(nullable, fmt) == _pandas(nullable, fmt)
+    # A format that is not one float conversion: %s spells a float32 value as pandas does, not as its widening.
+    single = pd.DataFrame({"a": np.array([0.1, 0.2], np.float32), "b": [1, 2]})
+    for fmt in ("%s", "%r", "%.6g"):
+        assert records_csv(single, fmt) == _pandas(single, fmt)
 
 
 @given(

@@ -143,9 +143,15 @@ def test_sample_grid_shows_every_image_in_its_row():
     cell_h, cell_w = (bottom - top) / 3, (right - left) / 4
     y, x = int(top + 1.45 * cell_h), int(left + 1.45 * cell_w)
     assert img[y, x] > 0.9 and img[int(top + 0.45 * cell_h), x] < 0.1 and img[y, int(left + 0.45 * cell_w)] < 0.1
-    # ... inside a frame, so that it reads apart from the white page: a line crosses the row between the two cells.
-    between = img[y, int(left + 0.9 * cell_w) : x]
-    assert (between > 0.9).any() and (between < 0.6).any()
+    # ... inside a frame, so that it reads apart from the white page: leftwards from its centre, the first pixel
+    # that is not white is the frame's grey line, then the white gap, then the black image beside it.
+    row = img[y, : x + 1][::-1]
+    edge = int(np.argmax(row < 0.9))
+    assert 0.15 < row[edge] < 0.85, row[edge - 2 : edge + 6]
+    assert (row[edge + 1 : edge + 4] > 0.9).any() or (row[edge + 2 : edge + 6] > 0.9).any()
+    # Grey images given without a channel axis, and a row with no image, are drawn too.
+    png = base64.b64decode(sample_grid_png(dark[..., 0], {"none": dark[:0], "grey": grey[..., 0]}))
+    assert np.asarray(Image.open(io.BytesIO(png))).shape[0] > 100
     # Images missing from a row leave the page white there.
     assert img[y, int(left + 3.45 * cell_w)] > 0.9
 

@@ -39,6 +39,19 @@ def test_equals_scikit_image_bit_for_bit(shape, size, dtype):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_pixels_resize_as_scikit_image_resizes_them(bad):
+    """A NaN clips to scikit-image's NaN-safe range (its min is NaN otherwise: every value would turn NaN), and
+    rows and columns the sampling skips do not carry a NaN or an infinity into the result."""
+    rng = np.random.default_rng(5)
+    for dtype in (np.float64, np.float32):
+        img = (rng.random((50, 40, 3)) * 255).astype(dtype)
+        img[10, 10, 1] = img[33, 2, 0] = bad
+        for size in [(8, 8), (16, 30), (60, 10)]:
+            want = sk_resize(img, size, anti_aliasing=True, preserve_range=True)
+            np.testing.assert_array_equal(fast.resize(img, size), want)
+
+
 def test_equals_scikit_image_on_real_faces(data_dir):
     from privpix.data.files import read_image
 

@@ -114,6 +114,9 @@ def resize(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     else:
         blurred[rows] = part
     out = sk_resize(blurred, (oh, ow), anti_aliasing=False, preserve_range=True, clip=False)
-    # scikit-image clips to the range of the image it was given: the original's, not the zero-filled one's.
-    np.clip(out, image.min(), image.max(), out=out)
+    # scikit-image clips to the range of the image it was given: the original's, not the zero-filled one's (its
+    # NaN-safe range when the image holds a NaN, as scikit-image's own clip).
+    low = image.min()
+    low, high = (np.nanmin(image), np.nanmax(image)) if np.isnan(low) else (low, image.max())
+    np.clip(out, low, high, out=out)
     return out

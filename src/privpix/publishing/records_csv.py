@@ -5,7 +5,8 @@ formatter, a missing-value test, a lambda and the % itself): 1.7 s for the 16,28
 (1.6 M values), most of a records release. :func:`records_csv` formats a column at a time with the same ``%``
 (each distinct value once), spells missing values, integers and booleans as pandas does, and joins the fields as
 pandas' ``csv`` writer would, so the file is the same byte for byte (``tests/test_records_csv.py`` compares them):
-0.25 to 0.8 s for those records. A column of any other type (categories, dates, ...) is left to pandas."""
+0.25 to 0.8 s for those records. Any other column type (nullable integers, categories, dates, ...), and a
+``float_format`` that is not one e, f or g conversion, are left to pandas."""
 
 from __future__ import annotations
 
@@ -22,11 +23,18 @@ if TYPE_CHECKING:
 
 # What the csv writer quotes a field for (QUOTE_MINIMAL): the delimiter, the quote character, a line break.
 _SPECIAL = re.compile(r'[,"\r\n]')
+# One float conversion (e, f or g) in literal text: a float32 value then formats as the float it widens to, as in
+# pandas (%s or %r would spell the widened value apart from the float32 one).
+_FLOAT_FORMAT = re.compile(r"[^%]*%[-+ #0]*\d*(?:\.\d+)?[eEfFgG][^%]*")
 
 
 def _column(series: pd.Series, float_format: str) -> tuple[list[str], bool] | None:
     """The column's fields as pandas writes them and whether one may need quotes; None for a type this module
     leaves to pandas."""
+    import pandas as pd
+
+    if not isinstance(series.dtype, np.dtype | pd.StringDtype):
+        return None  # nullable Int64/Float64/boolean, sparse, categories, dates...: pandas spells them its own way
     values = series.to_numpy()
     kind = values.dtype.kind
     if kind == "f":
@@ -57,9 +65,11 @@ def _column(series: pd.Series, float_format: str) -> tuple[list[str], bool] | No
 def records_csv(frame: pd.DataFrame, float_format: str = "%.6g") -> bytes:
     """``frame.to_csv(index=False, float_format=float_format).encode()``, the same bytes (UTF-8, pandas' default
     line ending ``os.linesep``, fields quoted only where the CSV needs it)."""
-    columns = [_column(frame.iloc[:, j], float_format) for j in range(frame.shape[1])]
     header = list(frame.columns)
-    if not columns or not all(isinstance(name, str) for name in header) or any(c is None for c in columns):
+    if not _FLOAT_FORMAT.fullmatch(float_format) or not header or not all(isinstance(n, str) for n in header):
+        return frame.to_csv(index=False, float_format=float_format).encode()
+    columns = [_column(frame.iloc[:, j], float_format) for j in range(frame.shape[1])]
+    if any(c is None for c in columns):
         return frame.to_csv(index=False, float_format=float_format).encode()
     fields = [c[0] for c in columns if c is not None]
     rows = zip(*fields, strict=True)

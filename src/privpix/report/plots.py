@@ -70,23 +70,27 @@ def tradeoff_plot(rows: Sequence[dict], key: str, ylabel: str) -> str:
 
 
 def sample_grid_png(original: np.ndarray, released: dict[str, np.ndarray], caption: str = "") -> str:
-    """Base64 PNG: a row of originals, then one row per release label; arrays (k, h, w, c) in [0, 1] (a row may
-    hold fewer images, or images of another size, than the originals).
+    """Base64 PNG: a row of originals, then one row per release label; arrays (k, h, w, c) or (k, h, w) in [0, 1]
+    (a row may hold fewer images, or images of another size, than the originals).
 
     The images are laid out in one array and drawn as one picture with the labels as its row ticks: an axes per
     image (60 of them for 6 images at 9 ε) took a second a grid, most of a report's drawing time."""
     labels = ["original", *released]
-    arrays = [np.clip(np.asarray(a, dtype=np.float64), 0, 1) for a in (original, *released.values())]
-    k = max(len(a) for a in arrays)
-    h = max(a.shape[1] for a in arrays if len(a))
-    w = max(a.shape[2] for a in arrays if len(a))
+    arrays = []
+    for a in (original, *released.values()):
+        a = np.clip(np.asarray(a, dtype=np.float64), 0, 1)
+        arrays.append(a[..., None] if a.ndim == 3 else a)  # (k, h, w) grey images without a channel axis
+    k = max(1, *(len(a) for a in arrays))  # a column even when every row is empty
+    h = max((a.shape[1] for a in arrays if len(a)), default=1)
+    w = max((a.shape[2] for a in arrays if len(a)), default=1)
     gap = max(1, round(0.1 * max(h, w)))
     canvas = np.ones((len(arrays) * (h + gap) - gap, k * (w + gap) - gap, 3))  # white between the images
     frames = []
     for r, arr in enumerate(arrays):
         for j, im in enumerate(arr):
             y, x = r * (h + gap) + (h - im.shape[0]) // 2, j * (w + gap) + (w - im.shape[1]) // 2
-            canvas[y : y + im.shape[0], x : x + im.shape[1]] = im if im.shape[-1] == 3 else im[..., :1]
+            # RGB (an alpha channel dropped), or grey from the first channel.
+            canvas[y : y + im.shape[0], x : x + im.shape[1]] = im[..., :3] if im.shape[-1] >= 3 else im[..., :1]
             frames.append(Rectangle((x - 0.5, y - 0.5), im.shape[1], im.shape[0]))  # a white image stays visible
     fig, ax = plt.subplots(figsize=(1.1 * k + 1.8, 1.15 * len(arrays)))
     ax.imshow(canvas, interpolation="nearest")
