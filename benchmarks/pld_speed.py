@@ -15,7 +15,6 @@ Run: ``.venv/bin/python benchmarks/pld_speed.py`` → ``benchmarks/results/pld_s
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import platform
 import statistics
@@ -23,7 +22,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from _results import RENDER_HELP, RENDER_ONLY, Col, Output, document, rerender, table, write
+from _results import Col, Output, document, render_only, table, write
 
 OUT = Path(__file__).parent / "results" / "pld_speed"
 REPEATS = 3
@@ -123,11 +122,8 @@ OUTPUTS = (RESULT,)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP)
-    if parser.parse_args().render_only:
-        return rerender(*OUTPUTS)
-    write(RESULT, run())
+    if not render_only(None, *OUTPUTS):
+        write(RESULT, run())
 
 
 if __name__ == "__main__":

@@ -12,14 +12,13 @@ Run: ``.venv/bin/python benchmarks/rdp_speed.py`` → ``benchmarks/results/rdp_s
 
 from __future__ import annotations
 
-import argparse
 import platform
 import statistics
 import time
 from importlib import metadata
 from pathlib import Path
 
-from _results import RENDER_HELP, RENDER_ONLY, Col, Output, document, rerender, table, write
+from _results import Col, Output, document, render_only, table, write
 
 OUT = Path(__file__).parent / "results" / "rdp_speed"
 REPEATS = 3
@@ -119,11 +118,8 @@ OUTPUTS = (RESULT,)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP)
-    if parser.parse_args().render_only:
-        return rerender(*OUTPUTS)
-    write(RESULT, run())
+    if not render_only(None, *OUTPUTS):
+        write(RESULT, run())
 
 
 if __name__ == "__main__":
