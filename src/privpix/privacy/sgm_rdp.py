@@ -176,6 +176,7 @@ def epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: floa
         return acc.get_epsilon(delta=delta, alphas=alphas)
     from opacus.accountants.analysis import rdp
 
+    # Opacus sums the curves of its history with sum() (0 + curve: -0.0 becomes 0.0); kept, so the bits match.
     curve = sum([compute_rdp(q=sample_rate, noise_multiplier=noise_multiplier, steps=steps, orders=alphas)])
     eps, _ = rdp.get_privacy_spent(orders=alphas, rdp=curve, delta=delta)
     return float(eps)
