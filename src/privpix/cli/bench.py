@@ -15,7 +15,6 @@ from privpix import strict_json
 from privpix.cli.app import console, main
 from privpix.cli.options import (
     _check_methods,
-    _check_output_path,
     _floats,
     _method_params,
     _params,
@@ -23,10 +22,10 @@ from privpix.cli.options import (
     _progress,
     _size,
     _split_methods,
-    _writing,
     executor_options,
     method_options,
 )
+from privpix.publishing.outputs import check_output_path, writing
 
 
 @main.command()
@@ -105,7 +104,7 @@ def audit(
     mech = get_mechanism(method, epsilon, delta, **_params(params))
     hw = _size(size)  # a bad --size or --json fails before any data is loaded
     if json_path:
-        _check_output_path(json_path, "--json")
+        check_output_path(json_path, "--json")
     spec = dataset if ":" in dataset else f"{dataset}:test"
     data = load_dataset(spec, data_dir)
     if n_images < 2:
@@ -140,7 +139,7 @@ def audit(
                             budget_seconds=budget_seconds)  # fmt: skip
     out = {"dataset": spec, **res.to_dict()}
     if json_path:
-        with _writing(json_path, "--json"):
+        with writing(json_path, "--json"):
             write_text_atomic(Path(json_path), strict_json.dumps(out, indent=2, default=float))
     if quiet:
         return
@@ -274,7 +273,7 @@ def bench(
     ):
         if value < least:
             raise ParameterError(f"{opt} must be >= {least}, got {value}")
-    _check_output_path(output, "--output", folder=True)
+    check_output_path(output, "--output", folder=True)
     config = BenchConfig(
         dataset=dataset,
         methods=method_list,
@@ -305,7 +304,7 @@ def bench(
             f"ε ∈ {eps}, {repeats} repeat(s) → {output}"
         )
     t0 = time.perf_counter()
-    with _writing(output, "--output"), make_executor(engine, workers, scheduler, GRID_MODULES) as executor:
+    with writing(output, "--output"), make_executor(engine, workers, scheduler, GRID_MODULES) as executor:
         res = run_bench(train, test, config, output, progress=step, data_dir=data_dir, executor=executor)
     bar.close()
     if quiet:

@@ -14,17 +14,16 @@ from privpix import strict_json
 from privpix.cli.app import console, err_console, main
 from privpix.cli.options import (
     _check_methods,
-    _check_output_path,
     _floats,
     _method_params,
     _params,
     _progress,
     _size,
     _split_methods,
-    _writing,
     method_options,
 )
 from privpix.errors import PrivpixError
+from privpix.publishing.outputs import check_output_path, writing
 
 
 @main.command()
@@ -148,7 +147,7 @@ def evaluate(
     _check_methods(method_list, common, "--method")
     for opt, path in (("--json", json_path), ("--report", report_path)):
         if path:
-            _check_output_path(path, opt)  # before the evaluation, not after it
+            check_output_path(path, opt)  # before the evaluation, not after it
     name = pair_name(dataset)
     train, test = load_pair(name, data_dir, limit, seed, _size(size), grayscale)
     rows, fitted = _run_evaluation(train, test, method_list, eps_list, repeats, seed, common, name, data_dir, quiet,
@@ -157,12 +156,12 @@ def evaluate(
     if json_path:
         from privpix.fileio import write_text_atomic
 
-        with _writing(json_path, "--json"):
+        with writing(json_path, "--json"):
             write_text_atomic(Path(json_path), strict_json.dumps(rows, indent=2, default=float))
         if not quiet:
             console.print(f"wrote {escape(json_path)}", highlight=False)
     if report_path:
-        with _writing(report_path, "--report"):
+        with writing(report_path, "--report"):
             _write_report(report_path, rows, test, method_list, eps_list, repeats, seed, name, fitted)
         if not quiet:
             console.print(f"wrote {escape(report_path)}", highlight=False)

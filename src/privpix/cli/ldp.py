@@ -18,7 +18,8 @@ import click
 
 from privpix import strict_json
 from privpix.cli.app import err_console, main
-from privpix.cli.options import INPUT_FOLDER, _check_output_path, _params, _plain, _size, _writing
+from privpix.cli.options import INPUT_FOLDER, _params, _plain, _size
+from privpix.publishing.outputs import check_output_path, writing
 
 RECORD_SOURCE = click.option(
     "--record-source",
@@ -104,7 +105,7 @@ def fit_encoder(
     from privpix.mechanisms.ldp import make_encoder
 
     out = Path(output)
-    _check_output_path(out, "--output")
+    check_output_path(out, "--output")
     if out.exists() and not force:
         raise ParameterError(f"--output {out}: exists; pass --force to replace it")
     kw = _params(params)
@@ -124,7 +125,7 @@ def fit_encoder(
     else:
         data, source = _images(dataset, input_dir, data_dir, _size(size), limit, seed, "fitting images", record_source)
         enc.fit(data, source=source, seed=seed, progress=not quiet)
-    with _writing(out, "--output"):
+    with writing(out, "--output"):
         enc.save(out)
     if not quiet:
         _plain(
@@ -156,7 +157,7 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
     released with no guarantee: the paper's ε = ∞ column)."""
     from dataclasses import replace
 
-    from privpix.cli.release import _Run, _sharded
+    from privpix.cli.release import ReleaseRun, release_sharded
     from privpix.data.inmemory import ImageSetSource
     from privpix.errors import ParameterError
     from privpix.executor import Executor
@@ -177,7 +178,7 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
     data = replace(_fit_to_encoder(data, enc, quiet), source=source)
     out = Path(output)
     # Refuse a bad --output before any work is done.
-    _check_output_path(out, "--output", folder=True)
+    check_output_path(out, "--output", folder=True)
     inputs = [Path(input_dir)] if input_dir is not None else []
     check_output(out, force, inputs)
     if seed is not None and not quiet:
@@ -189,12 +190,12 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
         "rng": "secure" if secure else ("seeded" if seed is not None else "os-seeded"),
         **({"encoder_file": str(Path(encoder_file).resolve())} if record_source else {}),
     }
-    run = _Run(seed, secure, "imagefolder", 1, True, 1, "local", None, None, None, False, out, force, inputs, None,
-               None, None, None, quiet, resumable=False)  # fmt: skip
-    with Executor(1) as executor, _writing(out, "--output"):
+    run = ReleaseRun(seed=seed, secure=secure, png_level=1, labels=True, workers=1, out=out, force=force,
+                     inputs=inputs, quiet=quiet, resumable=False)  # fmt: skip
+    with Executor(1) as executor, writing(out, "--output"):
         run.executor = executor
         label = f"{mech.name} on {source} → {out}"
-        _sharded(mech, ImageSetSource(data, source), None, data.shape, None, source, metadata, label, run,
+        release_sharded(mech, ImageSetSource(data, source), None, data.shape, None, source, metadata, label, run,
                  mech.guarantee_for(data))  # fmt: skip
 
 
@@ -230,7 +231,7 @@ def train(
     from privpix.mechanisms.ldp.reports import MANIFEST, read_reports
 
     if json_path:
-        _check_output_path(json_path, "--json")
+        check_output_path(json_path, "--json")
     reports = read_reports(reports_dir)
     if reports.labels is None:
         raise ParameterError(f"--reports {reports_dir}: the reports carry no labels, so no classifier can be fitted")
@@ -283,7 +284,7 @@ def train(
     elif test_dataset is not None:
         raise ParameterError("give only one of --test-dataset or --test-input")
     if json_path:
-        with _writing(json_path, "--json"):
+        with writing(json_path, "--json"):
             write_text_atomic(Path(json_path), strict_json.dumps(result, indent=2, default=str))
     if not quiet:
         eps = "∞" if math.isinf(reports.epsilon) else f"{reports.epsilon:g}"
