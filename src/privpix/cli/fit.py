@@ -76,11 +76,15 @@ def fit_to_file(
         how = "OS entropy" if seed is None else f"seed {seed}"
         _plain(f"privpix fit: {method} on {what} ({len(data)} items), {how} → {out}")
     t0 = time.perf_counter()
+
+    def reserved(entry: int, path: Path) -> None:
+        _plain(f"reserved as entry {entry} of {path} before training")
+
     # One torch thread, as in every fit privpix runs: the same seed then gives the same model on any machine.
     with notes_from_warnings(), one_thread():
         done = fit_model(mech, data, out, ledger=ledger, budget=budget, delta_budget=delta_budget, seed=seed,
                          force=force, label=f"fit {mech.name} on {what} → {out}", option="--output",
-                         note=None if quiet else _note)  # fmt: skip
+                         note=_note, on_reserved=None if quiet else reserved)  # fmt: skip
     if not quiet:
         if done.spent is not None:
             s = done.spent
