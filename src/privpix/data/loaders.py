@@ -4,7 +4,7 @@ Dataset names accept a split: ``mnist:test``, ``orl:train``. A bare name means t
 
 =================  ==================================================================================
 mnist, fashion-mnist  the official 60k train / 10k test files
-orl, yale          paper 001's protocol: per subject, the first half of its images train, the rest test
+orl, yale          Zhang, Fu & Meng 2020's protocol: per subject, the first half of its images train, the rest test
 celeba             by identity (identity number mod 5 == 0 → test), so no person is in both splits
 lfw-gender         by person (CRC32 of the name mod 5 == 0 → test)
 adult              adult.data / adult.test
@@ -244,7 +244,7 @@ def load_celeba(
 
 
 def celeba_64(data: ImageSet) -> ImageSet:
-    """Paper 003's CelebA input: centre square crop of the aligned 218×178 image, resized to 64×64."""
+    """Jamshidi et al. 2023's CelebA input: centre square crop of the aligned 218×178 image, resized to 64×64."""
     h, w = data.shape[:2]
     side = min(h, w)
     top, left = (h - side) // 2, (w - side) // 2
