@@ -107,7 +107,7 @@ def test_no_global_torch_seeding_in_the_package():
 
 
 def test_the_layers_are_packages_and_the_root_holds_only_infrastructure():
-    """Issue 30: the privacy primitives, publishing and the checks are packages of their own; the root keeps the
+    """The privacy primitives, publishing and the checks are packages of their own; the root keeps the
     user API and the infrastructure every layer uses."""
     root = sorted(p.stem for p in PACKAGE.glob("*.py"))
     assert root == [
@@ -162,6 +162,6 @@ def test_the_flat_module_paths_of_before_the_layers_are_gone(name):
 
 
 def test_no_module_holds_more_than_700_lines():
-    """issue 30's must-hold: a module is small enough to read as one job; a file past 700 lines is split by job."""
+    """A module is small enough to read as one job: a file past 700 lines is split by job."""
     lines = {str(p.relative_to(PACKAGE)): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
     assert not {name: n for name, n in lines.items() if n > 700}
