@@ -212,7 +212,7 @@ class ImageSet:
         raise DataError(f"{self.source}: a per-subject split needs subjects or labels")
 
     def split_halves(self) -> tuple[ImageSet, ImageSet]:
-        """Paper 001's protocol: per subject (or class), the first half of its images (in dataset order,
+        """Zhang, Fu & Meng 2020's protocol: per subject (or class), the first half of its images (in dataset order,
         rounded up) train, the rest test."""
         key = self.group_key()
         train: list[int] = []

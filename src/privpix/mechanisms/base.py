@@ -189,6 +189,8 @@ class Mechanism:
     # refuses private images that are also in it (privpix.data.overlap.check_distinct). An experiment on the overlap
     # itself (a membership attack on the "public" set) clears it, in the open.
     public_digests_: frozenset[bytes] | None = None
+    # Where the method comes from, for listings (``privpix mechanisms``): "Author Year (method)", or "privpix: ..." for
+    # a method of privpix's own. docs/references.md holds the full references of the papers privpix implements.
     paper: ClassVar[str] = ""
     guarantee_model: ClassVar[str] = "none"
     soundness: ClassVar[str] = "no privacy claim"  # one line for listings: what holds, and how to get a proof
@@ -198,8 +200,8 @@ class Mechanism:
     # Whether the audit runs :meth:`white_box_trials` instead of refitting or releasing thousands of times: a
     # mechanism that trains a network on the private set (DP-SGD's model, a synthesizer with a DP-SGD part).
     white_box: ClassVar[bool] = False
-    # Whether ε = ∞ is a defined setting: the mechanism's output without noise, released with no guarantee (paper
-    # 000's ε = ∞ column: LDP reports without randomized response). Other mechanisms refuse it.
+    # Whether ε = ∞ is a defined setting: the mechanism's output without noise, released with no guarantee (the
+    # ε = ∞ column of Wang & Chang 2020: LDP reports without randomized response). Other mechanisms refuse it.
     accepts_infinite_epsilon: ClassVar[bool] = False
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, **params: Any) -> None:

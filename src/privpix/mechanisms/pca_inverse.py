@@ -1,4 +1,4 @@
-"""PCA-inverse privatization of an image database (paper 002), and sound variants one parameter away.
+"""PCA-inverse privatization of an image database (Zhang et al. 2022), and sound variants one parameter away.
 
 Each image is flattened to s = h·w·c values in [0, 1], mean-centred, projected on d principal components
 (eqs. 1–7), Laplace noise is added to each of the d coefficients (eqs. 9–11), and the regularised PCA inverse
@@ -81,11 +81,11 @@ SECURE_GRID = 2.0**-16
 
 @register
 class PCAInverse(ImageMechanism):
-    """Paper 002: PCA, Laplace per reduced attribute, regularised PCA inverse; see the module docstring."""
+    """Zhang et al. 2022: PCA, Laplace per reduced attribute, regularised PCA inverse; see the module docstring."""
 
     name = "pca-inverse"
-    summary = "PCA → Laplace per coefficient → regularised PCA inverse (paper 002); basis=public|dp is DP"
-    paper = "002"
+    summary = "PCA → Laplace per coefficient → regularised PCA inverse (Zhang et al. 2022); basis=public|dp is DP"
+    paper = "Zhang et al. 2022"
     guarantee_model = "central-dp"
     soundness = "basis=private (paper): NOT DP; basis=public: ε-DP per image; basis=dp: (ε+ε_b, δ)-DP per image"
     uses_delta = True
@@ -210,7 +210,8 @@ class PCAInverse(ImageMechanism):
                     "each attribute's noise scale is its observed range (max - min) in the batch: data-derived",
                     f"noise is added per attribute with ε each: one image's d = {self.d} attributes spend d·ε = "
                     f"{self.d * self.epsilon:g} even if the rest held",
-                    "not ε-DP as paper 002 claims; ε is a noise knob. basis=public or basis=dp is the sound variant",
+                    "not ε-DP as Zhang et al. 2022 claim; ε is a noise knob. basis=public or basis=dp is the sound "
+                    "variant",
                 ),
             )
         caveat = "each image's coefficient vector is clipped to L2 norm coef_bound before noise, so outliers are shrunk"

@@ -1,4 +1,5 @@
-"""Pixel-space mechanisms: paper 001's LAP, DP-Pix (Fan 2018), and paper 004's conventional baselines."""
+"""Pixel-space mechanisms: LAP (Zhang, Fu & Meng 2020), DP-Pix (Fan 2018), and the conventional baselines of Kim &
+Yang 2020 (noise, blur and filters)."""
 
 from __future__ import annotations
 
@@ -40,10 +41,11 @@ def _float64(block: np.ndarray) -> np.ndarray:
 
 def blockwise(images: ImageSet, fn, halo: int = 0, rows_multiple: int = 1) -> np.ndarray:
     """A per-image computation built block by block (see :func:`blocks`) straight into float32, so the float64
-    temporaries stay a few tens of MB instead of copies of the whole set (issue 31: a 12000×12000 photo's blur
-    peaked at 24× its decoded size). ``fn(values, index)`` maps a float64 (m, h', w, c) block to the same shape;
-    ``index`` is the block's index into the set: a slice of whole images (small images, several at a time), or
-    (image, rows) for a run of rows of one large image, ``rows_multiple`` rows or a multiple of it.
+    temporaries stay a few tens of MB instead of copies of the whole set (with whole-set temporaries, a
+    12000×12000 photo's blur peaked at 24× its decoded size). ``fn(values, index)`` maps a float64 (m, h', w, c)
+    block to the same shape; ``index`` is the block's index into the set: a slice of whole images (small images,
+    several at a time), or (image, rows) for a run of rows of one large image, ``rows_multiple`` rows or a multiple
+    of it.
 
     With ``halo`` 0 the block is exactly ``index``: a per-value computation whose random draws, made block by
     block in array order, equal one draw over the whole set. A spatial filter passes its reach as ``halo``: each
@@ -101,13 +103,13 @@ def _unit_size(unit: str, m: int, h: int, w: int) -> int:
     if unit == "pixels":
         return min(m, h * w)
     if unit == "column":
-        return h  # paper 001, definition 1
+        return h  # Zhang, Fu & Meng 2020, definition 1
     return h * w
 
 
 @register
 class PixelLaplace(ImageMechanism):
-    """Laplace noise on every pixel value (paper 001's LAP, eq. 5).
+    """Laplace noise on every pixel value (Zhang, Fu & Meng 2020's LAP, eq. 5).
 
     ``sensitivity="data"`` is the paper: Δ = the image's own largest column L1 norm, computed per image. The
     noise scale then depends on the private image (an all-black image is published without noise), so the
@@ -117,8 +119,8 @@ class PixelLaplace(ImageMechanism):
     """
 
     name = "pixel-laplace"
-    summary = "Laplace noise on every pixel (paper 001's LAP); data-derived or bound-based sensitivity"
-    paper = "001 (LAP)"
+    summary = "Laplace noise on every pixel (Zhang, Fu & Meng 2020's LAP); data-derived or bound-based sensitivity"
+    paper = "Zhang, Fu & Meng 2020 (LAP)"
     guarantee_model = "central-dp"
     soundness = "default (paper) NOT DP: data-derived Δ; sensitivity=bound is sound"
     params = (
@@ -178,7 +180,7 @@ class PixelLaplace(ImageMechanism):
                 caveats=(
                     "sensitivity computed from the data: Δ is each image's own largest column L1 norm, so the "
                     "noise scale reveals the image and an all-black image is released without noise",
-                    "not ε-DP as paper 001 claims; the ε is a noise knob. Use sensitivity=bound for a proof",
+                    "not ε-DP as Zhang, Fu & Meng 2020 claim; the ε is a noise knob. Use sensitivity=bound for a proof",
                 ),
             )
         per_image = self.epsilon * (self.pixel_range * h * w * c) / self.bound_sensitivity(shape)
@@ -213,7 +215,7 @@ class PixelLaplace(ImageMechanism):
         return (NoiseEvent.laplace(each, count=h * w * c),)
 
     def data_sensitivity(self, x: np.ndarray) -> np.ndarray:
-        """Paper 001's Δ₁A per image: max over columns j of Σ_i |a_ij| (channels summed). Shape (n,)."""
+        """Zhang, Fu & Meng 2020's Δ₁A per image: max over columns j of Σ_i |a_ij| (channels summed). Shape (n,)."""
         return np.abs(x).sum(axis=(1, 3)).max(axis=1)
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
@@ -266,7 +268,7 @@ class DPPix(ImageMechanism):
 
     name = "dp-pix"
     summary = "DP-Pix (Fan 2018): b×b cell means + Laplace(Δ = m·range/b²); sound for m-pixel neighbours"
-    paper = "baseline (Fan 2018)"
+    paper = "Fan 2018 (DP-Pix)"
     guarantee_model = "central-dp"
     soundness = "sound ε-DP for neighbours differing in m pixels"
     params = (
@@ -346,7 +348,7 @@ class DPPix(ImageMechanism):
 class _NoGuarantee(ImageMechanism):
     guarantee_model = "none"
     uses_epsilon = False
-    paper = "004 (conventional baseline)"
+    paper = "Kim & Yang 2020 (conventional baseline)"
     caveat = ""
 
     def secure_params(self) -> dict | None:

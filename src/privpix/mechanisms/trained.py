@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Self
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import DataError, ParameterError
+from privpix.fileio import sha256_file
 from privpix.mechanisms.base import Capabilities, FitsOn, Mechanism
 from privpix.privacy.composition import NoiseEvent
 from privpix.privacy.guarantees import Guarantee
@@ -124,19 +125,14 @@ def _recorded_ledger(meta: dict) -> dict | None:
 
 
 def file_sha256(path: str | Path) -> str:
-    """SHA-256 (hex) of a file's bytes, read in 1 MiB pieces; a file that cannot be read is a one-line error."""
-    import hashlib
-
-    digest = hashlib.sha256()
+    """SHA-256 (hex) of a model file's bytes (:func:`privpix.fileio.sha256_file`); a model file that cannot be
+    read is a one-line :class:`~privpix.errors.DataError` naming it, not a traceback."""
     try:
-        with open(path, "rb") as fh:
-            for piece in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(piece)
+        return sha256_file(Path(path))
     except FileNotFoundError:
         raise DataError(f"{path}: model file not found") from None
     except OSError as exc:
         raise DataError(f"{path}: cannot read the model file ({exc.strerror or exc})") from None
-    return digest.hexdigest()
 
 
 class CalibratedModel(TrainedModel):

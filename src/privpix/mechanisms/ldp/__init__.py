@@ -1,8 +1,7 @@
-"""Local differential privacy for images (paper 000): encoders, generalised randomized response, estimators,
+"""Local differential privacy for images (Wang & Chang 2020): encoders, generalised randomized response, estimators,
 the owner-side report format, and the encoders + randomized response as registered feature-release mechanisms
 (:mod:`~privpix.mechanisms.ldp.mechanism`: ``ldp-pixel-report``, ``ldp-hog-bovw``, ``ldp-dcaconv``, ``ldp-bnn``).
-The learners that read reports are :mod:`privpix.mechanisms.ldp.learners` (also importable as
-:mod:`privpix.mechanisms.ldp.learners`)."""
+The learners that read reports are in :mod:`privpix.mechanisms.ldp.learners`."""
 
 from privpix.mechanisms.ldp.encoders import ENCODERS, Encoder, load_encoder, make_encoder
 from privpix.mechanisms.ldp.estimators import (

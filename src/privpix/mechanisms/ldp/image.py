@@ -1,4 +1,4 @@
-"""Local-DP image release: every pixel value quantised to d levels and sent through GRR (paper 000's pixel
+"""Local-DP image release: every pixel value quantised to d levels and sent through GRR (Wang & Chang 2020's pixel
 baseline, published as an image instead of a report vector)."""
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ class LDPPixel(ImageMechanism):
     """
 
     name = "ldp-pixel"
-    summary = "pixels quantised to d levels, each through randomized response (paper 000's pixel baseline)"
-    paper = "000 (pixel baseline)"
+    summary = "pixels quantised to d levels, each through randomized response (Wang & Chang 2020's pixel baseline)"
+    paper = "Wang & Chang 2020 (pixel baseline)"
     guarantee_model = "local-dp"
     soundness = "sound ε-LDP per pixel value; h·w·c·ε per image"
     params = (Param("levels", int, 16, "domain size d of each pixel value", minimum=2),)

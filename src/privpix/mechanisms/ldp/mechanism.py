@@ -1,6 +1,6 @@
-"""Paper 000's encoders + generalised randomized response as registered mechanisms that release features.
+"""Wang & Chang 2020's encoders + generalised randomized response as registered mechanisms that release features.
 
-One owner's release is the report of paper 000's protocol: the image encoded into m integer features in
+One owner's release is the report of Wang & Chang 2020's protocol: the image encoded into m integer features in
 ``[0, d)`` by a published encoder, every feature perturbed with GRR at ε (:mod:`~privpix.mechanisms.ldp.rr`).
 :class:`LDPFeatures` is the one base class; each encoder is a subclass of a few lines naming its
 ``encoder_class`` (``ldp-pixel-report``, ``ldp-hog-bovw``, ``ldp-dcaconv``, ``ldp-bnn``). They are ordinary
@@ -54,7 +54,7 @@ def register_ldp(cls: type[LDPFeatures]) -> type[LDPFeatures]:
 
 class LDPFeatures(FeatureMechanism):
     """Encode each image with a published encoder into m integer features in ``[0, d)``, then perturb every
-    feature with generalised randomized response at ε per feature (paper 000). Output: ``"features"``, a
+    feature with generalised randomized response at ε per feature (Wang & Chang 2020). Output: ``"features"``, a
     :class:`~privpix.mechanisms.base.Release` whose ``features`` are the (n, m) reports (``Release.values()``
     gives them as float32).
 
@@ -88,7 +88,7 @@ class LDPFeatures(FeatureMechanism):
       ``score(encode(test), test_labels)``.
     """
 
-    paper = "000"
+    paper = "Wang & Chang 2020"
     guarantee_model = "local-dp"
     soundness = (
         "sound ε-LDP per encoded feature (unit=feature) or m·ε per image (unit=image), for images the encoder "
@@ -333,8 +333,9 @@ class LDPFeatures(FeatureMechanism):
         if enc is None or not enc.uses_fitting_data:
             return ""
         if self.loaded_from_ == "":
-            # An overlap makes the guarantee unsound rather than refusing the release: paper 000's protocol fits the
-            # encoder on data that may hold the reported images, and stays reproducible; the guarantee says why.
+            # An overlap makes the guarantee unsound rather than refusing the release: Wang & Chang 2020's protocol
+            # fits the encoder on data that may hold the reported images, and stays reproducible; the guarantee says
+            # why.
             if shared_count(self.fit_digests_, gray_images(images)):
                 return "some released images are among the encoder's fitting images"
             if images.names is not None and self.fit_names_ & set(map(str, images.names)):
@@ -432,7 +433,8 @@ class LDPPixelReport(LDPFeatures):
     vector (``ldp-pixel`` releases the same as an image). ``scaling=fixed`` needs no data at all."""
 
     name = "ldp-pixel-report"
-    summary = "pixel levels → randomized response, released as a report vector (paper 000's pixel baseline)"
+    summary = "pixel levels → randomized response, released as a report vector (Wang & Chang 2020's pixel baseline)"
+    paper = "Wang & Chang 2020 (pixel baseline)"
     encoder_class = PixelEncoder
     params = (*LDPFeatures.params, *PixelEncoder.params)
     # The params as the attributes Mechanism.__init__ sets, for type checkers.
@@ -478,7 +480,8 @@ class LDPHogBovw(LDPFeatures):
     """HOG descriptors → K-means visual words → per-image word counts (m = words), each through GRR."""
 
     name = "ldp-hog-bovw"
-    summary = "HOG bag-of-visual-words counts → randomized response (paper 000's BoVW baseline)"
+    summary = "HOG bag-of-visual-words counts → randomized response (Wang & Chang 2020's BoVW baseline)"
+    paper = "Wang & Chang 2020 (BoVW baseline)"
     encoder_class = HogBovwEncoder
     params = (*LDPFeatures.params, *HogBovwEncoder.params)
     # The params as the attributes Mechanism.__init__ sets, for type checkers.
@@ -506,10 +509,11 @@ class LDPHogBovw(LDPFeatures):
 
 @register_ldp
 class LDPDCAConv(LDPFeatures):
-    """DCAConv codes (m = L1·pooled h·pooled w, d = 2^L_R), each through GRR (paper 000's method)."""
+    """DCAConv codes (m = L1·pooled h·pooled w, d = 2^L_R), each through GRR (Wang & Chang 2020's method)."""
 
     name = "ldp-dcaconv"
-    summary = "DCAConv binarised convolution codes → randomized response (paper 000)"
+    summary = "DCAConv binarised convolution codes → randomized response (Wang & Chang 2020)"
+    paper = "Wang & Chang 2020 (DCAConv)"
     encoder_class = DCAConvEncoder
     params = (*LDPFeatures.params, *DCAConvEncoder.params)
     # The params as the attributes Mechanism.__init__ sets, for type checkers.
@@ -526,10 +530,11 @@ class LDPDCAConv(LDPFeatures):
 
 @register_ldp
 class LDPBNN(LDPFeatures):
-    """Binarized-CNN activations (d = 2), each through GRR (paper 000's BNN baseline; needs PyTorch)."""
+    """Binarized-CNN activations (d = 2), each through GRR (Wang & Chang 2020's BNN baseline; needs PyTorch)."""
 
     name = "ldp-bnn"
-    summary = "binarized CNN activations → randomized response (paper 000's BNN baseline; needs PyTorch)"
+    summary = "binarized CNN activations → randomized response (Wang & Chang 2020's BNN baseline; needs PyTorch)"
+    paper = "Wang & Chang 2020 (BNN baseline)"
     encoder_class = BNNEncoder
     params = (*LDPFeatures.params, *BNNEncoder.params)
     # The params as the attributes Mechanism.__init__ sets, for type checkers.

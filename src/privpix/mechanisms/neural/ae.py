@@ -1,4 +1,4 @@
-"""``ae-obfuscator``: paper 003's trained obfuscator as a registered mechanism (see :mod:`.obfuscator`)."""
+"""``ae-obfuscator``: Jamshidi et al. 2023's trained obfuscator as a registered mechanism (see :mod:`.obfuscator`)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ class AEObfuscator(TrainedModel, ImageMechanism, RecordMechanism):
     """
 
     name = "ae-obfuscator"
-    summary = "autoencoder obfuscator with adjustable f (K) and g (noise) (paper 003); empirical only"
-    paper = "003"
+    summary = "autoencoder obfuscator with adjustable f (K) and g (noise) (Jamshidi et al. 2023); empirical only"
+    paper = "Jamshidi et al. 2023"
     guarantee_model = "empirical"
     soundness = "empirical only: privacy is the measured adversary accuracy"
     uses_epsilon = False

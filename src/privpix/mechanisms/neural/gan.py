@@ -1,4 +1,5 @@
-"""``ppsgan``, ``ppapnet``, ``acgan``: paper 004's trained models as registered mechanisms (see :mod:`.ppsgan`)."""
+"""``ppsgan``, ``ppapnet``, ``acgan``: the trained models of Kim & Yang 2020 as registered mechanisms (see
+:mod:`.ppsgan`)."""
 
 from __future__ import annotations
 
@@ -32,13 +33,13 @@ _TRAINING = {
 
 
 class _TrainedGAN(TrainedModel, ImageMechanism):
-    """Release images through a trained paper-004 model: the model file named by ``model``, or a model that
+    """Release images through a trained PPSGAN, PPAPNet or ACGAN: the model file named by ``model``, or a model that
     :meth:`fit` trains on the images it is given (``model`` empty). Training is this mechanism's fit:
     ``privpix fit --method ppsgan --dataset mnist:train --output m.pt`` trains and writes the file, and every
     training parameter below is recorded in it. With a model file, the training parameters in force are the
     file's (``get_params`` reports them after :meth:`fit`), and giving a different one is an error."""
 
-    paper = "004"
+    paper = "Kim & Yang 2020"
     guarantee_model = "empirical"
     uses_epsilon = False
     params = (
@@ -172,7 +173,8 @@ class _TrainedGAN(TrainedModel, ImageMechanism):
 @register
 class PPSGAN(_TrainedGAN):
     name = "ppsgan"
-    summary = "PPSGAN selective latent anonymization with self-attention noise (paper 004); empirical only"
+    summary = "PPSGAN selective latent anonymization with self-attention noise (Kim & Yang 2020); empirical only"
+    paper = "Kim & Yang 2020 (PPSGAN)"
     noise_caveat = "the self-attention reweights the noise per image"
     soundness = "empirical only: ε, δ scale the latent noise; s_e is data-derived"
 
@@ -180,7 +182,8 @@ class PPSGAN(_TrainedGAN):
 @register
 class PPAPNet(_TrainedGAN):
     name = "ppapnet"
-    summary = "PPAPNet: noise on the whole latent vector (paper 004's baseline); empirical only"
+    summary = "PPAPNet: noise on the whole latent vector (Kim & Yang 2020's baseline); empirical only"
+    paper = "Kim & Yang 2020 (PPAPNet baseline)"
     noise_caveat = "the noise is on the whole latent vector"
     soundness = "empirical only: ε, δ scale the latent noise; s_e is data-derived"
 
@@ -188,6 +191,7 @@ class PPAPNet(_TrainedGAN):
 @register
 class ACGAN(_TrainedGAN):
     name = "acgan"
-    summary = "ACGAN class-conditional synthetic images (paper 004's baseline); empirical only"
+    summary = "ACGAN class-conditional synthetic images (Kim & Yang 2020's baseline); empirical only"
+    paper = "Kim & Yang 2020 (ACGAN baseline)"
     needs_labels = True
     soundness = "empirical only: a non-private GAN trained on the data"

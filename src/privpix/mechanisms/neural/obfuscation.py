@@ -1,4 +1,4 @@
-"""Paper 003's measurement protocol for obfuscated releases: adversaries, utility provider, decorrelation.
+"""Jamshidi et al. 2023's measurement protocol for obfuscated releases: adversaries, utility provider, decorrelation.
 
 * **Weak adversary**: trained on *original* data to infer the private attribute, applied to released data.
 * **Strong adversary**: has the obfuscation model; trained on a disjoint split released by the same
@@ -110,7 +110,7 @@ def measure_release(
 
 
 def decorrelation(net, test: AttributeData, provider: NeuralInferrer, *, K: float, seed: int = 0) -> dict:
-    """Paper 003 §4.2.4: give the decoder a random utility class through f (0 for it, −K for the other) with
+    """Jamshidi et al. 2023 §4.2.4: give the decoder a random utility class through f (0 for it, −K for the other) with
     R's own output and no noise, and ask a utility provider trained on original data what it sees.
 
     Returns the fraction of outputs whose predicted class equals the injected one (``agreement``; 1.0 means

@@ -132,7 +132,7 @@ class DPEigenfaces(MeanEmbeddingSynthesizer):
     name = "dp-eigenfaces"
     summary = ("public eigenfaces + one Gaussian release of the private class-wise coefficient moments → a Gaussian "
                "per class; (ε, δ)-DP per image, faces at any ε")  # fmt: skip
-    paper = "privpix (issue 29): DP moments in a public PCA basis (eigenfaces: Turk & Pentland 1991)"
+    paper = "privpix: DP moments in a public PCA basis (eigenfaces: Turk & Pentland 1991)"
     soundness = "sound (ε, δ)-DP per image (replace-one, n public); the public set is not protected"
     params = (
         MODEL,

@@ -50,20 +50,15 @@ import numpy as np
 from privpix.errors import ParameterError
 from privpix.mechanisms.base import Param
 from privpix.mechanisms.registry import register
-from privpix.mechanisms.synthesis.embedding import (  # noqa: F401  (dp-merf's API before the shared base)
+from privpix.mechanisms.synthesis.embedding import (
     GENERATOR,
     LABELS,
     MODEL,
     PUBLIC,
     RELEASE,
-    UNIT,
     MeanEmbeddingSynthesizer,
-    sample_labels,
-    sensitivity,
-    split_embedding,
 )
 from privpix.mechanisms.synthesis.embedding import TRAINING as SHARED_TRAINING
-from privpix.privacy.gaussian_release import ANALYTIC as ACCOUNTANT  # noqa: F401  (the float mode's accountant)
 from privpix.privacy.gaussian_release import analytic_epsilon, analytic_noise_multiplier
 
 FORMAT = "privpix-dp-merf-1"  # unchanged by the secure mode: a file without "secure" was fitted in float mode
