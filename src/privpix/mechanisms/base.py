@@ -172,7 +172,9 @@ class Mechanism:
     its :attr:`output`, implements :meth:`release` and holds that kind's hooks; it sets the class attributes and
     implements :meth:`guarantee` and its kind's hook (e.g. ``_privatize``).
 
-    Parameters are real attributes, scikit-learn style: ``get_mechanism("pca-inverse", epsilon=1).d`` is 20,
+    Parameters are declared once, as typed fields of the class (``d: int = param(20, "...", minimum=1)``, see
+    :func:`~privpix.mechanisms.params.param`), and are real attributes, scikit-learn style:
+    ``get_mechanism("pca-inverse", epsilon=1).d`` is 20,
     ``m.d = 5`` (or ``m.set_params(d=5)``) changes what the next release uses *and* what its manifest records,
     and :meth:`get_params` returns exactly what is in force. They are validated at construction and again before
     every fit and release. State learned by :meth:`fit` ends with ``_`` (``basis_``). ``epsilon`` is required
