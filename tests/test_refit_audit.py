@@ -6,7 +6,6 @@ tenth of the noise it should is refuted."""
 from __future__ import annotations
 
 import functools
-from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from privpix.data import ImageSet, load_dataset
 from privpix.errors import ParameterError
 from privpix.evaluation.audit import audit
-from privpix.mechanisms import Capabilities, Param, SyntheticImageMechanism
+from privpix.mechanisms import Capabilities, SyntheticImageMechanism, param
 from privpix.privacy.gaussian_release import analytic_noise_multiplier
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import OneOfBatch
@@ -33,7 +32,7 @@ class ToySynth(SyntheticImageMechanism):
     name = "toy-synth"
     guarantee_model = "central-dp"
     uses_delta = True
-    params: ClassVar = (Param("cheat", float, 1.0, "noise divisor (1: honest)", minimum=1.0),)
+    cheat: float = param(1.0, "noise divisor (1: honest)", minimum=1.0)
     noisy_: np.ndarray | None = None
 
     def capabilities(self) -> Capabilities:

@@ -18,6 +18,7 @@ from privpix.mechanisms.neural import (  # noqa: F401  (registers; imports torch
     dp_sgd,
     gan,
 )
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import (
     ALIASES,
     MECHANISMS,
@@ -50,6 +51,7 @@ __all__ = [
     "get_mechanism",
     "load_plugins",
     "mechanism_class",
+    "param",
     "parse_method_spec",
     "ready_mechanism",
     "register",

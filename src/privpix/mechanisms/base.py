@@ -14,7 +14,7 @@ import numpy as np
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.imageset import blocks as imageset_blocks
 from privpix.errors import ParameterError, check_delta, check_positive
-from privpix.mechanisms.params import Param
+from privpix.mechanisms.params import Param, declared_params
 from privpix.privacy.composition import NoiseEvent
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, OneImage
@@ -172,7 +172,9 @@ class Mechanism:
     its :attr:`output`, implements :meth:`release` and holds that kind's hooks; it sets the class attributes and
     implements :meth:`guarantee` and its kind's hook (e.g. ``_privatize``).
 
-    Parameters are real attributes, scikit-learn style: ``get_mechanism("pca-inverse", epsilon=1).d`` is 20,
+    Parameters are declared once, as typed fields of the class (``d: int = param(20, "...", minimum=1)``, see
+    :func:`~privpix.mechanisms.params.param`), and are real attributes, scikit-learn style:
+    ``get_mechanism("pca-inverse", epsilon=1).d`` is 20,
     ``m.d = 5`` (or ``m.set_params(d=5)``) changes what the next release uses *and* what its manifest records,
     and :meth:`get_params` returns exactly what is in force. They are validated at construction and again before
     every fit and release. State learned by :meth:`fit` ends with ``_`` (``basis_``). ``epsilon`` is required
@@ -196,6 +198,9 @@ class Mechanism:
     soundness: ClassVar[str] = "no privacy claim"  # one line for listings: what holds, and how to get a proof
     uses_epsilon: ClassVar[bool] = True
     uses_delta: ClassVar[bool] = False
+    # Derived, never written by hand: the parameters the class declares as typed fields with
+    # :func:`~privpix.mechanisms.params.param` (``d: int = param(20, "...", minimum=1)``), after its bases' ones
+    # (see :meth:`__init_subclass__`). Validation, get_params, the CLI's --param help and the docs read it.
     params: ClassVar[tuple[Param, ...]] = ()
     # Whether the audit runs :meth:`white_box_trials` instead of refitting or releasing thousands of times: a
     # mechanism that trains a network on the private set (DP-SGD's model, a synthesizer with a DP-SGD part).
@@ -203,6 +208,17 @@ class Mechanism:
     # Whether ε = ∞ is a defined setting: the mechanism's output without noise, released with no guarantee (the
     # ε = ∞ column of Wang & Chang 2020: LDP reports without randomized response). Other mechanisms refuse it.
     accepts_infinite_epsilon: ClassVar[bool] = False
+
+    def __init_subclass__(
+        cls, *, params_before: str | None = None, drop_params: tuple[str, ...] = (), **kw: Any
+    ) -> None:
+        """Collect the parameters the class body declares with :func:`~privpix.mechanisms.params.param` into
+        :attr:`params`: the bases' first, then the class's own in declaration order (a declaration of an inherited
+        name overrides it in its place). Class keywords place them otherwise: ``params_before="n_classes"`` puts
+        the body's declarations just before that inherited parameter; ``drop_params=(...)`` removes inherited
+        ones (:func:`~privpix.mechanisms.params.declared_params`)."""
+        super().__init_subclass__(**kw)
+        cls.params = declared_params(cls, params_before=params_before, drop_params=drop_params)
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, **params: Any) -> None:
         known = {p.name for p in self.params}

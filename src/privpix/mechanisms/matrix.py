@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, Param
+from privpix.mechanisms.base import Capabilities
 from privpix.mechanisms.kinds import ImageMechanism
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, PixelColumn
@@ -81,9 +82,9 @@ class _SingularValueMechanism(ImageMechanism):
     guarantee_model = "central-dp"
     paper = "Zhang, Fu & Meng 2020"
     soundness = "NOT DP: singular vectors published untouched; data-derived Δ"
-    # Parameters both subclasses declare, as the attributes Mechanism.__init__ sets: for type checkers.
-    postprocess: bool
-    clip: bool
+    # Both subclasses' last two parameters: each declares its own first (params_before="postprocess").
+    postprocess: bool = param(True, "isotonic (non-increasing, non-negative) refinement, §3.2.3")
+    clip: bool = param(True, "clip the release to [0, 1]")
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
 
@@ -110,20 +111,14 @@ class _SingularValueMechanism(ImageMechanism):
 
 
 @register
-class SRA(_SingularValueMechanism):
+class SRA(_SingularValueMechanism, params_before="postprocess"):
     """SRA (Zhang, Fu & Meng 2020, §3.2.2): keep the top r singular values, add Laplace(Δ₁D^{r×r}/ε) to each,
     rebuild."""
 
     name = "sra"
     summary = "SVD, Laplace on the top-r singular values, rebuild (Zhang, Fu & Meng 2020's SRA); not DP"
     paper = "Zhang, Fu & Meng 2020 (SRA)"
-    params = (
-        Param("r", int, 100, "singular values kept (capped at the image's rank)", minimum=1),
-        Param("postprocess", bool, True, "isotonic (non-increasing, non-negative) refinement, §3.2.3"),
-        Param("clip", bool, True, "clip the release to [0, 1]"),
-    )
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    r: int
+    r: int = param(100, "singular values kept (capped at the image's rank)", minimum=1)
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         q, s, pt = _svd(x)
@@ -133,7 +128,7 @@ class SRA(_SingularValueMechanism):
 
 
 @register
-class ESRA(_SingularValueMechanism):
+class ESRA(_SingularValueMechanism, params_before="postprocess"):
     """ESRA (Zhang, Fu & Meng 2020, §3.2.2): choose r by the exponential mechanism with budget ε₁ = split·ε on the
     score U(A, r) of eq. 11 (lower is better, Pr ∝ exp(−ε₁U/(2Δ₁U))), with Δ₁U = Δ₁Q + 2Δ₁D + Δ₁Pᵀ (theorem 5, the
     largest column L1 norms of the full factors, computed from the image), then SRA's Laplace step with
@@ -144,13 +139,7 @@ class ESRA(_SingularValueMechanism):
         "exponential-mechanism choice of r, then Laplace on singular values (Zhang, Fu & Meng 2020's ESRA); not DP"
     )
     paper = "Zhang, Fu & Meng 2020 (ESRA)"
-    params = (
-        Param("split", float, 0.5, "fraction ε₁/ε spent choosing r", minimum=1e-6),
-        Param("postprocess", bool, True, "isotonic (non-increasing, non-negative) refinement, §3.2.3"),
-        Param("clip", bool, True, "clip the release to [0, 1]"),
-    )
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    split: float
+    split: float = param(0.5, "fraction ε₁/ε spent choosing r", minimum=1e-6)
 
     def _check(self) -> None:
         if not 0.0 < self.split < 1.0:
@@ -227,27 +216,16 @@ class LRA(ImageMechanism):
     guarantee_model = "central-dp"
     paper = "Zhang, Fu & Meng 2020 (LRA)"
     soundness = "NOT DP: the factor B is fitted to the private image; data-derived Δ"
-    params = (
-        Param("k", int, 0, "factor rank; 0 = min(height, width), the largest possible rank", minimum=0),
-        Param("iterations", int, 5, "SGD passes over the entries (the paper's r)", minimum=1),
-        Param("gamma", float, 0.01, "learning rate γ", minimum=0.0),
-        Param("tau", float, 0.1, "regulariser τ", minimum=0.0),
-        Param(
-            "max_step",
-            float,
-            0.05,
-            "cap on the L2 norm of each SGD update of a row of B or L (0 = none, as printed; diverges at small ε)",
-            minimum=0.0,
-        ),
-        Param("clip", bool, True, "clip the release to [0, 1]"),
+    k: int = param(0, "factor rank; 0 = min(height, width), the largest possible rank", minimum=0)
+    iterations: int = param(5, "SGD passes over the entries (the paper's r)", minimum=1)
+    gamma: float = param(0.01, "learning rate γ", minimum=0.0)
+    tau: float = param(0.1, "regulariser τ", minimum=0.0)
+    max_step: float = param(
+        0.05,
+        "cap on the L2 norm of each SGD update of a row of B or L (0 = none, as printed; diverges at small ε)",
+        minimum=0.0,
     )
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    k: int
-    iterations: int
-    gamma: float
-    tau: float
-    max_step: float
-    clip: bool
+    clip: bool = param(True, "clip the release to [0, 1]")
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
 

@@ -34,8 +34,9 @@ import numpy as np
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.overlap import image_digests
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Param
+from privpix.mechanisms.base import Capabilities, ConformanceCase
 from privpix.mechanisms.kinds import ImageMechanism
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
 from privpix.privacy.composition import NoiseEvent
 from privpix.privacy.guarantees import Guarantee
@@ -89,25 +90,14 @@ class PCAInverse(ImageMechanism):
     guarantee_model = "central-dp"
     soundness = "basis=private (paper): NOT DP; basis=public: ε-DP per image; basis=dp: (ε+ε_b, δ)-DP per image"
     uses_delta = True
-    params = (
-        Param("d", int, 20, "number of principal components kept", minimum=1),
-        Param("batch", int, 100, "images per PCA for basis=private|dp (paper: 100 MNIST, 300 faces)", minimum=2),
-        Param("basis", str, "private", "private (paper) | public | dp", choices=("private", "public", "dp")),
-        Param("public", str, "", "NAME[:SPLIT] of public images for basis=public (or call fit())"),
-        Param("coef_bound", float, 0.0, "L2 clip of the coefficient vector (0: automatic, see docs)", minimum=0.0),
-        Param("basis_epsilon", float, 0.5, "ε of the DP basis (basis=dp, classic Gaussian: ≤ 1)", minimum=1e-9),
-        Param("lambda_inv", float, 1e-6, "regulariser λ of the PCA inverse (eq. 13)", minimum=0.0),
-        Param("clip", bool, True, "clip the release to [0, 1]"),
-    )
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    d: int
-    batch: int
-    basis: str
-    public: str
-    coef_bound: float
-    basis_epsilon: float
-    lambda_inv: float
-    clip: bool
+    d: int = param(20, "number of principal components kept", minimum=1)
+    batch: int = param(100, "images per PCA for basis=private|dp (paper: 100 MNIST, 300 faces)", minimum=2)
+    basis: str = param("private", "private (paper) | public | dp", choices=("private", "public", "dp"))
+    public: str = param("", "NAME[:SPLIT] of public images for basis=public (or call fit())")
+    coef_bound: float = param(0.0, "L2 clip of the coefficient vector (0: automatic, see docs)", minimum=0.0)
+    basis_epsilon: float = param(0.5, "ε of the DP basis (basis=dp, classic Gaussian: ≤ 1)", minimum=1e-9)
+    lambda_inv: float = param(1e-6, "regulariser λ of the PCA inverse (eq. 13)", minimum=0.0)
+    clip: bool = param(True, "clip the release to [0, 1]")
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
 

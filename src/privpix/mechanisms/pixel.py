@@ -10,16 +10,17 @@ import numpy as np
 from privpix.data import imageset
 from privpix.data.imageset import ImageSet, blocks
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, Param
+from privpix.mechanisms.base import Capabilities
 from privpix.mechanisms.kinds import ImageMechanism
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
 from privpix.privacy.composition import NoiseEvent
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, OneImage, PixelColumn, Pixels
 from privpix.privacy.noise import RNG, add_gaussian, add_laplace
 
-_CLIP = Param("clip", bool, True, "clip released values to the pixel range [0, 1] (post-processing)")
-_RANGE = Param("pixel_range", float, 1.0, "declared range of one pixel value (images are in [0, 1])", minimum=1e-12)
+_CLIP = param(True, "clip released values to the pixel range [0, 1] (post-processing)")
+_RANGE = param(1.0, "declared range of one pixel value (images are in [0, 1])", minimum=1e-12)
 
 
 def _ndimage():
@@ -123,32 +124,19 @@ class PixelLaplace(ImageMechanism):
     paper = "Zhang, Fu & Meng 2020 (LAP)"
     guarantee_model = "central-dp"
     soundness = "default (paper) NOT DP: data-derived Δ; sensitivity=bound is sound"
-    params = (
-        Param(
-            "sensitivity",
-            str,
-            "data",
-            "'data': the paper's per-image largest column L1 norm (unsound); "
-            "'bound': from pixel_range and unit (sound)",
-            choices=("data", "bound"),
-        ),
-        Param(
-            "unit",
-            str,
-            "column",
-            "neighbouring unit: pixel, pixels (m of them), column, image",
-            choices=("pixel", "pixels", "column", "image"),
-        ),
-        Param("m", int, 1, "pixels in the unit when unit=pixels", minimum=1),
-        _RANGE,
-        _CLIP,
+    sensitivity: str = param(
+        "data",
+        "'data': the paper's per-image largest column L1 norm (unsound); 'bound': from pixel_range and unit (sound)",
+        choices=("data", "bound"),
     )
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    sensitivity: str
-    unit: str
-    m: int
-    pixel_range: float
-    clip: bool
+    unit: str = param(
+        "column",
+        "neighbouring unit: pixel, pixels (m of them), column, image",
+        choices=("pixel", "pixels", "column", "image"),
+    )
+    m: int = param(1, "pixels in the unit when unit=pixels", minimum=1)
+    pixel_range: float = _RANGE
+    clip: bool = _CLIP
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
 
@@ -271,17 +259,10 @@ class DPPix(ImageMechanism):
     paper = "Fan 2018 (DP-Pix)"
     guarantee_model = "central-dp"
     soundness = "sound ε-DP for neighbours differing in m pixels"
-    params = (
-        Param("b", int, 4, "cell side in pixels", minimum=1),
-        Param("m", int, 1, "neighbouring images differ in at most m pixels", minimum=1),
-        _RANGE,
-        _CLIP,
-    )
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    b: int
-    m: int
-    pixel_range: float
-    clip: bool
+    b: int = param(4, "cell side in pixels", minimum=1)
+    m: int = param(1, "neighbouring images differ in at most m pixels", minimum=1)
+    pixel_range: float = _RANGE
+    clip: bool = _CLIP
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
 
@@ -366,10 +347,8 @@ class PixelGaussian(_NoGuarantee):
     name = "pixel-gaussian"
     summary = "Gaussian noise of std sigma on every pixel value; no privacy claim"
     caveat = "fixed-scale Gaussian noise, not calibrated to any sensitivity: no DP guarantee"
-    params = (Param("sigma", float, 0.1, "noise standard deviation in [0, 1] pixel units", minimum=0.0), _CLIP)
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    sigma: float
-    clip: bool
+    sigma: float = param(0.1, "noise standard deviation in [0, 1] pixel units", minimum=0.0)
+    clip: bool = _CLIP
 
     def capabilities(self) -> Capabilities:
         return Capabilities(noise_family="gaussian")
@@ -390,9 +369,7 @@ class GaussianBlur(_NoGuarantee):
     name = "gaussian-blur"
     summary = "Gaussian blur of std sigma pixels; deterministic, no privacy claim"
     caveat = "deterministic blur: no randomness, no DP guarantee; blurred faces are often re-identifiable"
-    params = (Param("sigma", float, 2.0, "blur standard deviation in pixels", minimum=0.0),)
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    sigma: float
+    sigma: float = param(2.0, "blur standard deviation in pixels", minimum=0.0)
 
     def capabilities(self) -> Capabilities:
         return Capabilities(randomized=False)
@@ -410,9 +387,7 @@ class _WindowFilter(_NoGuarantee):
     """A deterministic filter over size×size windows of each channel."""
 
     caveat = "deterministic filter: no randomness, no DP guarantee"
-    params = (Param("size", int, 5, "window side in pixels", minimum=1),)
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    size: int
+    size: int = param(5, "window side in pixels", minimum=1)
 
     @staticmethod
     def window_filter(x: np.ndarray, size: int) -> np.ndarray:

@@ -13,12 +13,13 @@ from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import DataError, ParameterError
 from privpix.fileio import sha256_file
 from privpix.mechanisms.base import Capabilities, FitsOn, Mechanism
+from privpix.mechanisms.params import param
 from privpix.privacy.composition import NoiseEvent
 from privpix.privacy.guarantees import Guarantee
 
 
 class TrainedModel(Mechanism):
-    """A mechanism with a ``model`` parameter (declare it in ``params``) and training parameters (named in
+    """A mechanism with a ``model`` parameter (declared here) and training parameters (named in
     ``training``): with ``model`` empty it fits on the private set (``fits_on="private"``: :meth:`fit` trains on
     the data it is given, with the training parameters and ``seed``); with ``model=FILE`` it fits on that file
     (``fits_on="model-file"``). A model file records the training parameters; once it is read they are the ones
@@ -30,8 +31,8 @@ class TrainedModel(Mechanism):
 
     # The parameters that only shape training, and the key each is recorded under in a model file's meta.
     training: ClassVar[dict[str, str]] = {}
-    # The ``model`` parameter every subclass declares, as the attribute Mechanism.__init__ sets: for type checkers.
-    model: str
+    # The model file (a subclass may override the parameter, to say what its file holds).
+    model: str = param("", "trained model file; empty: fit() trains one on the images it is given")
 
     model_: Any = None
     meta_: dict | None = None
@@ -76,16 +77,16 @@ class TrainedModel(Mechanism):
 
     def _adopt_training(self, meta: dict) -> None:
         defaults = {p.name: p.default for p in self.params}
-        for param, key in self.training.items():
+        for attr, key in self.training.items():
             if meta.get(key) is None:
                 continue  # a file written before the parameter was recorded
-            mine, theirs = getattr(self, param), type(defaults[param])(meta[key])
-            if mine != defaults[param] and mine != theirs:
+            mine, theirs = getattr(self, attr), type(defaults[attr])(meta[key])
+            if mine != defaults[attr] and mine != theirs:
                 raise ParameterError(
-                    f"{self.name}: {param}={mine} was given, but {self.model} was trained with {param}={theirs}; "
+                    f"{self.name}: {attr}={mine} was given, but {self.model} was trained with {attr}={theirs}; "
                     "training parameters apply only when fit() trains"
                 )
-            setattr(self, param, theirs)
+            setattr(self, attr, theirs)
 
     def save_model(self, path: str | os.PathLike) -> Path:
         """Write the fitted model to ``path`` (what ``privpix fit --output`` does); ``model=path`` reads it."""
@@ -149,8 +150,10 @@ class CalibratedModel(TrainedModel):
     accountant_name: ClassVar[str | None] = None
     # Set by `privpix fit --ledger` before save_model: the ledger entry that charged this fit ({"path", "entry"}).
     ledger_entry_: dict | None = None
-    # The ``n_classes`` parameter every subclass declares (K, resolved by :meth:`_labels`): for type checkers.
-    n_classes: int
+    # K, resolved by :meth:`_labels` (a subclass may override the parameter, or place its own before it).
+    n_classes: int = param(
+        0, "K, public: 0 takes the data set's declared class names (its schema); labels lie in 0..K-1", minimum=0
+    )
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
 

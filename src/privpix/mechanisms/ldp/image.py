@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from privpix.data.imageset import ImageSet
-from privpix.mechanisms.base import Capabilities, Param
+from privpix.mechanisms.base import Capabilities
 from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.ldp.rr import grr_perturb
+from privpix.mechanisms.params import param
 from privpix.mechanisms.pixel import blockwise
 from privpix.mechanisms.registry import register
 from privpix.privacy.guarantees import Guarantee
@@ -30,9 +31,7 @@ class LDPPixel(ImageMechanism):
     paper = "Wang & Chang 2020 (pixel baseline)"
     guarantee_model = "local-dp"
     soundness = "sound ε-LDP per pixel value; h·w·c·ε per image"
-    params = (Param("levels", int, 16, "domain size d of each pixel value", minimum=2),)
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    levels: int
+    levels: int = param(16, "domain size d of each pixel value", minimum=2)
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
 

@@ -23,7 +23,7 @@ from privpix.data.folders import INPUT_FOLDER
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.overlap import shared_count
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, ConformanceCase, FitsOn, Param, Release
+from privpix.mechanisms.base import Capabilities, ConformanceCase, FitsOn, Release
 from privpix.mechanisms.kinds import FeatureMechanism
 from privpix.mechanisms.ldp.bnn import BNNEncoder
 from privpix.mechanisms.ldp.dcaconv import DCAConvEncoder
@@ -31,6 +31,7 @@ from privpix.mechanisms.ldp.encoder_base import ENCODERS, Encoder, gray_images
 from privpix.mechanisms.ldp.encoders import HogBovwEncoder, PixelEncoder, load_encoder
 from privpix.mechanisms.ldp.reports import Reports, may_overlap, report_files
 from privpix.mechanisms.ldp.rr import grr_perturb
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, OneFeature, OneImage
@@ -96,21 +97,12 @@ class LDPFeatures(FeatureMechanism):
     )
     encoder_class: ClassVar[type[Encoder]]
     accepts_infinite_epsilon = True  # the reports without randomized response: the paper's ε = ∞ column
-    params: ClassVar[tuple[Param, ...]] = (
-        Param("unit", str, "feature", "feature: ε per encoded feature value (paper); image: m·ε per report", UNITS),
-        Param("model", str, "", "encoder file (privpix ldp fit-encoder); the encoder parameters come from it"),
-        Param("public", str, "", "NAME[:SPLIT] of public labelled images to fit the encoder on"),
-        Param("fit_images", int, 0, "fit on a seeded random subset of at most this many images; 0 = all", minimum=0),
-        Param("learner", str, "nb", "utility classifier on the reports: nb, ncc or knn", ("nb", "ncc", "knn")),
-        Param("n_neighbors", int, 100, "k of learner=knn", minimum=1),
-    )
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    unit: str
-    model: str
-    public: str
-    fit_images: int
-    learner: str
-    n_neighbors: int
+    unit: str = param("feature", "feature: ε per encoded feature value (paper); image: m·ε per report", UNITS)
+    model: str = param("", "encoder file (privpix ldp fit-encoder); the encoder parameters come from it")
+    public: str = param("", "NAME[:SPLIT] of public labelled images to fit the encoder on")
+    fit_images: int = param(0, "fit on a seeded random subset of at most this many images; 0 = all", minimum=0)
+    learner: str = param("nb", "utility classifier on the reports: nb, ncc or knn", ("nb", "ncc", "knn"))
+    n_neighbors: int = param(100, "k of learner=knn", minimum=1)
 
     # Learned by fit(): the encoder, the file it came from ("" when fitted here), the configuration it was
     # fitted with, and fingerprints of the fitting images (content digests and names; only when fitted here).
@@ -123,11 +115,17 @@ class LDPFeatures(FeatureMechanism):
     epsilon: float
 
     def __init_subclass__(cls, **kw: Any) -> None:
+        """The parameters: the mechanism's (declared here), then its encoder's, declared once by the encoder class
+        (:attr:`Encoder.params <privpix.mechanisms.ldp.encoder_base.Encoder.params>`)."""
         super().__init_subclass__(**kw)
-        names = [p.name for p in cls.params]
+        encoder = vars(cls).get("encoder_class")
+        if encoder is None:
+            return
+        names = [p.name for p in cls.params] + [p.name for p in encoder.params]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise TypeError(f"{cls.__qualname__}: parameter(s) {', '.join(dup)} declared twice")
+        cls.params = (*cls.params, *encoder.params)
 
     # ------------------------------------------------------------------------------------------ parameters
 
@@ -436,18 +434,15 @@ class LDPPixelReport(LDPFeatures):
     summary = "pixel levels → randomized response, released as a report vector (Wang & Chang 2020's pixel baseline)"
     paper = "Wang & Chang 2020 (pixel baseline)"
     encoder_class = PixelEncoder
-    params = (*LDPFeatures.params, *PixelEncoder.params)
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    levels: int
-    scaling: str
     conformance_params: ClassVar[dict[str, Any]] = {"scaling": "minmax"}
 
     def _fits_nothing(self) -> bool:
-        return self.scaling == "fixed" and not self.model
+        # The encoder's parameters are declared by PixelEncoder, not on this class: read them as the encoder does.
+        return self._encoder_params()["scaling"] == "fixed" and not self.model
 
     @property
     def d(self) -> int:
-        return int(self.levels) if self._fits_nothing() else super().d
+        return int(self._encoder_params()["levels"]) if self._fits_nothing() else super().d
 
     def _encoder(self, shape: tuple[int, int, int] | None) -> Encoder:
         if not self._fits_nothing():
@@ -483,13 +478,6 @@ class LDPHogBovw(LDPFeatures):
     summary = "HOG bag-of-visual-words counts → randomized response (Wang & Chang 2020's BoVW baseline)"
     paper = "Wang & Chang 2020 (BoVW baseline)"
     encoder_class = HogBovwEncoder
-    params = (*LDPFeatures.params, *HogBovwEncoder.params)
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    words: int
-    orientations: int
-    cell: int
-    block: int
-    max_descriptors: int
     conformance_params: ClassVar[dict[str, Any]] = {"words": 8, "max_descriptors": 2000}
 
     @classmethod
@@ -515,16 +503,6 @@ class LDPDCAConv(LDPFeatures):
     summary = "DCAConv binarised convolution codes → randomized response (Wang & Chang 2020)"
     paper = "Wang & Chang 2020 (DCAConv)"
     encoder_class = DCAConvEncoder
-    params = (*LDPFeatures.params, *DCAConvEncoder.params)
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    layers: str
-    kernel: int
-    stride: int
-    pool: int
-    pool_stride: int
-    rho: float
-    rho_prime: float
-    fit_limit: int
     conformance_params: ClassVar[dict[str, Any]] = {"layers": "3,2", "kernel": 3}
 
 
@@ -536,16 +514,6 @@ class LDPBNN(LDPFeatures):
     summary = "binarized CNN activations → randomized response (Wang & Chang 2020's BNN baseline; needs PyTorch)"
     paper = "Wang & Chang 2020 (BNN baseline)"
     encoder_class = BNNEncoder
-    params = (*LDPFeatures.params, *BNNEncoder.params)
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    filters: int
-    kernel: int
-    pool: int
-    pool_stride: int
-    hidden: int
-    epochs: int
-    batch_size: int
-    lr: float
     conformance_params: ClassVar[dict[str, Any]] = {
         "filters": 2,
         "kernel": 3,

@@ -53,8 +53,9 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import ConformanceCase, Param, WhiteBoxTrials
+from privpix.mechanisms.base import ConformanceCase, WhiteBoxTrials
 from privpix.mechanisms.kinds import ModelMechanism
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
 from privpix.mechanisms.trained import CalibratedModel
 from privpix.privacy import sgm_rdp
@@ -174,31 +175,20 @@ class DPSGD(CalibratedModel, ModelMechanism):
     soundness = "sound (ε, δ)-DP per example (add/remove, Poisson sampling); z from Opacus's RDP accountant"
     uses_epsilon = True
     uses_delta = True
-    params = (
-        Param("model", str, "", "fitted model file; empty: fit() trains on the private images it is given"),
-        Param("n_classes", int, 0, "K, public: 0 takes the data set's declared class names (its schema); labels "
-              "lie in 0..K-1", minimum=0),
-        Param("features", str, "pixels", "pixels: Tramèr & Boneh's Tanh CNN trained end to end; scatternet: their "
-              "ScatterNet + linear (fixed wavelet features, kymatio; only the dense layer trained), with e.g. "
-              "batch_size=4096, lr=4, epochs=15 (ε = 1) or 30 (ε = 3)", choices=("pixels", "scatternet")),
-        Param("epochs", int, 15, "training: epochs of round(n / batch_size) noisy steps", minimum=1),
-        Param("batch_size", int, 256, "training: expected batch size (Poisson sampling, q = batch_size / n)",
-              minimum=1),
-        Param("lr", float, 2.0, "training: SGD learning rate (on the clipped, noised mean gradient)",
-              minimum=1e-12),
-        Param("lr_decay", float, 1.0, "training: learning-rate factor after each epoch, in (0, 1]", minimum=1e-6),
-        Param("momentum", float, 0.9, "training: SGD momentum in [0, 1)", minimum=0.0),
-        Param("max_grad_norm", float, 0.1, "training: C, the L2 norm each example's gradient is clipped to",
-              minimum=1e-12),
-    )  # fmt: skip
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    features: str
-    epochs: int
-    batch_size: int
-    lr: float
-    lr_decay: float
-    momentum: float
-    max_grad_norm: float
+    model: str = param("", "fitted model file; empty: fit() trains on the private images it is given")
+    features: str = param(
+        "pixels",
+        "pixels: Tramèr & Boneh's Tanh CNN trained end to end; scatternet: their "
+        "ScatterNet + linear (fixed wavelet features, kymatio; only the dense layer trained), with e.g. "
+        "batch_size=4096, lr=4, epochs=15 (ε = 1) or 30 (ε = 3)",
+        choices=("pixels", "scatternet"),
+    )
+    epochs: int = param(15, "training: epochs of round(n / batch_size) noisy steps", minimum=1)
+    batch_size: int = param(256, "training: expected batch size (Poisson sampling, q = batch_size / n)", minimum=1)
+    lr: float = param(2.0, "training: SGD learning rate (on the clipped, noised mean gradient)", minimum=1e-12)
+    lr_decay: float = param(1.0, "training: learning-rate factor after each epoch, in (0, 1]", minimum=1e-6)
+    momentum: float = param(0.9, "training: SGD momentum in [0, 1)", minimum=0.0)
+    max_grad_norm: float = param(0.1, "training: C, the L2 norm each example's gradient is clipped to", minimum=1e-12)
 
     training: ClassVar[dict[str, str]] = {k: k for k in TRAINING}
     calibration_tolerance: ClassVar[float] = TOLERANCE

@@ -42,7 +42,8 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import ConformanceCase, Param, WhiteBoxTrials
+from privpix.mechanisms.base import ConformanceCase, WhiteBoxTrials
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
 from privpix.mechanisms.synthesis import embedding
 from privpix.mechanisms.synthesis.dp_merf import DPMERF
@@ -56,18 +57,9 @@ TOLERANCE = 1e-3  # the composed ε of the calibrated noise lies in [(1 − TOLE
 # The largest teacher noise multiplier tried is 2^MAX_DOUBLINGS (65,536); none larger is ever needed.
 MAX_DOUBLINGS = 16
 
-TEACHER = (
-    Param("teacher_share", float, 0.75, "share of ε the teacher is given: the embedding is calibrated alone to "
-          "(1 − share)·ε, then the teacher's noise so that both together are (ε, δ)-DP", minimum=1e-3),
-    Param("teacher_epochs", int, 15, "teacher: epochs of round(n / teacher_batch_size) DP-SGD steps", minimum=1),
-    Param("teacher_batch_size", int, 4096, "teacher: expected batch (Poisson sampling, q = batch / n); at most n",
-          minimum=1),
-    Param("teacher_lr", float, 4.0, "teacher: SGD learning rate", minimum=1e-12),
-    Param("teacher_momentum", float, 0.9, "teacher: SGD momentum in [0, 1)", minimum=0.0),
-    Param("teacher_max_grad_norm", float, 0.1, "teacher: C, the L2 norm each example's gradient is clipped to",
-          minimum=1e-12),
-)  # fmt: skip
-TEACHER_TRAINING = tuple(p.name for p in TEACHER)
+# The teacher's parameters, all training ones (after DP-MERF's).
+TEACHER_TRAINING = ("teacher_share", "teacher_epochs", "teacher_batch_size", "teacher_lr", "teacher_momentum",
+                    "teacher_max_grad_norm")  # fmt: skip
 
 
 def teacher_sampling(n: int, batch_size: int, epochs: int) -> tuple[float, int]:
@@ -148,14 +140,21 @@ class DPTeacher(DPMERF):
                "image")  # fmt: skip
     paper = "Harder et al. 2021 (DP-MERF); Tramèr & Boneh 2021 (ScatterNet DP-SGD); Papernot et al. 2017 (teacher)"
     soundness = "sound (ε, δ)-DP per image (replace-one, n public); the two releases composed by dp-accounting's PLD"
-    params = (*DPMERF.params, *TEACHER)
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    teacher_share: float
-    teacher_epochs: int
-    teacher_batch_size: int
-    teacher_lr: float
-    teacher_momentum: float
-    teacher_max_grad_norm: float
+    teacher_share: float = param(
+        0.75,
+        "share of ε the teacher is given: the embedding is calibrated alone to "
+        "(1 − share)·ε, then the teacher's noise so that both together are (ε, δ)-DP",
+        minimum=1e-3,
+    )
+    teacher_epochs: int = param(15, "teacher: epochs of round(n / teacher_batch_size) DP-SGD steps", minimum=1)
+    teacher_batch_size: int = param(
+        4096, "teacher: expected batch (Poisson sampling, q = batch / n); at most n", minimum=1
+    )
+    teacher_lr: float = param(4.0, "teacher: SGD learning rate", minimum=1e-12)
+    teacher_momentum: float = param(0.9, "teacher: SGD momentum in [0, 1)", minimum=0.0)
+    teacher_max_grad_norm: float = param(
+        0.1, "teacher: C, the L2 norm each example's gradient is clipped to", minimum=1e-12
+    )
     training: ClassVar[dict[str, str]] = {**DPMERF.training, **{k: k for k in TEACHER_TRAINING}}
     FORMAT = FORMAT
     calibration_tolerance = TOLERANCE
