@@ -55,7 +55,7 @@ def fit_to_file(
     any training (refused over budget), and the model file records the entry; releases from the file are then
     post-processing and charge nothing more (docs/accounting.md)."""
     from privpix.errors import ParameterError
-    from privpix.mechanisms import get_mechanism
+    from privpix.mechanisms import Mechanism, get_mechanism, mechanism_class
     from privpix.publishing.fit import check_fit
     from privpix.publishing.fit import fit as fit_model
     from privpix.threads import one_thread
@@ -63,6 +63,11 @@ def fit_to_file(
     out = Path(output)
     if ledger is None and (budget is not None or delta_budget is not None):
         raise ParameterError("--budget and --delta-budget need --ledger FILE")
+    if mechanism_class(method).save_model is Mechanism.save_model:  # before its parameters are judged
+        raise ParameterError(
+            f"--method {method}: has no model file to write; whatever it needs it fits when it releases (use it "
+            "with release, evaluate or bench directly)"
+        )
     mech = get_mechanism(method, epsilon, delta, **params)
     # Before hours of training, and before the data is loaded.
     check_fit(mech, out, ledger=ledger, budget=budget, delta_budget=delta_budget, force=force, option="--output")
@@ -117,7 +122,7 @@ def _training_data(dataset, input_dir, data_dir, size, pick=None):
     can name people)."""
     from dataclasses import replace
 
-    from privpix.cli.release import INPUT_FOLDER
+    from privpix.cli.options import INPUT_FOLDER
     from privpix.data import ImageSet, load_dataset
     from privpix.data.loaders import picked
     from privpix.data.memory import check_resize_fits

@@ -157,7 +157,7 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
     released with no guarantee: the paper's ε = ∞ column)."""
     from dataclasses import replace
 
-    from privpix.cli.release import ReleaseRun, release_sharded
+    from privpix.cli.publish import ReleaseRun, release_sharded
     from privpix.data.inmemory import ImageSetSource
     from privpix.errors import ParameterError
     from privpix.executor import Executor
