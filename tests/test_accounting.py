@@ -21,7 +21,7 @@ from privpix.errors import BudgetExceededError, DataError, ParameterError
 from privpix.mechanisms import get_mechanism
 from privpix.mechanisms.synthesis import embedding
 from privpix.privacy.accounting import LEDGER_FORMAT, PrivacyLedger, open_ledger, reserved_fit
-from privpix.privacy.composition import NoiseEvent, compose
+from privpix.privacy.composition import ApproxDP, LaplaceNoise, NoiseEvent, PureDP, compose
 from privpix.privacy.guarantees import Guarantee
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -35,7 +35,7 @@ def _merf_guarantee() -> Guarantee:
 
 
 def _merf_events() -> list[NoiseEvent]:
-    return list(get_mechanism("dp-merf", **MERF).privacy_events((28, 28, 1), 60))
+    return list(get_mechanism("dp-merf", **MERF).privacy((28, 28, 1), 60).events)
 
 
 def _independent_gaussians(z: float, k: int, delta: float) -> float:
@@ -77,8 +77,8 @@ def test_pure_laplace_entries_compose_to_their_sum_within_the_discretisation():
     pure = PrivacyLedger(10.0)
     tight = PrivacyLedger(10.0, 1e-5)
     for _ in range(5):
-        pure.spend(g, events=[NoiseEvent.laplace(0.5)])
-        tight.spend(g, events=[NoiseEvent.laplace(0.5)])
+        pure.spend(g, events=[LaplaceNoise(0.5)])
+        tight.spend(g, events=[LaplaceNoise(0.5)])
     assert pure.spent_epsilon == 2.5
     acc = pld_privacy_accountant.PLDAccountant()
     acc.compose(dp_accounting.LaplaceDpEvent(1 / 0.5), 5)
@@ -94,7 +94,7 @@ def test_add_remove_events_are_charged_for_a_replacement():
     from dp_accounting.pld import pld_privacy_accountant
 
     mech = get_mechanism("dp-sgd", epsilon=1.0, delta=1e-5, epochs=2, batch_size=100)
-    (event,) = mech.privacy_events((28, 28, 1), 1000)
+    (event,) = mech.privacy((28, 28, 1), 1000).events
     assert event.kind == "sampled-gaussian" and event.relation == "add-remove" and event.count == 20
     acc = pld_privacy_accountant.PLDAccountant(dp_accounting.NeighboringRelation.REPLACE_ONE)
     inner = dp_accounting.GaussianDpEvent(event.noise_multiplier)
@@ -110,7 +110,7 @@ def test_events_of_both_relations_are_charged_only_the_replace_one_claim_they_pr
     """dp-teacher composes a replace-one Gaussian and add/remove DP-SGD steps into one replace-one claim: the ledger
     charges that claim (no doubling) because the events compose to it; a claim the events do not reach is refused."""
     mech = get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, teacher_batch_size=100, teacher_epochs=2)
-    events = list(mech.privacy_events((28, 28, 1), 1000))
+    events = list(mech.privacy((28, 28, 1), 1000).events)
     assert {e.relation for e in events} == {"replace-one", "add-remove"}
     book = PrivacyLedger(100.0, 1e-3)
     entry = book.spend(mech.guarantee((28, 28, 1)), events=events)
@@ -144,7 +144,7 @@ def test_old_format_ledgers_still_load_and_count_as_bare_events(tmp_path):
     path.write_text(json.dumps(old))
     book = PrivacyLedger.load(path)
     assert [e.id for e in book.entries] == [1, 2] and book.next_id == 3
-    assert [e.noise() for e in book.entries] == [[NoiseEvent.pure(1.0)], [NoiseEvent.approx(0.5, 1e-6)]]
+    assert [e.noise() for e in book.entries] == [[PureDP(1.0)], [ApproxDP(0.5, 1e-6)]]
     assert book.spent().basic_epsilon == 1.5 and book.spent_epsilon <= 1.5
     with open_ledger(path) as session:
         session.add(Guarantee(model="central-dp", epsilon=1.0, per_image_epsilon=1.0, sound=True), "c",
@@ -561,7 +561,7 @@ def test_reserved_fit_rolls_back_on_an_exception_and_is_refused_over_budget(tmp_
     assert PrivacyLedger.load(ledger).entries == []
     big = get_mechanism("dp-merf", epsilon=5.0, delta=1e-5)
     with pytest.raises(BudgetExceededError):
-        with reserved_fit(ledger, big.guarantee((28, 28, 1)), list(big.privacy_events((28, 28, 1), 60)), "x"):
+        with reserved_fit(ledger, big.guarantee((28, 28, 1)), list(big.privacy((28, 28, 1), 60).events), "x"):
             raise AssertionError("entered although over budget")
 
 
@@ -635,10 +635,10 @@ def test_float_images_outside_the_declared_range_are_refused():
     np.testing.assert_array_equal(narrow.release(white, 3).images.images, narrow.release(half, 3).images.images)
 
 
-def test_privacy_events_of_per_pixel_laplace_are_the_composition_of_its_values():
+def test_the_noise_of_per_pixel_laplace_is_the_composition_of_its_values():
     mech = get_mechanism("pixel-laplace", epsilon=0.1, sensitivity="bound", unit="pixel")
-    (event,) = mech.privacy_events((8, 8, 3))
+    (event,) = mech.privacy((8, 8, 3)).events
     assert event.kind == "laplace" and event.count == 8 * 8 * 3
     assert event.epsilon * event.count == pytest.approx(mech.guarantee((8, 8, 3)).per_image_epsilon)
-    (exact,) = mech.privacy_events((8, 8, 3), secure=True)
+    (exact,) = mech.privacy((8, 8, 3), secure=True).events
     assert exact.kind == "pure" and exact.epsilon == event.epsilon

@@ -5,6 +5,7 @@ Every statistical check here runs on fixed seeds, so its outcome is fixed; the r
 ``benchmarks/audit_power.py`` measures over 100 seeds per setting (results/audit_power.md)."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -133,7 +134,8 @@ def one_pixel():
 def _laplace(eps, claimed=None):
     mech = get_mechanism("pixel-laplace[sensitivity=bound,unit=pixel,clip=false]", epsilon=eps)
     if claimed is not None:
-        mech.audit_claim = lambda shape: (claimed, 0.0)  # spends eps, claims less
+        honest = mech.privacy
+        mech.privacy = lambda *a, **k: replace(honest(*a, **k), unit_claim=(claimed, 0.0))  # spends eps, claims less
     return mech
 
 
@@ -241,7 +243,7 @@ def test_pca_inverse_dp_basis_is_read_through_its_composition_and_refutable_at_t
     assert isinstance(curve, ComposedCurve) and [p[0] for p in curve.parts] == ["laplace", "gaussian"]
     assert curve.parts[0][1] == 9.5 and curve.parts[1][1] == pytest.approx(0.5 / math.sqrt(2 * math.log(1.25e5)))
     # Claim 10 (ε + basis_epsilon): refutable with the bench's 1,000 trials; the raw bound alone could not.
-    assert mech.audit_claim(tiny.shape)[0] == 10.0 and max_auditable(mech, tiny, 1000) > 10.0
+    assert mech.privacy(tiny.shape).epsilon == 10.0 and max_auditable(mech, tiny, 1000) > 10.0
     assert trials_to_refute(mech, tiny, 1000) == 1000
     # The paper's basis has no guarantee to read a curve under; the public basis has one family.
     assert mechanism_curve(get_mechanism("pca-inverse", epsilon=1.0), tiny) is None

@@ -222,7 +222,7 @@ def test_evaluate_is_the_grid_without_attacks_and_audit(run, tmp_path):
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("fits_on", "everything"), ("output", "pixels"), ("noise_family", "laplacian"), ("seconds_per_value", 0.0)],
+    [("fits_on", "everything"), ("output", "pixels"), ("seconds_per_value", 0.0)],
 )
 def test_capabilities_refuse_an_undeclared_kind(field, value):
     """The declared kinds are Literal types (a type checker sees them) and checked at run time too: generic code

@@ -161,8 +161,8 @@ def _charged_fit(mech, data, out: Path, ledger: str, budget, delta_budget, label
     from privpix.privacy.accounting import reserved_fit
 
     shape = tuple(data.shape) if hasattr(data, "shape") else (0, 0, 0)
-    guarantee = mech.guarantee(shape)
-    events = mech.privacy_events(shape, len(data))
+    claim = mech.privacy(shape, len(data))
+    guarantee, events = claim.guarantee, claim.events
     if events is None:
         raise ParameterError(f"--ledger: {mech.name} declares no noise for its fit; nothing can be charged")
     with reserved_fit(ledger, guarantee, list(events), label, budget=budget, delta_budget=delta_budget,
@@ -170,7 +170,7 @@ def _charged_fit(mech, data, out: Path, ledger: str, budget, delta_budget, label
         if not quiet:
             _plain(f"reserved as entry {charge.entry} of {charge.path} before training")
         mech.fit(data, seed=seed)
-        done = mech.privacy_events(shape, len(data))
+        done = mech.privacy(shape, len(data)).events
         if done is None or list(done) != list(events):
             # What was reserved must be what the fit spent; nothing was written, so the reservation goes.
             raise DataError(f"{mech.name}: the fit's noise {done} is not the noise reserved {events}; nothing written")

@@ -327,7 +327,7 @@ def release(
             if dataset is not None:  # its split too: what an encoder's fitting data is checked against
                 images = replace(images, source=dataset)
             # The guarantee of these very images (an encoder fitted on some of them does not protect them), charged.
-            expect = mech.guarantee_for(images)
+            expect = mech.privacy(images).guarantee
             whole = ImageSetSource(images, source.description)
             _sharded(mech, whole, None, images.shape, None, source.description, metadata, label, run, expect)
             return
@@ -440,8 +440,8 @@ def _sharded(mech, source, count, shape, class_names, input_id, metadata, label,
                        note=_note, on_discard=discard)  # fmt: skip
 
     fit = mech.dp_fit_record() if mech.capabilities().fits_on == "model-file" else None
-    events = None if fit is not None else mech.privacy_events(shape, None if count is not None else job.n,
-                                                              secure=run.secure)  # fmt: skip
+    events = None if fit is not None else mech.privacy(shape, None if count is not None else job.n,
+                                                       secure=run.secure).events  # fmt: skip
     manifest, book = _charged(run.ledger, run.budget, run.delta_budget, guarantee, label, publish,
                               run=plan["run"], resume=run.resume, events=events, fit=fit,
                               metadata=metadata, model=getattr(mech, "model", ""))  # fmt: skip

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, Param
+from privpix.mechanisms.base import Param
 from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.registry import register
 from privpix.privacy.guarantees import Guarantee
@@ -86,9 +86,6 @@ class _SingularValueMechanism(ImageMechanism):
     clip: bool
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
-
-    def capabilities(self) -> Capabilities:
-        return Capabilities(noise_family="laplace")
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         return knob_guarantee(self.epsilon, _SVD_CAVEATS)
@@ -245,9 +242,6 @@ class LRA(ImageMechanism):
     clip: bool
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
-
-    def capabilities(self) -> Capabilities:
-        return Capabilities(noise_family="laplace")
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         return knob_guarantee(self.epsilon, _LRA_CAVEATS)

@@ -137,7 +137,7 @@ def _check_report_folder(mech: Mechanism, images: ImageSet, out_dir: Path) -> li
     from privpix.publishing.shards import ShardedRelease
 
     out: list[str] = []
-    direct = mech.guarantee_for(images)
+    direct = mech.privacy(images).guarantee
     job = ShardedRelease(mech, ImageSetSource(images, "conformance images"), images.shape, seed=0, labels=True,
                          input_id="conformance images")  # fmt: skip
     with Executor(1) as ex:
