@@ -307,8 +307,9 @@ def curve_of(events: tuple[NoiseEvent, ...], delta: float, removes: bool) -> Any
 
 
 def curve_for(noise_family: str | None, delta: float) -> Curve | None:
-    """The curve a mechanism's declared noise family is read through at the claim's ``delta``; ``None`` when
-    there is none to use (no family; Laplace with δ > 0; Gaussian with δ = 0, where every μ > 0 breaks the claim)."""
+    """The closed-form curve of a noise family (:func:`curve_of` picks it from a claim's noise; calibrations name
+    it) at the claim's ``delta``; ``None`` when there is none to use (no family; Laplace with δ > 0; Gaussian
+    with δ = 0, where every μ > 0 breaks the claim)."""
     if noise_family == "laplace":
         if delta > 0:
             return None
