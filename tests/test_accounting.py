@@ -21,7 +21,15 @@ from privpix.errors import BudgetExceededError, DataError, ParameterError
 from privpix.mechanisms import get_mechanism
 from privpix.mechanisms.synthesis import embedding
 from privpix.privacy.accounting import LEDGER_FORMAT, PrivacyLedger, open_ledger, reserved_fit
-from privpix.privacy.composition import ApproxDP, LaplaceNoise, NoiseEvent, PureDP, compose
+from privpix.privacy.composition import (
+    ApproxDP,
+    GaussianNoise,
+    LaplaceNoise,
+    NoiseEvent,
+    PureDP,
+    SampledGaussianNoise,
+    compose,
+)
 from privpix.privacy.guarantees import Guarantee
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -119,6 +127,35 @@ def test_events_of_both_relations_are_charged_only_the_replace_one_claim_they_pr
                             sound=True)  # fmt: skip
     with pytest.raises(BudgetExceededError, match="do not compose to the claimed replace-one"):
         book.spend(understated, events=events)
+
+
+def test_typed_events_keep_the_ledgers_json_and_the_compositions_order():
+    """Each event type writes the JSON ledgers and model files always held (same keys, same order), reads the
+    hand-written forms they always accepted, and orders a composition by the text the single event class of
+    earlier versions had as its repr, so compositions keep their bits."""
+    from privpix.privacy.composition import _order, event_from_dict
+
+    assert SampledGaussianNoise(1.2, 0.01, 30).to_dict() == {
+        "kind": "sampled-gaussian", "noise_multiplier": 1.2, "sample_rate": 0.01, "relation": "add-remove", "steps": 30
+    }  # fmt: skip
+    assert list(LaplaceNoise(0.5, count=3).to_dict()) == ["kind", "epsilon", "count", "relation"]
+    assert list(ApproxDP(1.0, 1e-6).to_dict()) == ["kind", "epsilon", "delta", "relation"]
+    assert event_from_dict({"kind": "laplace", "epsilon": 1, "steps": 3}, "w") == LaplaceNoise(1, count=3)
+    assert event_from_dict({"kind": "approx", "epsilon": 1.0}, "w") == ApproxDP(1.0, 0.0)
+    with pytest.raises(DataError, match="add-remove"):  # a sampled Gaussian states its relation, as always
+        event_from_dict({"kind": "sampled-gaussian", "noise_multiplier": 1.0, "sample_rate": 0.1}, "w")
+    with pytest.raises(DataError, match="a laplace event takes no noise_multiplier"):
+        event_from_dict({"kind": "laplace", "epsilon": 1.0, "noise_multiplier": 2.0}, "w")
+    assert _order(PureDP(1.0)) == (
+        "NoiseEvent(kind='pure', epsilon=1.0, delta=0.0, noise_multiplier=None, sample_rate=None, count=1, "
+        "relation='replace-one')"
+    )
+    assert _order(SampledGaussianNoise(np.float64(1.5), 0.25, 4)) == (
+        "NoiseEvent(kind='sampled-gaussian', epsilon=None, delta=0.0, noise_multiplier=1.5, sample_rate=0.25, "
+        "count=4, relation='add-remove')"
+    )
+    events = [GaussianNoise(3.0), LaplaceNoise(0.2, count=4), ApproxDP(0.1, 1e-7, relation="add-remove")]
+    assert compose(events, 1e-5) == compose(events[::-1], 1e-5)
 
 
 def test_a_new_ledger_without_a_delta_budget_names_the_option():

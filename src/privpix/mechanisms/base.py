@@ -162,10 +162,11 @@ class Claim:
 
     @classmethod
     def of(cls, guarantee: Guarantee, relation: Neighbours, unit_events: tuple[NoiseEvent, ...] = ()) -> Claim:
-        """The claim of a mechanism that knows no noise finer than its guarantee: one image's (ε, δ) as one bare
-        event under ``relation`` (``None`` when the guarantee is not sound DP)."""
+        """The claim of a mechanism that charges no noise finer than its guarantee: one image's (ε, δ) as one bare
+        event under ``relation``, and ``unit_events`` for the audit; no noise at all when the guarantee is not
+        sound DP (nothing can be charged, and no curve's assumption holds)."""
         if not guarantee.is_dp or guarantee.per_image_epsilon is None:
-            return cls(guarantee, None, unit_events)
+            return cls(guarantee)
         rel: Relation = "add-remove" if relation.removes else "replace-one"
         return cls(guarantee, (approx(guarantee.per_image_epsilon, guarantee.delta, rel),), unit_events)
 

@@ -274,7 +274,7 @@ def composed_curve(parts, delta: float) -> ComposedCurve | None:
     )
 
 
-def curve_of(events: tuple[NoiseEvent, ...], delta: float, removes: bool) -> AnyCurve | None:
+def curve_of(events: tuple[NoiseEvent, ...], delta: float, removes: bool = False) -> AnyCurve | None:
     """The curve an audit reads a mechanism through, from the noise that earns one unit of its neighbours
     (``removes``: the audit's neighbours differ by an addition or removal, not a replacement), at the claim's
     ``delta``: a closed form for one Laplace release (Laplace), Gaussian releases only (Gaussian DP: they
