@@ -13,6 +13,7 @@ from privpix.data import ImageSet
 from privpix.errors import ParameterError
 from privpix.mechanisms import get_mechanism
 from privpix.mechanisms.neural import dp_sgd as dps
+from privpix.privacy.composition import SampledGaussianNoise
 
 TINY = {"epochs": 1, "batch_size": 10}
 
@@ -331,7 +332,7 @@ def test_scatternet_features_train_a_linear_head_far_above_chance(scatter_fit, d
     test = digits.subset(np.arange(1, 5000, 5))
     assert np.mean(scatter_fit.predict(test) == test.labels) > 0.7
     assert scatter_fit.meta_["features"] == "scatternet"
-    assert scatter_fit.privacy_events((28, 28, 1))[0].kind == "sampled-gaussian"
+    assert isinstance(scatter_fit.privacy((28, 28, 1)).events[0], SampledGaussianNoise)
 
 
 def test_scatternet_model_file_round_trip(scatter_fit, digits, tmp_path):

@@ -196,7 +196,7 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
         run.executor = executor
         label = f"{mech.name} on {source} → {out}"
         release_sharded(mech, ImageSetSource(data, source), None, data.shape, None, source, metadata, label, run,
-                 mech.guarantee_for(data))  # fmt: skip
+                        mech.privacy(data).guarantee)  # fmt: skip
 
 
 @ldp.command()

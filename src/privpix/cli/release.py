@@ -262,7 +262,7 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
             if dataset is not None:  # its split too: what an encoder's fitting data is checked against
                 images = replace(images, source=dataset)
             # The guarantee of these very images (an encoder fitted on some of them does not protect them), charged.
-            expect = mech.guarantee_for(images)
+            expect = mech.privacy(images).guarantee
             whole = ImageSetSource(images, source.description)
             release_sharded(mech, whole, None, images.shape, None, source.description, metadata, label, run, expect)
             return

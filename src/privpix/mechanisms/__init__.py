@@ -2,7 +2,16 @@
 
 # Each import registers its mechanisms (dp_sgd imports torch and Opacus only when used).
 from privpix.mechanisms import matrix, pca_inverse, pixel  # noqa: F401
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param, RecordRelease, Release
+from privpix.mechanisms.base import (
+    Auditable,
+    Capabilities,
+    Claim,
+    ConformanceCase,
+    Mechanism,
+    Param,
+    RecordRelease,
+    Release,
+)
 from privpix.mechanisms.kinds import (
     KINDS,
     FeatureMechanism,
@@ -36,7 +45,9 @@ __all__ = [
     "ALIASES",
     "KINDS",
     "MECHANISMS",
+    "Auditable",
     "Capabilities",
+    "Claim",
     "ConformanceCase",
     "FeatureMechanism",
     "ImageMechanism",

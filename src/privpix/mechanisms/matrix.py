@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities
 from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
@@ -87,9 +86,6 @@ class _SingularValueMechanism(ImageMechanism):
     clip: bool = param(True, "clip the release to [0, 1]")
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
-
-    def capabilities(self) -> Capabilities:
-        return Capabilities(noise_family="laplace")
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         return knob_guarantee(self.epsilon, _SVD_CAVEATS)
@@ -228,9 +224,6 @@ class LRA(ImageMechanism):
     clip: bool = param(True, "clip the release to [0, 1]")
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
-
-    def capabilities(self) -> Capabilities:
-        return Capabilities(noise_family="laplace")
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         return knob_guarantee(self.epsilon, _LRA_CAVEATS)

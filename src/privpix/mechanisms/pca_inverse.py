@@ -34,11 +34,11 @@ import numpy as np
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.overlap import image_digests
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, ConformanceCase
+from privpix.mechanisms.base import Capabilities, Claim, ConformanceCase, shape_of
 from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
-from privpix.privacy.composition import NoiseEvent
+from privpix.privacy.composition import GaussianNoise, LaplaceNoise, NoiseEvent, PureDP
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, OneImage, OneOfBatch
 from privpix.privacy.noise import RNG, add_laplace, gaussian, is_secure, laplace
@@ -128,10 +128,9 @@ class PCAInverse(ImageMechanism):
                 fits_on="public",
                 public_data=self.public or None,
                 fixed_shape=self.public_shape_ if self.is_fitted else None,
-                noise_family="laplace",
             )
         # basis=private|dp learn their basis per batch inside the release: nothing to fit beforehand.
-        return Capabilities(batch_size=self.batch, noise_family="laplace" if self.basis == "private" else None)
+        return Capabilities(batch_size=self.batch)
 
     @classmethod
     def conformance_cases(cls, workdir: Path) -> list[ConformanceCase]:
@@ -237,36 +236,21 @@ class PCAInverse(ImageMechanism):
         # A private or DP basis makes every released image depend on the whole batch.
         return OneImage() if self.basis == "public" else OneOfBatch(self.batch)
 
-    def audit_claim(self, shape: tuple[int, int, int]) -> tuple[float | None, float]:
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
+        """basis=public: one Laplace release of the clipped coefficients (ε: L1 sensitivity over the scale,
+        dominated by the one-dimensional Laplace pair; pure ε for the secure mode's lattice Laplace). basis=dp:
+        that, and the Gaussian basis of the image's batch (noise multiplier √(2 ln(1.25/δ)) / basis_epsilon: the
+        Frobenius sensitivity 2r² over σ; the symmetric noise draws each entry once). One image is the unit, so
+        the audit tests the same noise. basis=private: nothing can be charged; the paper's ε is per reduced
+        attribute, and the most its reading could promise for one image, d·ε, is what an audit tests."""
+        guarantee = self.guarantee(shape_of(data))
         if self.basis == "private":
-            # The paper's ε is per reduced attribute; the most its reading could promise for one image is d·ε.
-            return self.d * self.epsilon, 0.0
-        return super().audit_claim(shape)
-
-    def noise_composition(self, images: ImageSet) -> tuple[tuple[Any, ...], ...] | None:
-        """basis=dp: the Gaussian basis (μ = Δ/σ = basis_epsilon / √(2 ln(1.25/δ)), the Frobenius sensitivity 2r²
-        over σ; the symmetric noise draws each entry once) composed with the Laplace coefficients of the image
-        (ε: L1 sensitivity over the scale). The other bases have one noise family or no guarantee."""
-        if self.basis != "dp":
-            return None
-        return (
-            ("laplace", self.epsilon),
-            ("gaussian", self.basis_epsilon / math.sqrt(2 * math.log(1.25 / self.delta))),
-        )
-
-    def privacy_events(
-        self, shape: tuple[int, int, int], n: int | None = None, *, secure: bool = False
-    ) -> tuple[NoiseEvent, ...] | None:
-        """basis=public: one Laplace release of the clipped coefficients (L1 sensitivity, dominated by the
-        one-dimensional Laplace pair; pure ε for the secure mode's lattice Laplace); basis=dp: that, and the
-        Gaussian basis of the image's batch (noise multiplier 1/μ of :meth:`noise_composition`). basis=private:
-        nothing can be charged."""
-        if self.basis == "private":
-            return None
-        events = [NoiseEvent.pure(self.epsilon) if secure else NoiseEvent.laplace(self.epsilon)]
+            return Claim(guarantee, unit_claim=(self.d * self.epsilon, 0.0))
+        noise: list[NoiseEvent] = [LaplaceNoise(self.epsilon)]
         if self.basis == "dp":
-            events.append(NoiseEvent.gaussian(math.sqrt(2 * math.log(1.25 / self.delta)) / self.basis_epsilon))
-        return tuple(events)
+            noise.append(GaussianNoise(math.sqrt(2 * math.log(1.25 / self.delta)) / self.basis_epsilon))
+        events = [PureDP(self.epsilon), *noise[1:]] if secure else noise
+        return Claim(guarantee, tuple(events), tuple(noise))
 
     def secure_params(self) -> dict[str, Any] | None:
         # The DP basis's Gaussian is drawn in floating point; the Laplace coefficients are exact with --secure.

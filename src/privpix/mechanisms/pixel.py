@@ -10,11 +10,11 @@ import numpy as np
 from privpix.data import imageset
 from privpix.data.imageset import ImageSet, blocks
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities
+from privpix.mechanisms.base import Capabilities, Claim, shape_of
 from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
-from privpix.privacy.composition import NoiseEvent
+from privpix.privacy.composition import LaplaceNoise, PureDP
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, OneImage, PixelColumn, Pixels
 from privpix.privacy.noise import RNG, add_gaussian, add_laplace
@@ -140,9 +140,6 @@ class PixelLaplace(ImageMechanism):
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
 
-    def capabilities(self) -> Capabilities:
-        return Capabilities(noise_family="laplace")
-
     def _check(self) -> None:
         if self.sensitivity == "data" and self.unit != "column":
             raise ParameterError(
@@ -187,20 +184,20 @@ class PixelLaplace(ImageMechanism):
     def neighbours(self) -> Neighbours:
         return {"pixel": Pixels(1), "pixels": Pixels(self.m), "column": PixelColumn()}.get(self.unit, OneImage())
 
-    def privacy_events(
-        self, shape: tuple[int, int, int], n: int | None = None, *, secure: bool = False
-    ) -> tuple[NoiseEvent, ...] | None:
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
         """sensitivity=bound: one Laplace release per pixel value. Replacing a whole image moves each of the h·w·c
         values by at most pixel_range against a noise scale Δ/ε, so the image's privacy loss is the composition of
         h·w·c one-dimensional Laplace pairs of ε·pixel_range/Δ each (per image ε: their sum); with ``secure``
-        (lattice Laplace), h·w·c pure events of that ε."""
+        (lattice Laplace), h·w·c pure events of that ε. One unit of the neighbours (L1 sensitivity Δ) is one
+        Laplace release of ε. sensitivity=data: nothing can be charged, and no curve holds."""
+        shape = shape_of(data)
+        guarantee = self.guarantee(shape)
         if self.sensitivity != "bound":
-            return None
+            return Claim(guarantee)
         h, w, c = shape
         each = self.epsilon * self.pixel_range / self.bound_sensitivity(shape)
-        if secure:
-            return (NoiseEvent.pure(each, count=h * w * c),)
-        return (NoiseEvent.laplace(each, count=h * w * c),)
+        event = PureDP(each, count=h * w * c) if secure else LaplaceNoise(each, count=h * w * c)
+        return Claim(guarantee, (event,), (LaplaceNoise(self.epsilon),))
 
     def data_sensitivity(self, x: np.ndarray) -> np.ndarray:
         """Zhang, Fu & Meng 2020's Δ₁A per image: max over columns j of Σ_i |a_ij| (channels summed). Shape (n,)."""
@@ -266,9 +263,6 @@ class DPPix(ImageMechanism):
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
 
-    def capabilities(self) -> Capabilities:
-        return Capabilities(noise_family="laplace")
-
     def _cells(self, h: int, w: int) -> tuple[int, int, int]:
         gh, gw = math.ceil(h / self.b), math.ceil(w / self.b)
         kmin = min(self.b, h - (gh - 1) * self.b) * min(self.b, w - (gw - 1) * self.b)
@@ -294,6 +288,11 @@ class DPPix(ImageMechanism):
 
     def neighbours(self) -> Neighbours:
         return Pixels(self.m)
+
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
+        """Charged as the bare per-image ε (the default); one unit (m pixels, cell means of L1 sensitivity Δ) is
+        one Laplace release of ε, the curve an audit of the unit reads."""
+        return Claim.of(self.guarantee(shape_of(data)), self.neighbours(), (LaplaceNoise(self.epsilon),))
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         return self._cell_rows(x, rng, x.shape[1])
@@ -349,9 +348,6 @@ class PixelGaussian(_NoGuarantee):
     caveat = "fixed-scale Gaussian noise, not calibrated to any sensitivity: no DP guarantee"
     sigma: float = param(0.1, "noise standard deviation in [0, 1] pixel units", minimum=0.0)
     clip: bool = _CLIP
-
-    def capabilities(self) -> Capabilities:
-        return Capabilities(noise_family="gaussian")
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         out = add_gaussian(x, self.sigma, rng)

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Self
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import DataError, ParameterError
 from privpix.fileio import sha256_file
-from privpix.mechanisms.base import Capabilities, FitsOn, Mechanism
+from privpix.mechanisms.base import Capabilities, Claim, FitsOn, Mechanism, count_of, shape_of
 from privpix.mechanisms.params import param
 from privpix.privacy.composition import NoiseEvent
 from privpix.privacy.guarantees import Guarantee
@@ -158,15 +158,14 @@ class CalibratedModel(TrainedModel):
     epsilon: float
 
     def capabilities(self) -> Capabilities:
-        """Fitted on the private set (a DP fit) or on a model file, in the fitted shape, with labels; Gaussian
-        noise; the output its kind declares."""
+        """Fitted on the private set (a DP fit) or on a model file, in the fitted shape, with labels; the output
+        its kind declares."""
         shape = tuple(self.meta_["shape"]) if self.meta_ is not None and self.is_fitted else None
         return Capabilities(
             fits_on=self._fits_on(),
             fixed_shape=shape,
             needs_labels=True,
             output=self.output,
-            noise_family="gaussian",
             dp_fit=self._fits_on() == "private",
             seconds_per_value=self.seconds_per_value,
         )
@@ -234,14 +233,23 @@ class CalibratedModel(TrainedModel):
             "ledger": ledger if isinstance(ledger, dict) else None,
         }
 
-    def privacy_events(
-        self, shape: tuple[int, int, int], n: int | None = None, *, secure: bool = False
-    ) -> tuple[NoiseEvent, ...] | None:
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
         """The noise of the fit: the fitted (or loaded) model's, recomputed from its meta, else what a fit on
-        ``n`` images of ``shape`` would add (:meth:`_planned_events`)."""
+        ``n`` images of ``shape`` would add (:meth:`_planned_events`); the audit tests that noise, for one image
+        (:meth:`_unit_events`). A named model file that nothing has read yet is read first: its noise is the
+        claim's."""
+        if self.model and not self.is_fitted:
+            self.fit(None)
+        shape = shape_of(data)
         if self._fitted_meta() is not None:
-            return self._recomputed()[1]
-        return self._planned_events(shape, n)
+            events = self._recomputed()[1]
+        else:
+            events = self._planned_events(shape, count_of(data, n))
+        return Claim(self.guarantee(shape), events, self._unit_events(events))
+
+    def _unit_events(self, events: tuple[NoiseEvent, ...]) -> tuple[NoiseEvent, ...]:
+        """The noise an audit of one image tests: the events charged."""
+        return events
 
     def _planned_events(self, shape: tuple[int, int, int], n: int | None) -> tuple[NoiseEvent, ...]:
         raise NotImplementedError

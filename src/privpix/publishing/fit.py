@@ -117,8 +117,8 @@ def _charged_fit(mech, data, out, shape, ledger, budget, delta_budget, label, se
     from privpix.fileio import sha256_file
     from privpix.privacy.accounting import reserved_fit
 
-    guarantee = mech.guarantee(shape)
-    events = mech.privacy_events(shape, len(data))
+    claim = mech.privacy(shape, len(data))
+    guarantee, events = claim.guarantee, claim.events
     if events is None:
         raise ParameterError(f"ledger: {mech.name} declares no noise for its fit; nothing can be charged")
     label = label or f"fit {mech.name} → {out}"
@@ -127,7 +127,7 @@ def _charged_fit(mech, data, out, shape, ledger, budget, delta_budget, label, se
         if on_reserved is not None:
             on_reserved(charge.entry, charge.path)
         mech.fit(data, seed=seed)
-        done = mech.privacy_events(shape, len(data))
+        done = mech.privacy(shape, len(data)).events
         if done is None or list(done) != list(events):
             # What was reserved must be what the fit spent; nothing was written, so the reservation goes.
             raise DataError(f"{mech.name}: the fit's noise {done} is not the noise reserved {events}; nothing written")

@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from privpix.data.imageset import ImageSet
-from privpix.mechanisms.base import Capabilities
+from privpix.mechanisms.base import Claim, shape_of
 from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.ldp.rr import grr_perturb
 from privpix.mechanisms.params import param
 from privpix.mechanisms.pixel import blockwise
 from privpix.mechanisms.registry import register
+from privpix.privacy.composition import PureDP
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, Pixels
 from privpix.privacy.noise import RNG
@@ -35,8 +36,10 @@ class LDPPixel(ImageMechanism):
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
 
-    def capabilities(self) -> Capabilities:
-        return Capabilities(noise_family="randomized-response")
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
+        """Charged as the bare per-image ε; one pixel value is one randomized response of ε, on the curve every
+        ε-DP mechanism is on (randomized response meets it exactly)."""
+        return Claim.of(self.guarantee(shape_of(data)), self.neighbours(), (PureDP(self.epsilon),))
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         h, w, c = shape

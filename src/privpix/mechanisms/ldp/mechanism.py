@@ -23,7 +23,7 @@ from privpix.data.folders import INPUT_FOLDER
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.overlap import shared_count
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, ConformanceCase, FitsOn, Release
+from privpix.mechanisms.base import Capabilities, Claim, ConformanceCase, FitsOn, Release, shape_of
 from privpix.mechanisms.kinds import FeatureMechanism
 from privpix.mechanisms.ldp.bnn import BNNEncoder
 from privpix.mechanisms.ldp.dcaconv import DCAConvEncoder
@@ -33,6 +33,7 @@ from privpix.mechanisms.ldp.reports import Reports, may_overlap, report_files
 from privpix.mechanisms.ldp.rr import grr_perturb
 from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
+from privpix.privacy.composition import PureDP
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, OneFeature, OneImage
 from privpix.privacy.noise import RNG
@@ -163,7 +164,6 @@ class LDPFeatures(FeatureMechanism):
             public_data=self.public or None,
             fixed_shape=None if enc is None else (*enc.fitted_hw(), 1),
             output="features",
-            noise_family="randomized-response",
         )
 
     def _fit_hint(self) -> str:
@@ -317,8 +317,17 @@ class LDPFeatures(FeatureMechanism):
         rel.extra.update(domain_size=int(enc.fitted_d()), n_features=int(enc.fitted_m()), encoder=enc.describe())
         return rel
 
-    def guarantee_for(self, images: ImageSet) -> Guarantee:
-        return self._guarantee(images.shape, self._overlap(images))
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
+        """Of these very images, the guarantee is marked not sound when they may be among the encoder's fitting
+        images (what a release states, and the ledger charges). Charged as the bare per-image ε; the unit (one
+        feature, or a whole report of m) is m or one randomized responses of ε each, read through the curve every
+        ε-DP mechanism is on (randomized response meets it exactly)."""
+        shape = shape_of(data)
+        g = self._guarantee(shape, self._overlap(data) if isinstance(data, ImageSet) else "")
+        if not g.sound:
+            return Claim(g)
+        m = 1 if self.unit == "feature" else int(self._encoder(shape).fitted_m())
+        return Claim.of(g, self.neighbours(), (PureDP(float(self.epsilon), count=m),))
 
     def feature_files(self, release: Release, labels: np.ndarray | None) -> tuple[dict[str, bytes], dict[str, Any]]:
         """A report folder's ``reports.npz`` and its manifest fields (:mod:`privpix.mechanisms.ldp.reports`), the

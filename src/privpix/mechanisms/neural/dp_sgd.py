@@ -53,13 +53,13 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import ConformanceCase, WhiteBoxTrials
+from privpix.mechanisms.base import Auditable, ConformanceCase, WhiteBoxTrials
 from privpix.mechanisms.kinds import ModelMechanism
 from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
 from privpix.mechanisms.trained import CalibratedModel
 from privpix.privacy import sgm_rdp
-from privpix.privacy.composition import NoiseEvent
+from privpix.privacy.composition import NoiseEvent, SampledGaussianNoise
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import NeighbourPair, Neighbours
 from privpix.privacy.noise import make_rng, torch_seed
@@ -159,7 +159,7 @@ class OneExampleAddedOrRemoved(Neighbours):
 
 
 @register
-class DPSGD(CalibratedModel, ModelMechanism):
+class DPSGD(CalibratedModel, ModelMechanism, Auditable):
     """A classifier trained on the private images with DP-SGD (Opacus): the choice of publishing no images. A
     release is the trained model (``output == "model"``): ``save_model`` writes it, :meth:`predict` applies it;
     :meth:`release` refuses, since there are no images to publish. See the module docstring for the algorithm, the
@@ -218,7 +218,7 @@ class DPSGD(CalibratedModel, ModelMechanism):
                 "--n N, or --dataset)"
             )
         q, _, steps, z = self._calibration(n)
-        return (NoiseEvent.sampled_gaussian(z, q, steps),)
+        return (SampledGaussianNoise(z, q, steps),)
 
     def _recompute(self, meta: dict) -> tuple[float, tuple[NoiseEvent, ...]]:
         """q = batch_size / n and T = epochs · round(n / batch_size) from the recorded training parameters, and ε
@@ -238,7 +238,7 @@ class DPSGD(CalibratedModel, ModelMechanism):
         epsilon = epsilon_of(z, q, steps, delta)
         if not math.isclose(float(meta["epsilon_spent"]), epsilon, rel_tol=1e-9):
             raise ValueError(f"epsilon_spent={meta['epsilon_spent']!r} is not the accountant's {epsilon:.6g}")
-        return epsilon, (NoiseEvent.sampled_gaussian(z, q, steps),)
+        return epsilon, (SampledGaussianNoise(z, q, steps),)
 
     def neighbours(self) -> Neighbours:
         """Add/remove one (image, label) of the training set."""
@@ -275,12 +275,6 @@ class DPSGD(CalibratedModel, ModelMechanism):
             return float(meta["sample_rate"]), int(meta["steps"]), float(meta["noise_multiplier"])
         q, _, steps, z = self._calibration(len(images))
         return q, steps, z
-
-    def noise_composition(self, images: ImageSet) -> tuple[tuple[Any, ...], ...]:
-        """T steps of the Gaussian mechanism on a Poisson sample of rate q, noise multiplier z (add/remove): the
-        fitted model's, or those a fit on ``images`` would take."""
-        q, steps, z = self._audited_run(images)
-        return (("sampled-gaussian", z, q, steps),)
 
     white_box: ClassVar[bool] = True
 

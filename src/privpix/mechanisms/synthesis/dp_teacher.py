@@ -47,7 +47,7 @@ from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
 from privpix.mechanisms.synthesis import embedding
 from privpix.mechanisms.synthesis.dp_merf import DPMERF
-from privpix.privacy.composition import NoiseEvent, compose
+from privpix.privacy.composition import GaussianNoise, NoiseEvent, SampledGaussianNoise, compose
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.noise import RNG, make_rng, torch_seed
 
@@ -77,7 +77,7 @@ def teacher_sampling(n: int, batch_size: int, epochs: int) -> tuple[float, int]:
 
 def events(z_embedding: float, z_teacher: float, q: float, steps: int) -> tuple[NoiseEvent, ...]:
     """The fit's two releases: one Gaussian (replace-one, sensitivity-normalised) and T sampled Gaussian steps."""
-    return (NoiseEvent.gaussian(z_embedding), NoiseEvent.sampled_gaussian(z_teacher, q, steps))
+    return (GaussianNoise(z_embedding), SampledGaussianNoise(z_teacher, q, steps))
 
 
 def composed_epsilon(z_embedding: float, z_teacher: float, q: float, steps: int, delta: float) -> float:
@@ -256,12 +256,6 @@ class DPTeacher(DPMERF):
             return (float(meta["teacher_sample_rate"]), int(meta["teacher_steps"]),
                     self._embedding_noise_multiplier(), float(meta["teacher_noise_multiplier"]))  # fmt: skip
         return self._calibration(len(images))
-
-    def noise_composition(self, images: ImageSet) -> tuple[tuple[Any, ...], ...]:
-        """The embedding's Gaussian release (replace-one: sensitivity 2/n against σ = z_g·2/n, so μ = 1/z_g) and
-        the teacher's T steps on a Poisson sample of rate q, replace-one, as the ledger composes them."""
-        q, steps, z_g, z_t = self._audited_run(images)
-        return (("gaussian", 1.0 / z_g), ("sampled-gaussian", z_t, q, steps, "replace-one"))
 
     def white_box_trials(self, images: ImageSet, trials: int, seed: int) -> WhiteBoxTrials:
         """Both releases of a fit, each through its real code, under one replaced record; the score of a trial is

@@ -46,12 +46,12 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError, PrivpixWarning
-from privpix.mechanisms.base import ConformanceCase
+from privpix.mechanisms.base import Auditable, ConformanceCase
 from privpix.mechanisms.kinds import SyntheticImageMechanism
 from privpix.mechanisms.params import param
 from privpix.mechanisms.trained import CalibratedModel
 from privpix.privacy import gaussian_release
-from privpix.privacy.composition import NoiseEvent
+from privpix.privacy.composition import ApproxDP, GaussianNoise, NoiseEvent, approx
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, OneOfBatch
 from privpix.privacy.noise import RNG, gaussian, make_rng, torch_seed
@@ -116,7 +116,7 @@ def sample_labels(probs: np.ndarray, n: int, rng: RNG) -> np.ndarray:
 # ------------------------------------------------------------------------------------------ mechanism
 
 
-class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism):
+class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism, Auditable):
     """The embed-once pipeline of the module docstring; a subclass names itself, declares its feature parameters
     (placed before the shared ones declared here: ``params_before="n_classes"``) and ``training`` (its feature
     parameters, then ``TRAINING``), and implements the feature map: :meth:`_featurizer`, :meth:`_feature_width`,
@@ -249,6 +249,12 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism):
         in the secure mode, the exact discrete Gaussian's RDP-derived (ε, δ)."""
         self._check_delta()
         return (_event(self._embedding_noise_multiplier(), self.delta, self.secure),)
+
+    def _unit_events(self, events: tuple[NoiseEvent, ...]) -> tuple[NoiseEvent, ...]:
+        # The secure mode's exact discrete Gaussian is charged by its RDP-derived (ε, δ), a bound that covers it;
+        # an audit reads it through the Gaussian curve of the continuous release it approximates, as the float mode.
+        z = self._embedding_noise_multiplier()
+        return tuple(GaussianNoise(z) if isinstance(e, ApproxDP) else e for e in events)
 
     def _embedding_noise_multiplier(self) -> float:
         """z of the one embedding release: calibrated to the whole (ε, δ) here; a mechanism that spends part of
@@ -609,8 +615,8 @@ def _event(z: float, delta: float, secure: bool) -> NoiseEvent:
     """The ledger's event for one release of the embedding: a continuous Gaussian of noise multiplier z, or for the
     exact discrete Gaussian (whose (ε, δ) curve is not the continuous one's) the (ε, δ) its RDP bound gives."""
     if secure:
-        return NoiseEvent.approx(gaussian_release.rdp_epsilon(z, delta), delta)
-    return NoiseEvent.gaussian(z)
+        return approx(gaussian_release.rdp_epsilon(z, delta), delta)
+    return GaussianNoise(z)
 
 
 @dataclass(frozen=True)
