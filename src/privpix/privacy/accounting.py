@@ -198,16 +198,19 @@ class PrivacyLedger:
         self.epsilon_budget = check_positive("epsilon_budget", self.epsilon_budget)
         self.delta_budget = check_delta(self.delta_budget)
 
+    @property
     def spent(self) -> Spend:
-        """What every entry (charges and reservations) spends together, at the δ budget."""
+        """What every entry (charges and reservations) spends together, at the δ budget (computed on each read)."""
         return spend_of(self.entries, self.delta_budget)
 
     @property
     def spent_epsilon(self) -> float:
-        return self.spent().epsilon
+        """The per-image ε spent: ``spent.epsilon``."""
+        return self.spent.epsilon
 
     @property
     def remaining_epsilon(self) -> float:
+        """The per-image ε left: the budget less ``spent_epsilon``."""
         return self.epsilon_budget - self.spent_epsilon
 
     def entry(self, ident: int) -> LedgerEntry | None:
@@ -248,7 +251,7 @@ class PrivacyLedger:
 
     def _admit(self, entry: LedgerEntry) -> Spend:
         tol = 1e-9
-        before = self.spent()
+        before = self.spent
         after = spend_of([*self.entries, entry], self.delta_budget)
         if after.epsilon <= self.epsilon_budget * (1 + tol):
             return after
@@ -294,7 +297,7 @@ class PrivacyLedger:
             "epsilon_budget": self.epsilon_budget,
             "delta_budget": self.delta_budget,
             "relation": "replace-one: one image and its label replaced; the number of images is public",
-            "spent": self.spent().to_dict(),
+            "spent": self.spent.to_dict(),
             "next_id": self.next_id,
             "entries": [e.to_dict() for e in self.entries],
         }
@@ -468,7 +471,7 @@ class FitCharge:
     def finish(self, model_sha256: str) -> LedgerEntry:
         with open_ledger(self.path, wait=self.wait) as session:
             entry = session.finish(self.entry, model_sha256, run=self.run)
-            self.spent = session.ledger.spent()
+            self.spent = session.ledger.spent
         self.finished = True
         return entry
 

@@ -144,7 +144,7 @@ def charge(
                     "charge": f"none: post-processing of the DP fit charged as entry {entry.id}",
                     "entry": entry.id,
                     "model_sha256": fit["sha256"],
-                    "spent": session.ledger.spent().to_dict(),
+                    "spent": session.ledger.spent.to_dict(),
                 }
             return publish(None, session), session.ledger
         held = (session.resume(guarantee, run_id, label, events) if resume
@@ -158,7 +158,7 @@ def charge(
                     "epsilon": e.epsilon,
                     "delta": e.delta,
                     "events": [ev.to_dict() for ev in e.noise()],
-                    "spent": session.ledger.spent().to_dict(),
+                    "spent": session.ledger.spent.to_dict(),
                 }
             manifest = publish(reservation.published, session)
         return manifest, session.ledger
