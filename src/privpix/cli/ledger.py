@@ -45,6 +45,7 @@ def ledger_json(book) -> dict:
                 "noise_declared": e.events is not None,
                 "time": e.time,
                 "model_sha256": e.model_sha256,
+                "proof": e.proof,
                 "guarantee": e.guarantee,
             }
             for e in book.entries
