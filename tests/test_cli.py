@@ -46,8 +46,8 @@ def test_release_orl_writes_400_pngs_and_true_manifest(run, data_dir, tmp_path, 
     assert {"model", "epsilon", "delta", "unit", "per_image_epsilon", "sound", "caveats"} <= set(g)
     assert g["sound"] is sound
     pngs = [f for f in manifest["files"] if f["name"].endswith(".png")]
-    # 400 images and the ImageFolder index beside them, every file listed with its hash.
-    assert len(pngs) == 400 == len(list(out.glob("*.png"))) and len(manifest["files"]) == 401
+    # 400 images, the ImageFolder index and the dataset card beside them, every file listed with its hash.
+    assert len(pngs) == 400 == len(list(out.glob("*.png"))) and len(manifest["files"]) == 402
     assert manifest["images"] == 400 and manifest["format"] == "imagefolder"
     for f in manifest["files"][:50]:
         assert hashlib.sha256((out / f["name"]).read_bytes()).hexdigest() == f["sha256"]

@@ -301,7 +301,7 @@ def test_released_names_and_manifest_do_not_identify(tmp_path, run):
     assert not any("Aaron" in p.name for p in out.rglob("*"))
     names = sorted(p.name for p in out.glob("*.png"))
     # Sorted: the order tells nothing (metadata.jsonl, the ImageFolder index, is sorted by name too).
-    assert [f["name"] for f in json.loads(text)["files"]] == sorted([*names, "metadata.jsonl"])
+    assert [f["name"] for f in json.loads(text)["files"]] == sorted([*names, "README.md", "metadata.jsonl"])
     rows = list(csv.DictReader(smap.open()))
     assert sorted(r["released_name"] for r in rows) == names
     assert sorted(Path(r["source"]).name for r in rows) == sorted(p.name for p in src.iterdir())

@@ -148,6 +148,7 @@ def charge(
                     "entry": entry.id,
                     "model_sha256": fit["sha256"],
                     "spent": session.ledger.spent.to_dict(),
+                    "budget": _budget(session),
                 }
             return publish(None, session), session.ledger
         held = (session.resume(guarantee, run_id, label, events) if resume
@@ -162,9 +163,14 @@ def charge(
                     "delta": e.delta,
                     "events": [ev.to_dict() for ev in e.noise()],
                     "spent": session.ledger.spent.to_dict(),
+                    "budget": _budget(session),
                 }
             manifest = publish(reservation.published, session)
         return manifest, session.ledger
+
+
+def _budget(session: LedgerSession) -> dict[str, float]:
+    return {"epsilon": session.ledger.epsilon_budget, "delta": session.ledger.delta_budget}
 
 
 def fit_entry(session: LedgerSession, fit: dict[str, Any], model: str) -> LedgerEntry:

@@ -47,7 +47,7 @@ import numpy as np
 
 from privpix import strict_json
 from privpix.data.formats import FORMATS, check_class_names, finish
-from privpix.data.formats.release_layout import PLAN, read_manifest
+from privpix.data.formats.release_layout import CARD, PLAN, read_manifest
 from privpix.data.formats.writing import index_rows
 from privpix.data.inmemory import RecordSetSource
 from privpix.errors import DataError, ParameterError
@@ -512,6 +512,10 @@ class ShardedRelease:
     def _committed(
         self, writer: ReleaseWriter, manifest: dict[str, Any], on_published: Callable[[], None] | None
     ) -> dict[str, Any]:
+        from privpix.publishing.card import dataset_card
+
+        # The card is a file of the release like any other: staged, listed with its sha256, swapped in at once.
+        writer.add(CARD, dataset_card(manifest, writer.out.name).encode())
         written = writer.commit(manifest, on_published)
         self.files_published = writer.file_count
         return written

@@ -26,7 +26,7 @@ from privpix.data.formats.base import (
     _png,
     _unpack_names,
 )
-from privpix.data.formats.release_layout import JOURNAL, LOCK, MANIFEST, STAGING_PREFIX, read_manifest
+from privpix.data.formats.release_layout import CARD, JOURNAL, LOCK, MANIFEST, STAGING_PREFIX, read_manifest
 from privpix.data.resize import resize
 from privpix.errors import DataError
 from privpix.fileio import start_writeback
@@ -172,7 +172,9 @@ def _drop_own_files(root: Path, skipped: list[tuple[Path, str]], *, used_metadat
             if used_metadata:
                 continue
             why = "metadata.jsonl does not list exactly the images found, so images are read in path order"
-        elif release and ((len(parts) == 1 and top in (MANIFEST, LOCK, JOURNAL)) or (top.startswith(STAGING_PREFIX))):
+        elif release and (
+            (len(parts) == 1 and top in (MANIFEST, CARD, LOCK, JOURNAL)) or top.startswith(STAGING_PREFIX)
+        ):
             continue
         out.append((p, why))
     return out

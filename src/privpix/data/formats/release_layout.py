@@ -20,6 +20,9 @@ from PIL import Image
 from privpix.errors import DataError
 
 MANIFEST = "manifest.json"
+# The dataset card every release carries (Hugging Face dataset-card YAML front matter, then plain words), listed in
+# the manifest with its sha256 like every released file.
+CARD = "README.md"
 RECORDS = "records.csv"
 LOCK = ".privpix-lock"
 JOURNAL = ".privpix-commit.json"
