@@ -204,9 +204,9 @@ def test_dp_synth_is_an_alias_resolved_at_construction():
     assert type(mech) is mechanism_class("dp-teacher") and mech.name == "dp-teacher" and mech.n == 10
     assert parse_method_spec("dp-synth[teacher_share=0.5]") == ("dp-teacher", {"teacher_share": "0.5"})
     assert canonical_spec("dp-synth[n=10]") == "dp-teacher[n=10]" and canonical_spec("dp-merf") == "dp-merf"
-    from privpix.cli.options import _split_methods
+    from privpix.cli.options import split_methods
 
-    assert _split_methods("dp-synth,dp-merf[epochs=2]") == ["dp-teacher", "dp-merf[epochs=2]"]
+    assert split_methods("dp-synth,dp-merf[epochs=2]") == ["dp-teacher", "dp-merf[epochs=2]"]
 
 
 def test_an_alias_that_pins_a_parameter_refuses_a_contradiction(monkeypatch):

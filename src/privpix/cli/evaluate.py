@@ -13,16 +13,16 @@ from rich.table import Table
 from privpix import strict_json
 from privpix.cli.app import console, err_console, main
 from privpix.cli.options import (
-    _check_methods,
-    _check_output_path,
-    _floats,
-    _method_params,
-    _params,
-    _progress,
-    _size,
-    _split_methods,
-    _writing,
+    check_methods,
+    check_output_path,
     method_options,
+    params_for_method,
+    parse_floats,
+    parse_params,
+    parse_size,
+    progress_bar,
+    split_methods,
+    writing,
 )
 from privpix.errors import PrivpixError
 
@@ -142,27 +142,27 @@ def evaluate(
 
     if repeats < 1:
         raise ParameterError(f"--repeats must be >= 1, got {repeats}")
-    method_list = [m for spec in methods for m in _split_methods(spec)]
-    eps_list = _floats(epsilons, "epsilon")
-    common = _params(params)
-    _check_methods(method_list, common, "--method")
+    method_list = [m for spec in methods for m in split_methods(spec)]
+    eps_list = parse_floats(epsilons, "epsilon")
+    common = parse_params(params)
+    check_methods(method_list, common, "--method")
     for opt, path in (("--json", json_path), ("--report", report_path)):
         if path:
-            _check_output_path(path, opt)  # before the evaluation, not after it
+            check_output_path(path, opt)  # before the evaluation, not after it
     name = pair_name(dataset)
-    train, test = load_pair(name, data_dir, limit, seed, _size(size), grayscale)
+    train, test = load_pair(name, data_dir, limit, seed, parse_size(size), grayscale)
     rows, fitted = _run_evaluation(train, test, method_list, eps_list, repeats, seed, common, name, data_dir, quiet,
                                    delta)  # fmt: skip
     _print_summary(rows, quiet)
     if json_path:
         from privpix.fileio import write_text_atomic
 
-        with _writing(json_path, "--json"):
+        with writing(json_path, "--json"):
             write_text_atomic(Path(json_path), strict_json.dumps(rows, indent=2, default=float))
         if not quiet:
             console.print(f"wrote {escape(json_path)}", highlight=False)
     if report_path:
-        with _writing(report_path, "--report"):
+        with writing(report_path, "--report"):
             _write_report(report_path, rows, test, method_list, eps_list, repeats, seed, name, fitted)
         if not quiet:
             console.print(f"wrote {escape(report_path)}", highlight=False)
@@ -171,9 +171,9 @@ def evaluate(
 def _run_evaluation(train, test, methods, epsilons, repeats, seed, common, dataset, data_dir, quiet, delta=None):
     from privpix.evaluation.grid import FittedMechanisms, grid_points, run_grid
 
-    fitted = FittedMechanisms({m: _method_params(m, common) for m in methods}, train, seed, data_dir, delta)
+    fitted = FittedMechanisms({m: params_for_method(m, common) for m in methods}, train, seed, data_dir, delta)
     points = grid_points(methods, epsilons)
-    bar, step = _progress(repeats * len(points), "evaluate", "cell", quiet)
+    bar, step = progress_bar(repeats * len(points), "evaluate", "cell", quiet)
     rows = run_grid(train, test, points, fitted, dataset=dataset, repeats=repeats, seed=seed, progress=step)
     bar.close()
     return rows, fitted

@@ -14,15 +14,15 @@ import numpy as np
 
 from privpix.cli.app import main
 from privpix.cli.options import (
-    _check_output_path,
-    _note,
-    _params,
-    _plain,
-    _size,
-    _writing,
+    check_output_path,
     executor_options,
     method_options,
     notes_from_warnings,
+    parse_params,
+    parse_size,
+    plain,
+    print_note,
+    writing,
 )
 
 # Out-of-range numbers are usage errors naming the option, before any data is loaded; a learning rate or a
@@ -61,7 +61,7 @@ def fit_to_file(
     from privpix.threads import one_thread
 
     out = Path(output)
-    _check_output_path(out, "--output")  # before hours of training, not after
+    check_output_path(out, "--output")  # before hours of training, not after
     if out.exists() and not force:
         raise ParameterError(f"--output {out}: exists; pass --force to replace it")
     if ledger is None and (budget is not None or delta_budget is not None):
@@ -89,22 +89,22 @@ def fit_to_file(
     what = dataset if dataset is not None else "the --input folder"
     if not quiet:
         how = "OS entropy" if seed is None else f"seed {seed}"
-        _plain(f"privpix fit: {method} on {what} ({len(data)} items), {how} → {out}")
+        plain(f"privpix fit: {method} on {what} ({len(data)} items), {how} → {out}")
     t0 = time.perf_counter()
     # One torch thread, as in every fit privpix runs: the same seed then gives the same model on any machine.
     with notes_from_warnings(), one_thread():
         if ledger is None:
             mech.fit(data, seed=seed)
-            with _writing(out, "--output"):
+            with writing(out, "--output"):
                 mech.save_model(out)
         else:
             _charged_fit(mech, data, out, ledger, budget, delta_budget, f"fit {mech.name} on {what} → {out}", seed,
                          quiet)  # fmt: skip
     if not quiet:
         g = mech.guarantee(mech.capabilities().fixed_shape or (0, 0, 0))
-        _plain(f"wrote {out} in {time.perf_counter() - t0:.0f} s; its releases carry: {g.compact()}")
+        plain(f"wrote {out} in {time.perf_counter() - t0:.0f} s; its releases carry: {g.compact()}")
         for caveat in g.caveats:
-            _plain(f"  {caveat}")
+            plain(f"  {caveat}")
     return out
 
 
@@ -166,9 +166,9 @@ def _charged_fit(mech, data, out: Path, ledger: str, budget, delta_budget, label
     if events is None:
         raise ParameterError(f"--ledger: {mech.name} declares no noise for its fit; nothing can be charged")
     with reserved_fit(ledger, guarantee, list(events), label, budget=budget, delta_budget=delta_budget,
-                      wait=_note) as charge:  # fmt: skip
+                      wait=print_note) as charge:  # fmt: skip
         if not quiet:
-            _plain(f"reserved as entry {charge.entry} of {charge.path} before training")
+            plain(f"reserved as entry {charge.entry} of {charge.path} before training")
         mech.fit(data, seed=seed)
         done = mech.privacy_events(shape, len(data))
         if done is None or list(done) != list(events):
@@ -177,17 +177,17 @@ def _charged_fit(mech, data, out: Path, ledger: str, budget, delta_budget, label
         mech.ledger_entry_ = charge.ref()
         tmp = out.parent / f".privpix-fit-{charge.run[:12]}.tmp"
         try:
-            with _writing(out, "--output"):
+            with writing(out, "--output"):
                 mech.save_model(tmp)
             charge.finish(file_sha256(tmp))
-            with _writing(out, "--output"):
+            with writing(out, "--output"):
                 os.replace(tmp, out)
         finally:
             if tmp.exists():
                 tmp.unlink()
     if not quiet and charge.spent is not None:
         s = charge.spent
-        _plain(f"charged as entry {charge.entry} of {charge.path}: spent ε={s.epsilon:.4g} at δ={s.delta:g} "
+        plain(f"charged as entry {charge.entry} of {charge.path}: spent ε={s.epsilon:.4g} at δ={s.delta:g} "
                f"({s.accountant}; basic sum ε={s.basic_epsilon:.4g})")  # fmt: skip
 
 
@@ -246,10 +246,10 @@ def fit(method, dataset, input_dir, size, params, epsilon, delta, limit, ledger,
     from privpix.executor import make_executor, using
 
     with make_executor(engine, workers, scheduler) as executor, using(executor):
-        executor.note = _note
-        fit_to_file(method, dataset, output, _params(params), epsilon=epsilon, delta=delta, limit=limit, seed=seed,
+        executor.note = print_note
+        fit_to_file(method, dataset, output, parse_params(params), epsilon=epsilon, delta=delta, limit=limit, seed=seed,
                     data_dir=data_dir, force=force, quiet=quiet, ledger=ledger, budget=budget,
-                    delta_budget=delta_budget, input_dir=input_dir, size=_size(size))  # fmt: skip
+                    delta_budget=delta_budget, input_dir=input_dir, size=parse_size(size))  # fmt: skip
 
 
 @main.command("train-obfuscator")

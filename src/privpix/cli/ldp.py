@@ -18,7 +18,7 @@ import click
 
 from privpix import strict_json
 from privpix.cli.app import err_console, main
-from privpix.cli.options import INPUT_FOLDER, _check_output_path, _params, _plain, _size, _writing
+from privpix.cli.options import INPUT_FOLDER, check_output_path, parse_params, parse_size, plain, writing
 
 RECORD_SOURCE = click.option(
     "--record-source",
@@ -104,10 +104,10 @@ def fit_encoder(
     from privpix.mechanisms.ldp import make_encoder
 
     out = Path(output)
-    _check_output_path(out, "--output")
+    check_output_path(out, "--output")
     if out.exists() and not force:
         raise ParameterError(f"--output {out}: exists; pass --force to replace it")
-    kw = _params(params)
+    kw = parse_params(params)
     if levels is not None:
         if name != "pixel":
             raise ParameterError(f"--levels is for the pixel encoder; {name} sets d itself (see --param)")
@@ -117,17 +117,19 @@ def fit_encoder(
     if shape is not None:
         if name != "pixel" or dataset or input_dir:
             raise ParameterError("--shape makes a pixel encoder without data; do not combine it with --dataset/--input")
-        hw = _size(shape, "--shape")
+        hw = parse_size(shape, "--shape")
         if hw is None:
             raise ParameterError("--shape: empty; expected HEIGHTxWIDTH, e.g. 28x28")
         enc.fit_unsupervised_shape(*hw)
     else:
-        data, source = _images(dataset, input_dir, data_dir, _size(size), limit, seed, "fitting images", record_source)
+        data, source = _images(
+            dataset, input_dir, data_dir, parse_size(size), limit, seed, "fitting images", record_source
+        )
         enc.fit(data, source=source, seed=seed, progress=not quiet)
-    with _writing(out, "--output"):
+    with writing(out, "--output"):
         enc.save(out)
     if not quiet:
-        _plain(
+        plain(
             f"wrote {out}: encoder {enc.name}, d = {enc.d}, m = {enc.n_features} features per "
             f"{enc.image_shape[0]}x{enc.image_shape[1]} image, fitted on {enc.fitted_on} in "
             f"{time.perf_counter() - t0:.1f} s"
@@ -156,7 +158,7 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
     released with no guarantee: the paper's ε = ∞ column)."""
     from dataclasses import replace
 
-    from privpix.cli.release import _Run, _sharded
+    from privpix.cli.release import ShardedRun, run_sharded
     from privpix.data.inmemory import ImageSetSource
     from privpix.errors import ParameterError
     from privpix.executor import Executor
@@ -177,11 +179,11 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
     data = replace(_fit_to_encoder(data, enc, quiet), source=source)
     out = Path(output)
     # Refuse a bad --output before any work is done.
-    _check_output_path(out, "--output", folder=True)
+    check_output_path(out, "--output", folder=True)
     inputs = [Path(input_dir)] if input_dir is not None else []
     check_output(out, force, inputs)
     if seed is not None and not quiet:
-        _plain("note: --seed makes the randomized response reproducible by anyone who knows the seed")
+        plain("note: --seed makes the randomized response reproducible by anyone who knows the seed")
     # No seed in the manifest: with it, anyone could recompute the responses' randomness.
     metadata = {
         "source": source,
@@ -189,12 +191,12 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
         "rng": "secure" if secure else ("seeded" if seed is not None else "os-seeded"),
         **({"encoder_file": str(Path(encoder_file).resolve())} if record_source else {}),
     }
-    run = _Run(seed, secure, "imagefolder", 1, True, 1, "local", None, None, None, False, out, force, inputs, None,
-               None, None, None, quiet, resumable=False)  # fmt: skip
-    with Executor(1) as executor, _writing(out, "--output"):
+    run = ShardedRun(seed, secure, "imagefolder", 1, True, 1, "local", None, None, None, False, out, force, inputs,
+                     None, None, None, None, quiet, resumable=False)  # fmt: skip
+    with Executor(1) as executor, writing(out, "--output"):
         run.executor = executor
         label = f"{mech.name} on {source} → {out}"
-        _sharded(mech, ImageSetSource(data, source), None, data.shape, None, source, metadata, label, run,
+        run_sharded(mech, ImageSetSource(data, source), None, data.shape, None, source, metadata, label, run,
                  mech.guarantee_for(data))  # fmt: skip
 
 
@@ -230,13 +232,13 @@ def train(
     from privpix.mechanisms.ldp.reports import MANIFEST, read_reports
 
     if json_path:
-        _check_output_path(json_path, "--json")
+        check_output_path(json_path, "--json")
     reports = read_reports(reports_dir)
     if reports.labels is None:
         raise ParameterError(f"--reports {reports_dir}: the reports carry no labels, so no classifier can be fitted")
     kinds = {"n_neighbors": int, "alpha": float, "p": float}
     kw = {}
-    for k, v in _params(params).items():
+    for k, v in parse_params(params).items():
         if k not in kinds or k not in CLASSIFIERS[classifier]().get_params():
             raise ParameterError(f"--param {k}: not a parameter of classifier {classifier}")
         kw[k] = Param(k, kinds[k], None, "").parse(v)
@@ -283,12 +285,12 @@ def train(
     elif test_dataset is not None:
         raise ParameterError("give only one of --test-dataset or --test-input")
     if json_path:
-        with _writing(json_path, "--json"):
+        with writing(json_path, "--json"):
             write_text_atomic(Path(json_path), strict_json.dumps(result, indent=2, default=str))
     if not quiet:
         eps = "∞" if math.isinf(reports.epsilon) else f"{reports.epsilon:g}"
         line = f"{classifier} on {len(reports)} reports (d = {reports.d}, m = {reports.n_features}, ε/feature = {eps})"
         if "accuracy" in result:
             line += f": accuracy {result['accuracy']:.4f} on {result['n_test']} images of {result['test']}"
-        _plain(line)
-        _plain(reports.guarantee.text())
+        plain(line)
+        plain(reports.guarantee.text())

@@ -18,12 +18,12 @@ from rich.markup import escape
 from privpix.cli.app import console, err_console, main
 from privpix.cli.options import (
     INPUT_FOLDER,
-    _note,
-    _params,
-    _size,
     executor_options,
     method_options,
     notes_from_warnings,
+    parse_params,
+    parse_size,
+    print_note,
 )
 from privpix.data.files import DEFAULT_MAX_PIXELS
 
@@ -195,7 +195,7 @@ def release(
     from privpix.publishing.release import check_output, check_source_map
 
     # Every check that can fail runs before any work is done.
-    mech = get_mechanism(method, epsilon=epsilon, delta=delta, **_params(params))
+    mech = get_mechanism(method, epsilon=epsilon, delta=delta, **parse_params(params))
     caps = mech.capabilities()
     if caps.output == "model":
         # What it publishes is a trained model file; a release folder holds images or records.
@@ -264,18 +264,18 @@ def release(
     if source_map is not None:
         check_source_map(Path(source_map), out, inputs)
     if seed is not None and not quiet:
-        _note("--seed makes the noise reproducible by anyone who knows the seed; publish with --secure instead")
-    hw = _size(size)
+        print_note("--seed makes the noise reproducible by anyone who knows the seed; publish with --secure instead")
+    hw = parse_size(size)
     metadata = {"secure_rng": secure, "rng": "secure" if secure else ("seeded" if seed is not None else "os-seeded")}
-    run = _Run(seed, secure, fmt, png_level, labels, workers, engine, scheduler, shard_size, block_size, resume, out,
-               force, inputs, source_map, ledger, budget, delta_budget, quiet)  # fmt: skip
+    run = ShardedRun(seed, secure, fmt, png_level, labels, workers, engine, scheduler, shard_size, block_size, resume,
+                     out, force, inputs, source_map, ledger, budget, delta_budget, quiet)  # fmt: skip
     from privpix.executor import make_executor, using
 
     # One executor for the whole command: a synthesizer's fit spreads its embedding sums over it too. Its local
     # workers start with what a shard and the scan's first pass import already loaded.
     preload = ("privpix.publishing.shard_worker", "privpix.data.folders")
     with make_executor(engine, workers, scheduler, preload) as executor, using(executor):
-        executor.note = _note
+        executor.note = print_note
         run.executor = executor
         if synthetic:
             if source_map is not None:
@@ -305,7 +305,7 @@ def release(
             metadata["source"] = dataset
             fit_as_declared(mech, data)  # used only by a mechanism that fits on the private records
             label = f"{mech.name} on {dataset} → {output}"
-            _sharded(mech, RecordSetSource(data, dataset), None, (0, 0, 0), None, dataset, metadata, label, run)
+            run_sharded(mech, RecordSetSource(data, dataset), None, (0, 0, 0), None, dataset, metadata, label, run)
             return
         source = _open(input_dir, dataset, data_dir, hw, max_pixels)
         _print_skipped([(Path(p), why) for p, why in source.skipped])
@@ -329,9 +329,9 @@ def release(
             # The guarantee of these very images (an encoder fitted on some of them does not protect them), charged.
             expect = mech.guarantee_for(images)
             whole = ImageSetSource(images, source.description)
-            _sharded(mech, whole, None, images.shape, None, source.description, metadata, label, run, expect)
+            run_sharded(mech, whole, None, images.shape, None, source.description, metadata, label, run, expect)
             return
-        _sharded(mech, source, None, source.shape, source.class_names, source.description, metadata, label, run)
+        run_sharded(mech, source, None, source.shape, source.class_names, source.description, metadata, label, run)
 
 
 def _check_public_distinct(mech, source, chunk: int = 256) -> None:
@@ -347,7 +347,7 @@ def _check_public_distinct(mech, source, chunk: int = 256) -> None:
 
 
 @dataclass
-class _Run:
+class ShardedRun:
     """The options every sharded release shares (one place, so the three kinds of release pass them alike)."""
 
     seed: int | None
@@ -394,7 +394,9 @@ def _read_all(source):
     return source.read(0, len(source))
 
 
-def _sharded(mech, source, count, shape, class_names, input_id, metadata, label, run: _Run, expect=None) -> None:
+def run_sharded(
+    mech, source, count, shape, class_names, input_id, metadata, label, run: ShardedRun, expect=None
+) -> None:
     """Plan the shards, charge the ledger (or take over the interrupted run's reservation), release, report. Every
     release of the command line comes here: images, synthetic images (``count``), records and feature reports.
     ``expect``: the guarantee to charge, when the release's own differs from its shape's (feature reports)."""
@@ -426,18 +428,20 @@ def _sharded(mech, source, count, shape, class_names, input_id, metadata, label,
     bar = tqdm(total=job.n, unit=unit, disable=run.quiet, desc=f"{mech.name}")
     t0 = time.perf_counter()
     if not run.quiet and not job.unit:
-        _note(f"{job.n} images in {-(-job.n // plan['shard_size'])} shard(s) on {executor.describe()}")
+        print_note(f"{job.n} images in {-(-job.n // plan['shard_size'])} shard(s) on {executor.describe()}")
 
     def publish(on_published=None, session=None):
         def discard(earlier_plan):
             # An interrupted run's unpublished work was removed: its reservation on this ledger spent nothing.
             if session is not None and earlier_plan.get("ledger") == ledger_path and session.drop(earlier_plan["run"]):
-                _note(f"the interrupted run's reservation in {run.ledger} was released (nothing of it was published)")
+                print_note(
+                    f"the interrupted run's reservation in {run.ledger} was released (nothing of it was published)"
+                )
 
         return job.run(run.out, executor, expect=guarantee, plan=plan, resume=run.resume, force=run.force,
                        inputs=run.inputs, source_map=run.source_map, metadata=metadata, on_progress=bar.update,
                        on_skip=lambda p, why: _print_skipped([(Path(p), why)]), on_published=on_published,
-                       note=_note, on_discard=discard)  # fmt: skip
+                       note=print_note, on_discard=discard)  # fmt: skip
 
     fit = mech.dp_fit_record() if mech.capabilities().fits_on == "model-file" else None
     events = None if fit is not None else mech.privacy_events(shape, None if count is not None else job.n,
@@ -469,7 +473,7 @@ def _charged(ledger, budget, delta_budget, guarantee, label, publish, *, run: st
         metadata["model_sha256"] = fit["sha256"]
     if ledger is None:
         return publish(), None
-    with open_ledger(ledger, budget=budget, delta_budget=delta_budget, wait=_note) as session:
+    with open_ledger(ledger, budget=budget, delta_budget=delta_budget, wait=print_note) as session:
         if fit is not None:
             entry = _fit_entry(session, fit, model)
             if metadata is not None:
@@ -545,7 +549,7 @@ def _report(manifest, output, ledger, book, quiet, what, t0) -> None:
         console.print(f"ledger {escape(str(ledger))}: {escape(spent_text(book))}", highlight=False)
         held = [e for e in book.entries if e.status == "reserved"]
         if held:
-            _note(
+            print_note(
                 f"{len(held)} reservation(s) in the ledger (ε={sum(e.epsilon for e in held):.4g}) come from runs "
                 "that were killed; they count as spent, since a killed run may have published"
             )
@@ -559,7 +563,7 @@ def spent_text(book) -> str:
             f"({s.accountant}{basic})")  # fmt: skip
 
 
-def _release_synthetic(mech, private, source, data_dir, metadata, run: _Run) -> None:
+def _release_synthetic(mech, private, source, data_dir, metadata, run: ShardedRun) -> None:
     """A synthesizer's release: fit (on the private images, or read its model file), then draw as many new labelled
     images as it says (``synthetic_count``), in shards, with the labels in the manifest."""
     from privpix.errors import ParameterError
@@ -579,7 +583,7 @@ def _release_synthetic(mech, private, source, data_dir, metadata, run: _Run) -> 
     metadata["synthetic_images"] = count
     # The model's class names (kept in its model file) name the labels: female/ and male/, not 0/ and 1/.
     class_names = mech.label_names() or (None if private is None else private.class_names)
-    _sharded(mech, None, count, shape, class_names, source or "", metadata, f"{mech.name} → {run.out}", run)
+    run_sharded(mech, None, count, shape, class_names, source or "", metadata, f"{mech.name} → {run.out}", run)
 
 
 @main.command()
@@ -593,7 +597,7 @@ def verify(folder: str, repair: bool) -> None:
 
     from privpix.publishing.release import verify_manifest
 
-    problems = verify_manifest(folder, note=_note, repair=repair)
+    problems = verify_manifest(folder, note=print_note, repair=repair)
     for p in problems:
         console.print(escape(p), highlight=False)
     if problems:

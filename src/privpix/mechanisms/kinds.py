@@ -25,7 +25,7 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Mechanism, Output, RecordRelease, Release, _as_rng
+from privpix.mechanisms.base import Mechanism, Output, RecordRelease, Release, as_rng
 from privpix.privacy.noise import RNG
 
 if TYPE_CHECKING:  # pandas (0.4 s to import) only where records are handled
@@ -51,7 +51,7 @@ class ImageMechanism(Mechanism):
         """Privatize ``images``: one released image per input, same metadata; ``rng`` as in
         :meth:`Mechanism.release`."""
         self._check_release_input(images)
-        rng = _as_rng(rng)
+        rng = as_rng(rng)
         t0 = time.perf_counter()
         out = np.asarray(self._privatize_set(images, rng), dtype=np.float32)
         return self._released(images.shape, t0, images=images.with_images(out))
@@ -71,7 +71,7 @@ class SyntheticImageMechanism(Mechanism):
         count = self.synthetic_count(len(images))
         if not count:
             raise ParameterError(f"{self.name}: say how many synthetic images to draw (n)")
-        rel = self._synthesized(int(count), images.shape, _as_rng(rng))
+        rel = self._synthesized(int(count), images.shape, as_rng(rng))
         rel.source = images
         return rel
 
@@ -85,7 +85,7 @@ class SyntheticImageMechanism(Mechanism):
             raise ParameterError(f"{self.name}: give the image shape to synthesize")
         if not (isinstance(n, int | np.integer) and n >= 1):
             raise ParameterError(f"{self.name}: the number of synthetic images must be >= 1, got {n!r}")
-        return self._synthesized(int(n), shape, _as_rng(rng))
+        return self._synthesized(int(n), shape, as_rng(rng))
 
     def _synthesized(self, n: int, shape: tuple[int, int, int], rng: RNG) -> Release:
         t0 = time.perf_counter()
@@ -130,7 +130,7 @@ class FeatureMechanism(Mechanism):
         """The reports of ``images`` (``Release.features``, (n, k), input order; ``images`` is ``None`` and
         ``source`` holds the inputs)."""
         self._check_release_input(images)
-        rng = _as_rng(rng)
+        rng = as_rng(rng)
         t0 = time.perf_counter()
         feats = np.asarray(self._privatize_features(images, rng))
         if feats.ndim != 2 or len(feats) != len(images):
@@ -213,7 +213,7 @@ class RecordMechanism(Mechanism):
             raise ParameterError(f"{self.name}: release_records expects a RecordSet, got {type(records).__name__}")
         self._validate()
         self._check_fitted()
-        rng = _as_rng(rng)
+        rng = as_rng(rng)
         t0 = time.perf_counter()
         frame = self._privatize_records(records, rng)
         return RecordRelease(frame, self.guarantee((0, 0, 0)), self.name, self.parameters(), time.perf_counter() - t0)

@@ -401,7 +401,7 @@ class ReleaseWriter:
         for name in self._unsynced:  # one mtime for all: the write order would otherwise show the input order
             path = self.stage / name
             os.utime(path, (stamp, stamp))
-            _fsync(path)
+            fsync_path(path)
         stage = self.stage
         listing = hashlib.sha256()
         count = len(self._files)
@@ -477,7 +477,8 @@ class ReleaseWriter:
                 pass
 
 
-def _fsync(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """Flush the file (or folder) at ``path`` to disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from privpix.data.imageset import ImageSet, RecordSet
-from privpix.evaluation.audit.bounds import _Candidate, _ceiling, bounds
+from privpix.evaluation.audit.bounds import Candidate, bounds, ceiling
 from privpix.evaluation.audit.curves import AnyCurve, composed_curve, curve_for
 from privpix.evaluation.audit.result import (
     CONFIDENCE,
@@ -18,8 +18,8 @@ from privpix.evaluation.audit.result import (
     RECORD_UNIT,
     SELECT_SHARE,
     AuditResult,
-    _shape,
-    _split,
+    data_shape,
+    split_trials,
 )
 from privpix.mechanisms.base import Mechanism
 from privpix.privacy.neighbours import NeighbourPair, RecordPair
@@ -28,15 +28,15 @@ from privpix.privacy.neighbours import NeighbourPair, RecordPair
 def max_auditable(mech: Mechanism, images: ImageSet, trials: int, confidence: float = CONFIDENCE) -> float:
     """The largest bound :func:`audit` with ``trials`` per side could show for ``mech`` (a test without a single
     held-out error), before running it: the larger of the raw and the curve ceilings."""
-    held = (trials - _split(trials, SELECT_SHARE), trials - _split(trials, CURVE_SELECT_SHARE))
-    return _ceiling(*held, mech.audit_claim(_shape(images))[1], mechanism_curve(mech, images), confidence)
+    held = (trials - split_trials(trials, SELECT_SHARE), trials - split_trials(trials, CURVE_SELECT_SHARE))
+    return ceiling(*held, mech.audit_claim(data_shape(images))[1], mechanism_curve(mech, images), confidence)
 
 
 def trials_to_refute(mech: Mechanism, images: ImageSet, start: int, cap: int = MAX_ADAPTIVE_TRIALS) -> int:
     """The fewest of ``start``·2^j trials per side (at most ``cap``) whose audit could refute the claim, i.e. show
     a bound above it; ``start`` when there is no claim, and when even ``cap`` could not (more trials would not
     make the claim refutable, only the audit slower)."""
-    claim = mech.audit_claim(_shape(images))[0]
+    claim = mech.audit_claim(data_shape(images))[0]
     if claim is None:
         return start
     n = start
@@ -52,9 +52,9 @@ def mechanism_curve(mech: Mechanism, images: ImageSet | RecordSet) -> AnyCurve |
     at the claim's δ; ``None`` without either, or for a mechanism whose guarantee is not sound."""
     # A curve's assumption (Laplace noise with L1 sensitivity, Gaussian noise of Δ/σ) holds only for a sound
     # mechanism: a paper-faithful one with a data-derived scale is audited by the raw bound alone.
-    if not mech.guarantee(_shape(images)).sound:
+    if not mech.guarantee(data_shape(images)).sound:
         return None
-    delta = mech.audit_claim(_shape(images))[1]
+    delta = mech.audit_claim(data_shape(images))[1]
     # A composition is declared for the images a mechanism releases; records have none.
     parts = mech.noise_composition(images) if isinstance(images, ImageSet) else None
     if parts:
@@ -62,12 +62,12 @@ def mechanism_curve(mech: Mechanism, images: ImageSet | RecordSet) -> AnyCurve |
     return curve_for(mech.capabilities().noise_family, delta)
 
 
-def _conclude(mech: Mechanism, images: ImageSet | RecordSet, candidates: list[_Candidate], trials: int, t_start: float,
+def conclude(mech: Mechanism, images: ImageSet | RecordSet, candidates: list[Candidate], trials: int, t_start: float,
               pairs: Sequence[NeighbourPair] | Sequence[RecordPair], confidence: float) -> AuditResult:  # fmt: skip
     """The record of :func:`bounds` on ``candidates``: the verdict against the claim and what it rests on."""
     if not candidates:
         return not_audited(mech, images, "not audited: no pair changes the released statistic")
-    claim_eps, claim_delta = mech.audit_claim(_shape(images))
+    claim_eps, claim_delta = mech.audit_claim(data_shape(images))
     curve = mechanism_curve(mech, images)
     b = bounds(candidates, claim_delta, curve, confidence)
     refuted = [] if claim_eps is None else [
@@ -104,13 +104,13 @@ def _conclude(mech: Mechanism, images: ImageSet | RecordSet, candidates: list[_C
 
 def claim_fields(mech: Mechanism, images: ImageSet | RecordSet) -> dict[str, Any]:
     """The fields of an :class:`AuditResult` that say what was claimed, for whom, and whether it is sound."""
-    claim_eps, claim_delta = mech.audit_claim(_shape(images))
+    claim_eps, claim_delta = mech.audit_claim(data_shape(images))
     return {
         "method": mech.name,
         "parameters": mech.parameters(),
         "claimed_epsilon": claim_eps,
         "claimed_delta": claim_delta,
-        "sound": mech.guarantee(_shape(images)).sound,
+        "sound": mech.guarantee(data_shape(images)).sound,
         "unit": RECORD_UNIT if isinstance(images, RecordSet) else mech.neighbours().wording(),
     }
 

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from privpix.errors import ParameterError
-from privpix.privacy.noise import RNG, SecureRandom, _check_rng, randomized_response
+from privpix.privacy.noise import RNG, SecureRandom, check_rng, randomized_response
 
 
 def check_epsilon(epsilon: float) -> float:
@@ -62,7 +62,7 @@ def grr_perturb(values: np.ndarray, d: int, epsilon: float, rng: RNG) -> np.ndar
     :class:`~privpix.privacy.noise.SecureRandom` the exact sampler of :func:`privpix.privacy.noise.randomized_response`
     is used, whose ε is never above the stated one.
     """
-    _check_rng(rng)
+    check_rng(rng)
     d = check_domain(d)
     epsilon = check_epsilon(epsilon)
     v = np.asarray(values)
