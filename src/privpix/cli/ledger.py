@@ -88,7 +88,7 @@ def load_fitted_model(path: str):
     number checked against the noise it records."""
     from privpix.errors import DataError
     from privpix.mechanisms import MECHANISMS, get_mechanism
-    from privpix.mechanisms.neural.modelfile import read_model_meta
+    from privpix.mechanisms.modelfile import read_model_meta
 
     meta = read_model_meta(path)
     kind = meta.get("kind")

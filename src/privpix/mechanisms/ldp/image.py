@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from privpix.data.imageset import ImageSet
+from privpix.data.imageset import ImageSet, blockwise
 from privpix.mechanisms.base import Capabilities, Param
 from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.ldp.rr import grr_perturb
-from privpix.mechanisms.pixel import blockwise
 from privpix.mechanisms.registry import register
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, Pixels

@@ -386,7 +386,7 @@ class DPSGD(CalibratedModel, ModelMechanism):
 
     def _write_model(self, path: Path) -> Path:
         """The network's weights, the guarantee's ε, δ and n, the accountant's numbers, every training parameter."""
-        from privpix.mechanisms.neural.modelfile import save_model_file
+        from privpix.mechanisms.modelfile import save_model_file
 
         net, meta = self._load()
         state = {f"network.{k}": v for k, v in net.state_dict().items()}
@@ -453,7 +453,7 @@ class DPSGD(CalibratedModel, ModelMechanism):
 
 def load_model(path: str | Path):
     """(network, meta) from a file written by :meth:`DPSGD.save_model`; weights only, no code unpickled."""
-    from privpix.mechanisms.neural.modelfile import build_from_file, load_model_file
+    from privpix.mechanisms.modelfile import build_from_file, load_model_file
 
     state, meta = load_model_file(path, FORMAT, "dp-sgd")
 

@@ -359,7 +359,7 @@ class DPTeacher(DPMERF):
         return gen, meta
 
     def _read_extra(self, path: str, state: dict, meta: dict) -> None:
-        from privpix.mechanisms.neural.modelfile import build_from_file
+        from privpix.mechanisms.modelfile import build_from_file
 
         def build():
             from privpix.mechanisms.neural import dp_sgd_net
