@@ -11,21 +11,18 @@ from sklearn.neighbors import KNeighborsClassifier, NearestCentroid
 
 from conftest import ReplayedSecure
 from privpix.errors import DataError, ParameterError
-from privpix.mechanisms import get_mechanism
-from privpix.mechanisms.ldp import (
+from privpix.evaluation.ldp_estimators import (
     frequency_estimate,
     frequency_variance,
-    grr_perturb,
-    grr_probabilities,
-    load_encoder,
-    make_encoder,
     mean_estimate,
     mean_estimate_rr,
     mean_variance_exact,
     value_counts,
 )
+from privpix.evaluation.ldp_learners import LDPKNN, LDPNaiveBayes, LDPNearestCentroid
+from privpix.mechanisms import get_mechanism
+from privpix.mechanisms.ldp import grr_perturb, grr_probabilities, load_encoder, make_encoder
 from privpix.mechanisms.ldp.dcaconv import convolve, dca_filters
-from privpix.mechanisms.ldp.learners import LDPKNN, LDPNaiveBayes, LDPNearestCentroid
 from privpix.mechanisms.ldp.reports import ldp_guarantee, perturb, read_reports
 from privpix.privacy.noise import make_rng
 from privpix.publishing.release import release_to_dir as release

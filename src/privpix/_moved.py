@@ -30,7 +30,7 @@ MOVED = {
     "privpix.bench": "privpix.evaluation.bench",
     "privpix.evaluation.curves": "privpix.evaluation.audit.curves",
     "privpix.evaluation.one_run": "privpix.evaluation.audit.one_run",
-    "privpix.learners": "privpix.mechanisms.ldp.learners",
+    "privpix.learners": "privpix.evaluation.ldp_learners",
     "privpix.mechanisms.dp_sgd": "privpix.mechanisms.neural.dp_sgd",
     "privpix.mechanisms.dp_sgd_net": "privpix.mechanisms.neural.dp_sgd_net",
 }

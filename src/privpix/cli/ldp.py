@@ -225,10 +225,10 @@ def train(
     import numpy as np
 
     from privpix.errors import ParameterError
+    from privpix.evaluation.ldp_learners import CLASSIFIERS, make_classifier
     from privpix.fileio import write_text_atomic
     from privpix.mechanisms.base import Param
     from privpix.mechanisms.ldp import load_encoder
-    from privpix.mechanisms.ldp.learners import CLASSIFIERS, make_classifier
     from privpix.mechanisms.ldp.reports import MANIFEST, read_reports
 
     if json_path:

@@ -5,7 +5,7 @@ sees only that kind's hooks.
 - :class:`SyntheticImageMechanism` (``"synthetic-images"``): new labelled images drawn from what ``fit`` learned
   (``_synthesize``, ``synthesize``, ``synthetic_count``, ``label_names``).
 - :class:`FeatureMechanism` (``"features"``): one row of reports per image (``_privatize_features``, ``encode``,
-  ``utility_model``, ``feature_files``).
+  ``utility_learner``, ``feature_files``).
 - :class:`ModelMechanism` (``"model"``): a trained model and no images (``predict``, ``membership_score``);
   ``release`` refuses.
 - :class:`RecordMechanism` (``"records"``): tabular records (``_privatize_records``, ``release_records``); a
@@ -19,6 +19,7 @@ for a mechanism of another kind); :data:`KINDS` maps each declared output to its
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
@@ -118,9 +119,21 @@ class SyntheticImageMechanism(Mechanism):
         return None
 
 
+@dataclass(frozen=True)
+class LearnerSpec:
+    """A learner named, not built: the learners that read reports are analysis (:mod:`privpix.evaluation`), which
+    a mechanism may not import, so it says which one its data user trains and with what.
+
+    ``name``: a learner of :data:`privpix.evaluation.ldp_learners.CLASSIFIERS` (``nb``, ``ncc``, ``knn``);
+    ``params``: its keyword arguments, the reports' domain ``d`` and per-feature ``epsilon`` among them."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
 class FeatureMechanism(Mechanism):
     """Releases one row of reports per image (``output == "features"``; e.g. randomized-response reports of
-    encoded features): implement :meth:`_privatize_features`, :meth:`encode`, :meth:`utility_model` and
+    encoded features): implement :meth:`_privatize_features`, :meth:`encode`, :meth:`utility_learner` and
     :meth:`feature_files`."""
 
     output: ClassVar[Output] = "features"
@@ -153,9 +166,10 @@ class FeatureMechanism(Mechanism):
         images at prediction time."""
         raise NotImplementedError
 
-    def utility_model(self) -> Any:
-        """An unfitted scikit-learn-style classifier that learns from released reports and labels
-        (``fit(reports, y)``, ``predict(encodings)``); the grid scores feature releases with it."""
+    def utility_learner(self) -> LearnerSpec:
+        """The classifier a data user of these reports trains (``fit(reports, y)``, ``predict(encodings)``), by name:
+        the grid builds it (:func:`privpix.evaluation.ldp_learners.learner_for`) and scores feature releases with
+        it."""
         raise NotImplementedError
 
 
