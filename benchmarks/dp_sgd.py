@@ -102,7 +102,7 @@ def run_one(
 ) -> dict[str, Any]:
     """One DP-SGD fit on ``train``; the validation curve, and (unless ``test`` is None) the test accuracy at the
     epoch chosen on validation and at the last epoch."""
-    from privpix.mechanisms.neural import dp_sgd_net
+    from privpix.mechanisms import dp_sgd_net
 
     curve: list[float] = []
     states: list[dict] = []

@@ -13,6 +13,7 @@ from privpix.data import ImageSet
 from privpix.errors import ParameterError
 from privpix.mechanisms import get_mechanism
 from privpix.mechanisms.neural import dp_sgd as dps
+from privpix.mechanisms.trained import sampling
 
 TINY = {"epochs": 1, "batch_size": 10}
 
@@ -40,7 +41,7 @@ def test_noise_multiplier_gives_the_target_epsilon_by_the_accountant(epsilon):
     independent computation of the same Poisson-sampled Gaussian composition) agrees to 3 %."""
     import dp_accounting
 
-    q, per_epoch = dps.sampling(55_000, 256)
+    q, per_epoch = sampling(55_000, 256)
     steps = 20 * per_epoch
     z = dps.noise_multiplier(epsilon, 1e-5, q, steps)
     eps = dps.epsilon_of(z, q, steps, 1e-5)
@@ -52,10 +53,10 @@ def test_noise_multiplier_gives_the_target_epsilon_by_the_accountant(epsilon):
 
 
 def test_sampling_rate_and_steps():
-    assert dps.sampling(55_000, 256) == (256 / 55_000, 215)
-    assert dps.sampling(60, 10) == (1 / 6, 6)
+    assert sampling(55_000, 256) == (256 / 55_000, 215)
+    assert sampling(60, 10) == (1 / 6, 6)
     with pytest.raises(ParameterError, match="batch_size"):
-        dps.sampling(50, 64)
+        sampling(50, 64)
 
 
 # ------------------------------------------------------------------------------------------ the guarantee
@@ -119,7 +120,7 @@ def test_same_seed_same_weights_other_seed_others_and_no_global_torch_state(fitt
 def test_noise_is_really_added():
     """With ε = 1 on 60 images the noise (σ = z·C per coordinate, divided by the expected batch size) dominates the
     clipped gradients: two seeds that share the weights' initialisation still end far apart."""
-    from privpix.mechanisms.neural import dp_sgd_net
+    from privpix.mechanisms import dp_sgd_net
 
     net = dp_sgd_net.build_network((28, 28, 1), 10, 0)
     start = {k: v.clone() for k, v in net.state_dict().items()}
@@ -143,7 +144,7 @@ def test_empty_poisson_batches_still_take_their_noisy_step():
     step that the optimizer takes and the accountant counts."""
     from opacus.accountants import RDPAccountant
 
-    from privpix.mechanisms.neural import dp_sgd_net
+    from privpix.mechanisms import dp_sgd_net
 
     torch = dp_sgd_net.torch
     net = dp_sgd_net.build_network((28, 28, 1), 10, 0)
@@ -231,7 +232,7 @@ def test_dirac_canaries_count_sampled_steps_and_carry_the_stated_noise():
     false-alarm rate of 1e-4, fixed seeds)."""
     from scipy import stats
 
-    from privpix.mechanisms.neural import dp_sgd_net
+    from privpix.mechanisms import dp_sgd_net
 
     common = {"max_grad_norm": 0.1, "sample_rate": 0.2, "steps_per_epoch": 5, "epochs": 2, "sample_seed": 1,
               "noise_seed": 2}  # fmt: skip
@@ -323,7 +324,7 @@ def scatter_fit(digits):
 def test_scatternet_features_train_a_linear_head_far_above_chance(scatter_fit, digits):
     """Tramèr & Boneh's ScatterNet + linear on 1,000 built-in digits at ε = 3: the fixed scattering transform (81 ×
     7 × 7 coefficients) and a dense layer trained with DP-SGD. Far above chance (0.1) on 1,000 other digits."""
-    from privpix.mechanisms.neural import dp_sgd_net
+    from privpix.mechanisms import dp_sgd_net
 
     net = scatter_fit.network()
     assert isinstance(net, dp_sgd_net.ScatterNetLinear)

@@ -266,7 +266,7 @@ def test_replace_one_canaries_score_the_likelihood_ratio_of_a_gradient_replaced_
     by a χ² test at a two-sided false-alarm rate of 1e-4 (fixed seeds)."""
     from scipy import stats
 
-    from privpix.mechanisms.neural import dp_sgd_net
+    from privpix.mechanisms import dp_sgd_net
 
     z, steps, n = 2.0, 20, 1000
     s = dp_sgd_net.dirac_canary_scores(n, noise_multiplier=z, max_grad_norm=0.1, sample_rate=1.0,
@@ -331,7 +331,7 @@ def test_the_embedding_part_is_the_real_release_projected_on_the_pairs_differenc
     """With the teacher's part switched off (scores 0), the composite's scores are the embedding's log-likelihood
     ratio μ·s − μ²/2 with s ~ N(0, 1) on one side and N(μ, 1) on the other: the real release's noise in units of
     its calibrated σ (means within 4 standard errors, fixed seed)."""
-    from privpix.mechanisms.neural import dp_sgd_net
+    from privpix.mechanisms import dp_sgd_net
 
     monkeypatch.setattr(dp_sgd_net, "dirac_canary_scores",
                         lambda trials, **kw: dp_sgd_net.DiracScores(*(np.zeros(trials),) * 4))  # fmt: skip

@@ -45,7 +45,8 @@ def _imports(mods: dict[str, Path], name: str) -> set[str]:
 @pytest.mark.integration
 def test_the_layers_hold():
     """pyproject.toml's import-linter contracts: each layer imports only from the layers below it (lazy imports
-    inside functions included), and mechanisms never reach evaluation, report, publishing or the command line."""
+    inside functions included), mechanisms never reach evaluation, report, publishing or the command line, the
+    mechanism families import one another only through the shared modules, and generic code imports no family."""
     exe = Path(sys.executable).parent / "lint-imports"
     assert exe.is_file(), "import-linter is a dev dependency: pip install -e '.[dev]'"
     r = subprocess.run([str(exe), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)

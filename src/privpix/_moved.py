@@ -32,7 +32,6 @@ MOVED = {
     "privpix.evaluation.one_run": "privpix.evaluation.audit.one_run",
     "privpix.learners": "privpix.evaluation.ldp_learners",
     "privpix.mechanisms.dp_sgd": "privpix.mechanisms.neural.dp_sgd",
-    "privpix.mechanisms.dp_sgd_net": "privpix.mechanisms.neural.dp_sgd_net",
 }
 
 

@@ -5,9 +5,9 @@ privacy", CCS), with a sound (ε, δ) guarantee per (image, label) of the traini
 The mechanism, as implemented here with Opacus (Yousefpour et al. 2021):
 
 1. The classifier: Tramèr & Boneh's (2021) end-to-end MNIST CNN with tanh activations (Papernot et al. 2021),
-   see :class:`privpix.mechanisms.neural.dp_sgd_net.TanhCNN`; or (``features=scatternet``) their ScatterNet + linear, a
+   see :class:`privpix.mechanisms.dp_sgd_net.TanhCNN`; or (``features=scatternet``) their ScatterNet + linear, a
    fixed scattering transform (kymatio) whose features a dense layer is trained on
-   (:class:`privpix.mechanisms.neural.dp_sgd_net.ScatterNetLinear`); its weights drawn from the seed. The transform is
+   (:class:`privpix.mechanisms.dp_sgd_net.ScatterNetLinear`); its weights drawn from the seed. The transform is
    data-independent, so DP-SGD on the features is DP-SGD on the images through a fixed first layer.
 2. T = ``epochs`` x round(n / ``batch_size``) steps. Each step draws a batch by Poisson sampling: every training
    example independently with probability q = ``batch_size`` / n (Opacus's ``UniformWithReplacementSampler``),
@@ -56,7 +56,7 @@ from privpix.errors import ParameterError
 from privpix.mechanisms.base import ConformanceCase, Param, WhiteBoxTrials
 from privpix.mechanisms.kinds import ModelMechanism
 from privpix.mechanisms.registry import register
-from privpix.mechanisms.trained import CalibratedModel
+from privpix.mechanisms.trained import CalibratedModel, sampling
 from privpix.privacy import sgm_rdp
 from privpix.privacy.composition import NoiseEvent
 from privpix.privacy.guarantees import Guarantee
@@ -76,16 +76,6 @@ TRAINING = ("n_classes", "features", "epochs", "batch_size", "lr", "lr_decay", "
 
 
 # ------------------------------------------------------------------------------------------ calibration
-
-
-def sampling(n: int, batch_size: float) -> tuple[float, int]:
-    """(q, steps per epoch) for n training examples and an expected batch size: q = batch_size / n, and
-    round(n / batch_size) steps, so an epoch sees each example once in expectation."""
-    if n < 1:
-        raise ParameterError(f"dp-sgd: needs at least one training example, got {n}")
-    if batch_size > n:
-        raise ParameterError(f"batch_size must be <= the number of training examples ({n}), got {batch_size}")
-    return batch_size / n, max(1, round(n / batch_size))
 
 
 def epsilon_of(noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> float:
@@ -300,7 +290,7 @@ class DPSGD(CalibratedModel, ModelMechanism):
         training set, the strongest threat model DP-SGD's accounting covers. It tests the sampler, the clipping,
         the noise, the step count and the calibration of z for the fitted model's (q, T) or, unfitted, for a fit
         on ``images``; not the CNN, whose forward pass does not touch the privacy argument."""
-        from privpix.mechanisms.neural import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_net
 
         q, steps, z = self._audited_run(images)
         rng = make_rng(seed)
@@ -350,7 +340,7 @@ class DPSGD(CalibratedModel, ModelMechanism):
         if self.n_classes < 2:
             raise ParameterError(f"{self.name}: a classifier needs at least 2 classes, the data set declares 1")
         n, (h, w, c) = len(data), data.shape
-        from privpix.mechanisms.neural import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_net
 
         if self.features == "pixels" and min(dp_sgd_net.conv_sides(h, w)) < 1:
             raise ParameterError(f"{self.name}: images of {h}x{w} are too small for the CNN (at least 14x14)")
@@ -401,7 +391,7 @@ class DPSGD(CalibratedModel, ModelMechanism):
 
     def predict(self, images: ImageSet) -> np.ndarray:
         """(n,) int64 labels the released model predicts for ``images`` (of the shape it was trained on)."""
-        from privpix.mechanisms.neural import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_net
 
         net, meta = self._load()
         if not isinstance(images, ImageSet):
@@ -414,7 +404,7 @@ class DPSGD(CalibratedModel, ModelMechanism):
     def membership_score(self, images: ImageSet) -> np.ndarray:
         """(n,) minus the released model's cross-entropy on each labelled image (post-processing of the model):
         the one-run audit's score for its canaries."""
-        from privpix.mechanisms.neural import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_net
 
         if not isinstance(images, ImageSet) or images.labels is None:
             raise ParameterError(f"{self.name}: membership_score needs labelled images")
@@ -458,7 +448,7 @@ def load_model(path: str | Path):
     state, meta = load_model_file(path, FORMAT, "dp-sgd")
 
     def build():
-        from privpix.mechanisms.neural import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_net
 
         features = meta.get("features", "pixels")  # files written before ScatterNet are the CNN's
         net = dp_sgd_net.build_network(tuple(meta["shape"]), int(meta["n_classes"]), 0, features)  # the file's weights

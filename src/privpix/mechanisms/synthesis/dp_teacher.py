@@ -46,6 +46,7 @@ from privpix.mechanisms.base import ConformanceCase, Param, WhiteBoxTrials
 from privpix.mechanisms.registry import register
 from privpix.mechanisms.synthesis import embedding
 from privpix.mechanisms.synthesis.dp_merf import DPMERF
+from privpix.mechanisms.trained import sampling
 from privpix.privacy.composition import NoiseEvent, compose
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.noise import RNG, make_rng, torch_seed
@@ -72,8 +73,6 @@ TEACHER_TRAINING = tuple(p.name for p in TEACHER)
 
 def teacher_sampling(n: int, batch_size: int, epochs: int) -> tuple[float, int]:
     """(q, T) of the teacher's DP-SGD on n images: q = batch / n, T = epochs · round(n / batch)."""
-    from privpix.mechanisms.neural.dp_sgd import sampling
-
     if batch_size > n:
         raise ParameterError(
             f"dp-teacher: teacher_batch_size={batch_size} exceeds the {n} private images; give teacher_batch_size "
@@ -278,7 +277,7 @@ class DPTeacher(DPMERF):
 
         The record is one whose embedding features are those of the pair's replaced image and whose clipped
         gradient is the canary's: a record the guarantee covers, since it holds for any images and any loss."""
-        from privpix.mechanisms.neural import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_net
 
         q, steps, z_g, z_t = self._audited_run(images)
         rng = make_rng(seed)
@@ -330,7 +329,7 @@ class DPTeacher(DPMERF):
         n = len(data)
         q, steps, _, z_t = self._calibration(n)  # refused (batch > n, budget) before the private images are read
         gen, meta = super()._train(data, seed)
-        from privpix.mechanisms.neural import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_net
 
         # Its own stream: the generator's draws stay those of a dp-merf fit with the same seed.
         rng = np.random.default_rng([int(seed), 29]) if seed is not None else None
@@ -362,7 +361,7 @@ class DPTeacher(DPMERF):
         from privpix.mechanisms.modelfile import build_from_file
 
         def build():
-            from privpix.mechanisms.neural import dp_sgd_net
+            from privpix.mechanisms import dp_sgd_net
 
             net = dp_sgd_net.build_network(tuple(meta["shape"]), int(meta["n_classes"]), 0, "scatternet")
             net.load_state_dict({k.removeprefix("teacher."): v for k, v in state.items() if k.startswith("teacher.")})
@@ -379,7 +378,7 @@ class DPTeacher(DPMERF):
 
     def predict(self, images: ImageSet) -> np.ndarray:
         """(n,) int64 labels the released teacher gives ``images`` (of the fitted shape): post-processing."""
-        from privpix.mechanisms.neural import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_net
 
         _, meta = self._load()
         if tuple(images.shape) != tuple(meta["shape"]):
@@ -390,7 +389,7 @@ class DPTeacher(DPMERF):
     def _synthesize(self, n: int, shape: tuple[int, int, int], rng: RNG) -> tuple[np.ndarray, np.ndarray | None]:
         """dp-merf's images, drawn class by class from the DP class proportions, published with the teacher's
         labels (post-processing of the two releases; the input images are not read)."""
-        from privpix.mechanisms.neural import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_net
 
         images, _ = super()._synthesize(n, shape, rng)
         return images, dp_sgd_net.predict(self.teacher_, images)  # in chunks, as the teacher's own predict
