@@ -77,7 +77,8 @@ def private_imports(mods: dict[str, Path], root: Path = ROOT) -> list[str]:
     """Every place a module of the package reaches into another module's ``_``-name: ``from privpix.x import _name``
     (relative forms included) or ``x._name`` where ``x`` names a module of the package. A package's ``__init__``
     counts as a module like any other: it re-exports its submodules' public names only, and a submodule takes
-    nothing private from its ``__init__``. Dunder names (``__version__``) are public."""
+    nothing private from its ``__init__``. A private module (``_moved``) is imported by its own package only.
+    Dunder names (``__version__``) are public."""
     found = []
     for name, path in sorted(mods.items()):
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -94,6 +95,9 @@ def private_imports(mods: dict[str, Path], root: Path = ROOT) -> list[str]:
                 for a in node.names:
                     if f"{base}.{a.name}" in mods:
                         modules[a.asname or a.name] = f"{base}.{a.name}"
+                        # A private module (privpix/_moved.py) is its package's own.
+                        if _private(a.name) and not (name == base or name.startswith(base + ".")):
+                            found.append(f"{where}:{node.lineno} imports {base}.{a.name}")
                     elif _private(a.name) and base != name:
                         found.append(f"{where}:{node.lineno} imports {base}.{a.name}")
             elif isinstance(node, ast.Import):
@@ -116,21 +120,25 @@ def private_imports(mods: dict[str, Path], root: Path = ROOT) -> list[str]:
 
 def test_no_module_uses_another_modules_private_names(tmp_path):
     """A ``_``-name is its module's own: what another module needs is public, with a docstring for its callers.
-    The check itself is tried on a planted package, so that it is known to catch both forms."""
+    The check itself is tried on a planted package, so that it is known to catch each form."""
     assert not private_imports(_modules()), private_imports(_modules())
     pkg = tmp_path / "privpix"
     (pkg / "sub").mkdir(parents=True)
     (pkg / "__init__.py").write_text("__version__ = '1'\n")
-    (pkg / "a.py").write_text("_hidden = 1\nshown = 2\n")
-    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("_hidden = 1\nshown = 2\nfrom privpix.sub import _inner\n")
+    (pkg / "sub" / "_inner.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from privpix import _own\n")
+    (pkg / "_own.py").write_text("")
     (pkg / "sub" / "b.py").write_text(
         "import privpix.a\nfrom privpix import __version__, a\nfrom privpix.a import _hidden, shown\n"
         "from .. import a as aa\nx = a._hidden + privpix.a._hidden + aa._hidden + shown\n"
     )
-    planted = {"privpix": pkg / "__init__.py", "privpix.a": pkg / "a.py", "privpix.sub": pkg / "sub" / "__init__.py",
+    planted = {"privpix": pkg / "__init__.py", "privpix.a": pkg / "a.py", "privpix._own": pkg / "_own.py",
+               "privpix.sub": pkg / "sub" / "__init__.py", "privpix.sub._inner": pkg / "sub" / "_inner.py",
                "privpix.sub.b": pkg / "sub" / "b.py"}  # fmt: skip
     got = private_imports(planted, tmp_path)
     assert got == [
+        "privpix/a.py:3 imports privpix.sub._inner",
         "privpix/sub/b.py:3 imports privpix.a._hidden",
         "privpix/sub/b.py:5 reads privpix.a._hidden",
         "privpix/sub/b.py:5 reads privpix.a._hidden",
