@@ -126,10 +126,11 @@ def strict_loads(text: str):
     return json.loads(text, parse_constant=refuse)
 
 
-def start_all_waiting_on_the_ledger(ledger, commands, timeout: float = 120.0):
-    """Start every ``privpix`` command (argument lists) while holding ``ledger``'s lock, and return once each has
-    said it waits for that lock (then the lock is released and they race for it): ``(processes, stderr lines of
-    each)``. This forces the overlap a concurrency test needs: without the lock, no command waits and this fails."""
+def start_all_waiting_on_the_ledger(ledger, commands, timeout: float = 120.0, program=("-m", "privpix")):
+    """Start every ``privpix`` command (argument lists; with ``program=("-c", CODE)``, the arguments of a Python
+    script) while holding ``ledger``'s lock, and return once each has said it waits for that lock (then the lock is
+    released and they race for it): ``(processes, stderr lines of each)``. This forces the overlap a concurrency
+    test needs: without the lock, no command waits and this fails."""
     import sys
     import threading
     import time
@@ -141,7 +142,7 @@ def start_all_waiting_on_the_ledger(ledger, commands, timeout: float = 120.0):
     procs, errs = [], []
     try:
         for cmd in commands:
-            p = subprocess.Popen([sys.executable, "-m", "privpix", *map(str, cmd)], stdout=subprocess.PIPE,
+            p = subprocess.Popen([sys.executable, *program, *map(str, cmd)], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)  # fmt: skip
             lines: list[str] = []
             threading.Thread(target=lambda p=p, lines=lines: lines.extend(p.stderr), daemon=True).start()

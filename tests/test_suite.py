@@ -1,6 +1,7 @@
 """The suite's own promises (issue 30): derandomized property tests, marked data tests, and a loud failure when
 the data sets are missing."""
 
+import json
 import os
 import subprocess
 import sys
@@ -42,19 +43,33 @@ def test_missing_data_sets_fail_loudly_and_name_the_way_out(tmp_path):
     assert r.returncode == 5 and "1 deselected" in r.stdout, r.stdout  # 5: nothing left to run, nothing failed
 
 
-def test_the_readme_python_example_runs_as_written(data_dir, monkeypatch, capsys):
+@pytest.mark.slow
+def test_the_readme_python_examples_run_as_written(data_dir, monkeypatch, capsys, tmp_path):
+    """Every python block of the README, each in a fresh scope, in an empty folder; what each promises holds."""
     import re
     from pathlib import Path
 
+    from privpix.privacy.accounting import PrivacyLedger
+
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
-    assert blocks, "README.md has no python example"
+    assert len(blocks) >= 2, "README.md lacks its python examples"
     monkeypatch.setenv("PRIVPIX_DATA", str(data_dir))
+    monkeypatch.chdir(tmp_path)
+    scopes = []
     for code in blocks:
         scope: dict = {}
         exec(compile(code, "README.md", "exec"), scope)
-    assert scope["pixels"].shape == (200, 112, 92, 1) and scope["pixels"].dtype.name == "float32"
+        scopes.append(scope)
+    first, ledgered = scopes[0], scopes[1]
+    assert first["pixels"].shape == (200, 112, 92, 1) and first["pixels"].dtype.name == "float32"
     assert "unit" in capsys.readouterr().out
+    # The fit is charged once, the release from its model file not at all, the per-image release once.
+    book = PrivacyLedger.load(tmp_path / "ledger.json")
+    assert [(e.kind, e.status) for e in book.entries] == [("fit", "charged"), ("release", "charged")]
+    synthetic = json.loads((tmp_path / "synthetic" / "manifest.json").read_text())
+    assert synthetic["ledger"]["charge"].startswith("none: post-processing of the DP fit charged as entry 1")
+    assert ledgered["manifest"]["ledger"]["charge"] == "entry 2"
 
 
 @pytest.mark.integration

@@ -2,11 +2,13 @@
 
 The user API, importable from here::
 
-    from privpix import load_dataset, get_mechanism, release, audit, PrivacyLedger, Guarantee
+    from privpix import load_dataset, get_mechanism, release, fit, audit, PrivacyLedger, Guarantee
 
 ``release`` is :func:`privpix.publishing.release.release_to_dir` (a mechanism's release of every batch into a folder,
-with its manifest); ``audit`` is :func:`privpix.evaluation.audit.audit` (an empirical lower bound on ε). They load on
-first use, so ``import privpix`` stays light (no torch, no scikit-learn).
+with its manifest, charged to a ledger when given one); ``fit`` is :func:`privpix.publishing.fit.fit` (a mechanism
+fitted and its model file written, the fit charged to a ledger when it is a DP release); ``audit`` is
+:func:`privpix.evaluation.audit.audit` (an empirical lower bound on ε). They load on first use, so
+``import privpix`` stays light (no torch, no scikit-learn).
 """
 
 from typing import TYPE_CHECKING, Any
@@ -23,6 +25,7 @@ _LAZY = {
     "get_mechanism": ("privpix.mechanisms", "get_mechanism"),
     "PrivacyLedger": ("privpix.privacy.accounting", "PrivacyLedger"),
     "release": ("privpix.publishing.release", "release_to_dir"),
+    "fit": ("privpix.publishing.fit", "fit"),
     "audit": ("privpix.evaluation.audit", "audit"),
 }
 
@@ -35,6 +38,7 @@ __all__ = [
     "PrivpixError",
     "__version__",
     "audit",
+    "fit",
     "get_mechanism",
     "load_dataset",
     "release",
@@ -45,6 +49,7 @@ if TYPE_CHECKING:  # type checkers and IDEs see the real objects
     from privpix.evaluation.audit import audit
     from privpix.mechanisms import get_mechanism
     from privpix.privacy.accounting import PrivacyLedger
+    from privpix.publishing.fit import fit
     from privpix.publishing.release import release_to_dir as release
 
 

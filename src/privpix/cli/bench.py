@@ -15,7 +15,6 @@ from privpix import strict_json
 from privpix.cli.app import console, main
 from privpix.cli.options import (
     check_methods,
-    check_output_path,
     executor_options,
     method_options,
     params_for_method,
@@ -25,8 +24,8 @@ from privpix.cli.options import (
     plain,
     progress_bar,
     split_methods,
-    writing,
 )
+from privpix.publishing.outputs import check_output_path, writing
 
 
 @main.command()

@@ -14,7 +14,6 @@ from privpix import strict_json
 from privpix.cli.app import console, err_console, main
 from privpix.cli.options import (
     check_methods,
-    check_output_path,
     method_options,
     params_for_method,
     parse_floats,
@@ -22,9 +21,9 @@ from privpix.cli.options import (
     parse_size,
     progress_bar,
     split_methods,
-    writing,
 )
 from privpix.errors import PrivpixError
+from privpix.publishing.outputs import check_output_path, writing
 
 
 @main.command()

@@ -14,7 +14,6 @@ import numpy as np
 
 from privpix.cli.app import main
 from privpix.cli.options import (
-    check_output_path,
     executor_options,
     method_options,
     notes_from_warnings,
@@ -22,7 +21,6 @@ from privpix.cli.options import (
     parse_size,
     plain,
     print_note,
-    writing,
 )
 
 # Out-of-range numbers are usage errors naming the option, before any data is loaded; a learning rate or a
@@ -57,30 +55,17 @@ def fit_to_file(
     any training (refused over budget), and the model file records the entry; releases from the file are then
     post-processing and charge nothing more (docs/accounting.md)."""
     from privpix.errors import ParameterError
-    from privpix.mechanisms import Mechanism, get_mechanism, mechanism_class
+    from privpix.mechanisms import get_mechanism
+    from privpix.publishing.fit import check_fit
+    from privpix.publishing.fit import fit as fit_model
     from privpix.threads import one_thread
 
     out = Path(output)
-    check_output_path(out, "--output")  # before hours of training, not after
-    if out.exists() and not force:
-        raise ParameterError(f"--output {out}: exists; pass --force to replace it")
     if ledger is None and (budget is not None or delta_budget is not None):
         raise ParameterError("--budget and --delta-budget need --ledger FILE")
-    if mechanism_class(method).save_model is Mechanism.save_model:
-        raise ParameterError(
-            f"--method {method}: has no model file to write; whatever it needs it fits when it releases (use it "
-            "with release, evaluate or bench directly)"
-        )
     mech = get_mechanism(method, epsilon, delta, **params)
-    if mech.capabilities().fits_on != "private":
-        raise ParameterError(
-            f"--method {method}: a model file is already given (model=...); privpix fit trains a new one"
-        )
-    if ledger is not None and not mech.capabilities().dp_fit:
-        raise ParameterError(
-            f"--ledger: the fit of {method} is not a DP release (its releases carry a '{mech.guarantee_model}' "
-            "guarantee), so it has no ε a ledger could charge; fit it without --ledger"
-        )
+    # Before hours of training, and before the data is loaded.
+    check_fit(mech, out, ledger=ledger, budget=budget, delta_budget=delta_budget, force=force, option="--output")
     if limit is not None and limit < 2:
         raise ParameterError(f"--limit must be >= 2, got {limit}")
     if (dataset is None) == (input_dir is None):
@@ -93,17 +78,16 @@ def fit_to_file(
     t0 = time.perf_counter()
     # One torch thread, as in every fit privpix runs: the same seed then gives the same model on any machine.
     with notes_from_warnings(), one_thread():
-        if ledger is None:
-            mech.fit(data, seed=seed)
-            with writing(out, "--output"):
-                mech.save_model(out)
-        else:
-            _charged_fit(mech, data, out, ledger, budget, delta_budget, f"fit {mech.name} on {what} → {out}", seed,
-                         quiet)  # fmt: skip
+        done = fit_model(mech, data, out, ledger=ledger, budget=budget, delta_budget=delta_budget, seed=seed,
+                         force=force, label=f"fit {mech.name} on {what} → {out}", option="--output",
+                         note=None if quiet else print_note)  # fmt: skip
     if not quiet:
-        g = mech.guarantee(mech.capabilities().fixed_shape or (0, 0, 0))
-        plain(f"wrote {out} in {time.perf_counter() - t0:.0f} s; its releases carry: {g.compact()}")
-        for caveat in g.caveats:
+        if done.spent is not None:
+            s = done.spent
+            plain(f"charged as entry {done.entry} of {done.ledger}: spent ε={s.epsilon:.4g} at δ={s.delta:g} "
+                   f"({s.accountant}; basic sum ε={s.basic_epsilon:.4g})")  # fmt: skip
+        plain(f"wrote {out} in {time.perf_counter() - t0:.0f} s; its releases carry: {done.guarantee.compact()}")
+        for caveat in done.guarantee.caveats:
             plain(f"  {caveat}")
     return out
 
@@ -148,47 +132,6 @@ def _training_data(dataset, input_dir, data_dir, size, pick=None):
         check_resize_fits(len(data), size, data.shape[2])
         data = data.resized(*size)
     return data
-
-
-def _charged_fit(mech, data, out: Path, ledger: str, budget, delta_budget, label: str, seed, quiet: bool) -> None:
-    """Reserve the fit's charge (refused over budget, before any training), train, write the model file through a
-    temporary name, record its SHA-256 in the charge, then give it its name
-    (:func:`privpix.privacy.accounting.reserved_fit`: a killed fit's reservation stays and counts)."""
-    import os
-
-    from privpix.errors import DataError, ParameterError
-    from privpix.mechanisms.trained import file_sha256
-    from privpix.privacy.accounting import reserved_fit
-
-    shape = tuple(data.shape) if hasattr(data, "shape") else (0, 0, 0)
-    guarantee = mech.guarantee(shape)
-    events = mech.privacy_events(shape, len(data))
-    if events is None:
-        raise ParameterError(f"--ledger: {mech.name} declares no noise for its fit; nothing can be charged")
-    with reserved_fit(ledger, guarantee, list(events), label, budget=budget, delta_budget=delta_budget,
-                      wait=print_note) as charge:  # fmt: skip
-        if not quiet:
-            plain(f"reserved as entry {charge.entry} of {charge.path} before training")
-        mech.fit(data, seed=seed)
-        done = mech.privacy_events(shape, len(data))
-        if done is None or list(done) != list(events):
-            # What was reserved must be what the fit spent; nothing was written, so the reservation goes.
-            raise DataError(f"{mech.name}: the fit's noise {done} is not the noise reserved {events}; nothing written")
-        mech.ledger_entry_ = charge.ref()
-        tmp = out.parent / f".privpix-fit-{charge.run[:12]}.tmp"
-        try:
-            with writing(out, "--output"):
-                mech.save_model(tmp)
-            charge.finish(file_sha256(tmp))
-            with writing(out, "--output"):
-                os.replace(tmp, out)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-    if not quiet and charge.spent is not None:
-        s = charge.spent
-        plain(f"charged as entry {charge.entry} of {charge.path}: spent ε={s.epsilon:.4g} at δ={s.delta:g} "
-               f"({s.accountant}; basic sum ε={s.basic_epsilon:.4g})")  # fmt: skip
 
 
 _COMMON = [

@@ -18,7 +18,8 @@ import click
 
 from privpix import strict_json
 from privpix.cli.app import err_console, main
-from privpix.cli.options import INPUT_FOLDER, check_output_path, parse_params, parse_size, plain, writing
+from privpix.cli.options import INPUT_FOLDER, parse_params, parse_size, plain
+from privpix.publishing.outputs import check_output_path, writing
 
 RECORD_SOURCE = click.option(
     "--record-source",
@@ -158,7 +159,7 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
     released with no guarantee: the paper's ε = ∞ column)."""
     from dataclasses import replace
 
-    from privpix.cli.release import ShardedRun, run_sharded
+    from privpix.cli.release import ReleaseRun, release_sharded
     from privpix.data.inmemory import ImageSetSource
     from privpix.errors import ParameterError
     from privpix.executor import Executor
@@ -191,12 +192,12 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
         "rng": "secure" if secure else ("seeded" if seed is not None else "os-seeded"),
         **({"encoder_file": str(Path(encoder_file).resolve())} if record_source else {}),
     }
-    run = ShardedRun(seed, secure, "imagefolder", 1, True, 1, "local", None, None, None, False, out, force, inputs,
-                     None, None, None, None, quiet, resumable=False)  # fmt: skip
+    run = ReleaseRun(seed=seed, secure=secure, png_level=1, labels=True, workers=1, out=out, force=force,
+                     inputs=inputs, quiet=quiet, resumable=False)  # fmt: skip
     with Executor(1) as executor, writing(out, "--output"):
         run.executor = executor
         label = f"{mech.name} on {source} → {out}"
-        run_sharded(mech, ImageSetSource(data, source), None, data.shape, None, source, metadata, label, run,
+        release_sharded(mech, ImageSetSource(data, source), None, data.shape, None, source, metadata, label, run,
                  mech.guarantee_for(data))  # fmt: skip
 
 

@@ -8,7 +8,7 @@ swapped in atomically; the reservation becomes a charge, or is rolled back only 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -267,8 +267,10 @@ def release(
         print_note("--seed makes the noise reproducible by anyone who knows the seed; publish with --secure instead")
     hw = parse_size(size)
     metadata = {"secure_rng": secure, "rng": "secure" if secure else ("seeded" if seed is not None else "os-seeded")}
-    run = ShardedRun(seed, secure, fmt, png_level, labels, workers, engine, scheduler, shard_size, block_size, resume,
-                     out, force, inputs, source_map, ledger, budget, delta_budget, quiet)  # fmt: skip
+    run = ReleaseRun(seed=seed, secure=secure, fmt=fmt, png_level=png_level, labels=labels, workers=workers,
+                     shard_size=shard_size, block_size=block_size, resume=resume, out=out, force=force, inputs=inputs,
+                     source_map=source_map, ledger=ledger, budget=budget, delta_budget=delta_budget,
+                     quiet=quiet)  # fmt: skip
     from privpix.executor import make_executor, using
 
     # One executor for the whole command: a synthesizer's fit spreads its embedding sums over it too. Its local
@@ -305,7 +307,7 @@ def release(
             metadata["source"] = dataset
             fit_as_declared(mech, data)  # used only by a mechanism that fits on the private records
             label = f"{mech.name} on {dataset} → {output}"
-            run_sharded(mech, RecordSetSource(data, dataset), None, (0, 0, 0), None, dataset, metadata, label, run)
+            release_sharded(mech, RecordSetSource(data, dataset), None, (0, 0, 0), None, dataset, metadata, label, run)
             return
         source = _open(input_dir, dataset, data_dir, hw, max_pixels)
         _print_skipped([(Path(p), why) for p, why in source.skipped])
@@ -329,9 +331,9 @@ def release(
             # The guarantee of these very images (an encoder fitted on some of them does not protect them), charged.
             expect = mech.guarantee_for(images)
             whole = ImageSetSource(images, source.description)
-            run_sharded(mech, whole, None, images.shape, None, source.description, metadata, label, run, expect)
+            release_sharded(mech, whole, None, images.shape, None, source.description, metadata, label, run, expect)
             return
-        run_sharded(mech, source, None, source.shape, source.class_names, source.description, metadata, label, run)
+        release_sharded(mech, source, None, source.shape, source.class_names, source.description, metadata, label, run)
 
 
 def _check_public_distinct(mech, source, chunk: int = 256) -> None:
@@ -347,28 +349,27 @@ def _check_public_distinct(mech, source, chunk: int = 256) -> None:
 
 
 @dataclass
-class ShardedRun:
-    """The options every sharded release shares (one place, so the three kinds of release pass them alike)."""
+class ReleaseRun:
+    """The options every sharded release of the command line shares (one place, so the kinds of release pass them
+    alike)."""
 
-    seed: int | None
-    secure: bool
-    fmt: str
-    png_level: int
-    labels: bool
-    workers: int | None
-    engine: str
-    scheduler: str | None
-    shard_size: int | None
-    block_size: int | None
-    resume: bool
     out: Path
-    force: bool
-    inputs: list[Path]
-    source_map: str | None
-    ledger: str | None
-    budget: float | None
-    delta_budget: float | None
-    quiet: bool
+    seed: int | None = None
+    secure: bool = False
+    fmt: str = "imagefolder"
+    png_level: int = 1
+    labels: bool = False
+    workers: int | None = None
+    shard_size: int | None = None
+    block_size: int | None = None
+    resume: bool = False
+    force: bool = False
+    inputs: list[Path] = field(default_factory=list)
+    source_map: str | None = None
+    ledger: str | None = None
+    budget: float | None = None
+    delta_budget: float | None = None
+    quiet: bool = False
     resumable: bool = True
     # The command's one executor, set when the command opens it (after every check that can fail).
     executor: Executor | None = None
@@ -394,143 +395,43 @@ def _read_all(source):
     return source.read(0, len(source))
 
 
-def run_sharded(
-    mech, source, count, shape, class_names, input_id, metadata, label, run: ShardedRun, expect=None
-) -> None:
-    """Plan the shards, charge the ledger (or take over the interrupted run's reservation), release, report. Every
-    release of the command line comes here: images, synthetic images (``count``), records and feature reports.
-    ``expect``: the guarantee to charge, when the release's own differs from its shape's (feature reports)."""
+def release_sharded(mech, source, count, shape, class_names, input_id, metadata, label, run: ReleaseRun,
+                    expect=None) -> None:  # fmt: skip
+    """Release through the library's ledger protocol (:func:`privpix.publishing.ledger.publish_job`) with a
+    progress bar, then report. Every release of the command line comes here: images, synthetic images
+    (``count``), records and feature reports. ``expect``: the guarantee to charge, when the release's own differs
+    from its shape's (feature reports)."""
     from tqdm import tqdm
 
     from privpix.data.inmemory import RecordSetSource
-    from privpix.errors import ParameterError
-    from privpix.publishing.shards import ShardedRelease, read_plan
-
-    caps = mech.capabilities()
+    from privpix.publishing.ledger import publish_job
+    from privpix.publishing.shards import ShardedRelease
 
     job = ShardedRelease(mech, source, shape, count=count, seed=run.seed, secure=run.secure, fmt=run.fmt,
                          compress_level=run.png_level, labels=run.labels, shard=run.shard_size, block=run.block_size,
                          class_names=class_names, input_id=input_id)  # fmt: skip
-    guarantee = expect if expect is not None else mech.guarantee(shape)
-    ledger_path = str(Path(run.ledger).expanduser().resolve()) if run.ledger is not None else None
-    earlier = read_plan(run.out) if run.resume else None
-    if run.resume:
-        if earlier is None:
-            raise ParameterError(f"--resume: {run.out} holds no interrupted release to continue")
-        if earlier.get("ledger") != ledger_path:
-            want = f"--ledger {earlier['ledger']}" if earlier.get("ledger") else "no --ledger"
-            raise ParameterError(f"--resume: the interrupted run was started with {want}; resume it the same way")
     executor = run.pool()
-    plan = job.plan(executor.workers, run=earlier["run"] if earlier else None, ledger=ledger_path)
-    if not run.resumable:  # a command without --resume: its failure must not suggest one
-        plan.update(resumable=False, why_not_resumable="")
     unit = "record" if isinstance(source, RecordSetSource) else "img"
     bar = tqdm(total=job.n, unit=unit, disable=run.quiet, desc=f"{mech.name}")
     t0 = time.perf_counter()
     if not run.quiet and not job.unit:
-        print_note(f"{job.n} images in {-(-job.n // plan['shard_size'])} shard(s) on {executor.describe()}")
-
-    def publish(on_published=None, session=None):
-        def discard(earlier_plan):
-            # An interrupted run's unpublished work was removed: its reservation on this ledger spent nothing.
-            if session is not None and earlier_plan.get("ledger") == ledger_path and session.drop(earlier_plan["run"]):
-                print_note(
-                    f"the interrupted run's reservation in {run.ledger} was released (nothing of it was published)"
-                )
-
-        return job.run(run.out, executor, expect=guarantee, plan=plan, resume=run.resume, force=run.force,
-                       inputs=run.inputs, source_map=run.source_map, metadata=metadata, on_progress=bar.update,
-                       on_skip=lambda p, why: _print_skipped([(Path(p), why)]), on_published=on_published,
-                       note=print_note, on_discard=discard)  # fmt: skip
-
-    fit = mech.dp_fit_record() if mech.capabilities().fits_on == "model-file" else None
-    events = None if fit is not None else mech.privacy_events(shape, None if count is not None else job.n,
-                                                              secure=run.secure)  # fmt: skip
-    manifest, book = _charged(run.ledger, run.budget, run.delta_budget, guarantee, label, publish,
-                              run=plan["run"], resume=run.resume, events=events, fit=fit,
-                              metadata=metadata, model=getattr(mech, "model", ""))  # fmt: skip
+        print_note(
+            f"{job.n} images in {-(-job.n // job.shard_images(executor.workers))} shard(s) on {executor.describe()}"
+        )
+    manifest, book = publish_job(job, run.out, executor, expect=expect, ledger=run.ledger, budget=run.budget,
+                                 delta_budget=run.delta_budget, label=label, resume=run.resume,
+                                 resumable=run.resumable, force=run.force, inputs=run.inputs,
+                                 source_map=run.source_map, metadata=metadata, on_progress=bar.update,
+                                 on_skip=lambda p, why: _print_skipped([(Path(p), why)]), note=print_note)  # fmt: skip
     bar.close()
     if "records" in manifest:
         what = f"{manifest['records']} records to {run.out}/records.csv and manifest.json"
-    elif caps.output == "features":
+    elif mech.capabilities().output == "features":
         what = f"{manifest['n']} reports of {manifest['m']} features to {run.out}/{manifest['file']} and manifest.json"
     else:
         kind = "synthetic images (labels in the manifest)" if count is not None else "images"
         what = f"{manifest['images']} {kind} as {run.fmt} ({job.files_published} files) and {run.out}/manifest.json"
     _report(manifest, run.out, run.ledger, book, run.quiet, what, t0)
-
-
-def _charged(ledger, budget, delta_budget, guarantee, label, publish, *, run: str = "", resume: bool = False,
-             events=None, fit=None, metadata=None, model: str = ""):  # fmt: skip
-    """Run ``publish`` under the ledger's lock with the charge reserved first (or plainly, without a ledger); a
-    resumed run finishes the reservation its interrupted run ``run`` left instead of reserving again. A release
-    from a model file whose fit was a DP release (``fit``: its :meth:`~privpix.mechanisms.Mechanism.dp_fit_record`)
-    is post-processing: admitted with no charge when the ledger holds that fit, refused when it does not. What the
-    ledger did goes into the manifest (``metadata["ledger"]``). Returns ``(manifest, ledger or None)``."""
-    from privpix.privacy.accounting import open_ledger
-
-    if metadata is not None and fit is not None:
-        metadata["model_sha256"] = fit["sha256"]
-    if ledger is None:
-        return publish(), None
-    with open_ledger(ledger, budget=budget, delta_budget=delta_budget, wait=print_note) as session:
-        if fit is not None:
-            entry = _fit_entry(session, fit, model)
-            if metadata is not None:
-                spent = session.ledger.spent()
-                metadata["ledger"] = {
-                    "charge": f"none: post-processing of the DP fit charged as entry {entry.id}",
-                    "entry": entry.id,
-                    "model_sha256": fit["sha256"],
-                    "spent": spent.to_dict(),
-                }
-            manifest = publish(None, session) if run else publish()
-            return manifest, session.ledger
-        held = session.resume(guarantee, run, label, events) if resume else session.reserve(guarantee, label, run,
-                                                                                            events)  # fmt: skip
-        with held as reservation:
-            if metadata is not None:
-                e = reservation.entry
-                metadata["ledger"] = {
-                    "charge": f"entry {e.id}",
-                    "entry": e.id,
-                    "epsilon": e.epsilon,
-                    "delta": e.delta,
-                    "events": [ev.to_dict() for ev in e.noise()],
-                    "spent": session.ledger.spent().to_dict(),
-                }
-            manifest = publish(reservation.published, session) if run else publish(reservation.published)
-        return manifest, session.ledger
-
-
-def _fit_entry(session, fit: dict, model: str):
-    """The ledger entry that charged the DP fit a model file records (``fit``), or a one-line refusal naming the
-    two ways to charge it, or the tampering when the file names this ledger's entry but its bytes changed."""
-    from privpix.errors import BudgetExceededError, DataError
-
-    book, path = session.ledger, session.path
-    entry = book.entry_for_model(fit["sha256"])
-    if entry is not None:
-        return entry
-    ref = fit.get("ledger") or {}
-    if ref.get("path") == str(path) and isinstance(ref.get("entry"), int):
-        named = book.entry(ref["entry"])
-        if named is not None and named.model_sha256:
-            raise DataError(
-                f"{model}: its fit was charged as entry {named.id} of {path} for a file with sha256 "
-                f"{named.model_sha256[:16]}…, but this file's is {fit['sha256'][:16]}…: the model file was changed "
-                "after its fit; refuse to release from it"
-            )
-        if named is not None and named.status == "reserved":
-            raise BudgetExceededError(
-                f"{model}: its fit's entry {named.id} in {path} is a reservation a killed fit left; record the file "
-                f"with `privpix ledger charge {path} --model {model}` (no second charge)"
-            )
-    raise BudgetExceededError(
-        f"--ledger {path}: the DP fit of {model} (sha256 {fit['sha256'][:16]}…) is not charged in this ledger; fit "
-        f"again with `privpix fit ... --ledger {path}`, or charge it once with `privpix ledger charge {path} "
-        f"--model {model}`"
-    )
 
 
 def _report(manifest, output, ledger, book, quiet, what, t0) -> None:
@@ -563,7 +464,7 @@ def spent_text(book) -> str:
             f"({s.accountant}{basic})")  # fmt: skip
 
 
-def _release_synthetic(mech, private, source, data_dir, metadata, run: ShardedRun) -> None:
+def _release_synthetic(mech, private, source, data_dir, metadata, run: ReleaseRun) -> None:
     """A synthesizer's release: fit (on the private images, or read its model file), then draw as many new labelled
     images as it says (``synthetic_count``), in shards, with the labels in the manifest."""
     from privpix.errors import ParameterError
@@ -583,7 +484,7 @@ def _release_synthetic(mech, private, source, data_dir, metadata, run: ShardedRu
     metadata["synthetic_images"] = count
     # The model's class names (kept in its model file) name the labels: female/ and male/, not 0/ and 1/.
     class_names = mech.label_names() or (None if private is None else private.class_names)
-    run_sharded(mech, None, count, shape, class_names, source or "", metadata, f"{mech.name} → {run.out}", run)
+    release_sharded(mech, None, count, shape, class_names, source or "", metadata, f"{mech.name} → {run.out}", run)
 
 
 @main.command()

@@ -58,6 +58,11 @@ def release_to_dir(
     fmt: str = "imagefolder",
     labels: bool = False,
     workers: int = 1,
+    seed: int | None = None,
+    ledger: str | Path | None = None,
+    budget: float | None = None,
+    delta_budget: float | None = None,
+    label: str = "",
 ) -> dict[str, Any]:
     """Release ``data`` into the folder ``output`` through the sharded writer ``privpix release`` uses
     (:mod:`privpix.publishing.shards`); returns the manifest as written, less its ``files`` list (streamed to
@@ -69,7 +74,7 @@ def release_to_dir(
             a :class:`~privpix.data.RecordSet` (``records.csv``); for a synthesizer, a count of new images to draw
             (its labels go into the manifest), or images whose number and shape it copies; or an iterable of image
             sets (joined) or of counts (added up).
-        rng: an integer seed, which gives the output ``privpix release --seed`` gives; a
+        rng: an integer seed, which gives the output ``privpix release --seed`` gives (or pass ``seed=``); a
             :class:`~privpix.privacy.noise.SecureRandom` (the exact samplers, as ``--secure``); a NumPy
             ``Generator``, from which one seed is drawn (the same generator state, the same release); or ``None``
             (fresh OS entropy).
@@ -81,17 +86,33 @@ def release_to_dir(
         labels: publish the input's class labels (as given: not privatized, not covered by the guarantee).
         compress_level: the PNG compression level, 0 (fastest) to 9.
         workers: processes to spread the shards over (1: this process).
+        seed: the same as an integer ``rng`` (give one of them): a reproducible research release, whose noise
+            anyone who knows the seed can remove.
+        ledger: a privacy ledger file, charged as ``privpix release --ledger`` charges it: locked for the whole
+            release, the charge reserved before any file is written (refused over budget, nothing written), and
+            kept once the release may be visible. A release from a model file whose fit was charged to this ledger
+            charges nothing more; one whose fit it does not hold is refused.
+        budget, delta_budget: the per-image ε and the δ budget of a new ledger file (they must match an existing
+            one's).
+        label: what the ledger entry says was released (default: the mechanism and the output).
 
     The earlier release in ``output`` (with ``force``) stays whole until the new one is complete; file names are
     opaque, and an image whose pixels equal an earlier one's is released once. The manifest holds no source name.
     """
     from privpix.data.inmemory import ImageSetSource, RecordSetSource
     from privpix.executor import Executor, make_executor
+    from privpix.publishing.ledger import publish_job
     from privpix.publishing.shards import ShardedRelease
 
+    if seed is not None:
+        if rng is not None:
+            raise ParameterError("give rng or seed, not both")
+        rng = seed
     seed, secure = _seed_of(rng)
     rng_kind = "secure" if secure else ("seeded" if seed is not None else "os-seeded")
     metadata = {"secure_rng": secure, "rng": rng_kind, **(metadata or {})}  # as `privpix release` records them
+    if mechanism.capabilities().fits_on == "model-file" and not mechanism.is_fitted:
+        mechanism.fit(None)  # reads the model file it names: its shape and labels say what to draw
     caps = mechanism.capabilities()
     source: Any = None
     count: int | None = None
@@ -118,8 +139,12 @@ def release_to_dir(
                          compress_level=compress_level, labels=labels, class_names=class_names,
                          input_id=getattr(source, "description", ""))  # fmt: skip
     with Executor(1) if workers == 1 else make_executor("local", workers) as executor:
-        return job.run(output, executor, expect=expect, force=force, inputs=inputs, source_map=source_map,
-                       metadata=metadata, on_progress=on_batch, on_published=on_published, note=note)  # fmt: skip
+        manifest, _ = publish_job(job, output, executor, expect=expect, ledger=ledger, budget=budget,
+                                  delta_budget=delta_budget, label=label or f"{mechanism.name} → {output}",
+                                  force=force, inputs=inputs, source_map=source_map,
+                                  metadata=metadata, on_progress=on_batch, on_published=on_published,
+                                  note=note)  # fmt: skip
+        return manifest
 
 
 def _seed_of(rng: RNG | int | None) -> tuple[int | None, bool]:

@@ -269,11 +269,16 @@ class ShardedRelease:
             "label_names": list(self.label_names or ()),
         }
 
-    def plan(self, workers: int, run: str | None = None, ledger: str | None = None) -> dict[str, Any]:
+    def shard_images(self, workers: int) -> int:
+        """Images per shard for ``workers`` workers: ``shard`` as given, or sized so that every worker is busy,
+        rounded up to whole blocks."""
         cost = self.mechanism.capabilities().seconds_per_value
         block = self.block_images
         size = self.n if self.unit else self.shard or shard_size(self.n, block, self.shape, workers, cost)
-        size = (size + block - 1) // block * block
+        return (size + block - 1) // block * block
+
+    def plan(self, workers: int, run: str | None = None, ledger: str | None = None) -> dict[str, Any]:
+        size = self.shard_images(workers)
         return {
             "version": PLAN_VERSION,
             "settings": self.settings(),

@@ -1,0 +1,164 @@
+"""The ledger from Python: ``privpix.fit(..., ledger=)`` and ``privpix.release(..., ledger=)`` keep the promises
+``privpix fit --ledger`` and ``privpix release --ledger`` keep (test_accounting.py, test_sharded_release.py):
+racing fits never overspend, a fit killed mid-training keeps its reservation, a model file changed after its charge
+or charged in another ledger is refused, and a release over budget writes nothing."""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import privpix
+from conftest import start_all_waiting_on_the_ledger
+from privpix.data import ImageSet
+from privpix.errors import BudgetExceededError, DataError, ParameterError
+from privpix.mechanisms import get_mechanism
+from privpix.privacy.accounting import PrivacyLedger
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+TINY = {"n_features": 200, "epochs": 1, "batch_size": 20, "width": 8, "channels": 4}
+MERF = {"epsilon": 1.0, "delta": 1e-5}
+
+# A fit through the API in a process of its own (argv: model file, ledger, epochs), telling stderr what it waits for.
+API_FIT = """
+import sys
+import privpix
+from privpix.mechanisms import get_mechanism
+
+out, ledger, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+data = privpix.load_dataset("builtin-mnist").subset(slice(60))
+mech = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, n_features=200, epochs=epochs, batch_size=20, width=8,
+                     channels=4)
+try:
+    privpix.fit(mech, data, out, ledger=ledger, seed=0, note=lambda m: print(m, file=sys.stderr, flush=True))
+except privpix.BudgetExceededError as e:
+    print(f"refused: {e}", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+@pytest.fixture(scope="module")
+def sixty():
+    return privpix.load_dataset("builtin-mnist").subset(slice(60))
+
+
+def _merf(**kw):
+    return get_mechanism("dp-merf", **MERF, **TINY, **kw)
+
+
+def test_a_release_is_charged_and_one_over_budget_writes_nothing(tmp_path):
+    images = ImageSet(np.random.default_rng(0).integers(0, 256, (6, 8, 8, 1), dtype=np.uint8))
+    ledger = tmp_path / "ledger.json"
+    mech = get_mechanism("pixel-laplace", epsilon=1.0, sensitivity="bound", unit="image")
+    manifest = privpix.release(mech, images, tmp_path / "a", seed=1, ledger=ledger, budget=1.5)
+    assert manifest["ledger"]["charge"] == "entry 1" and manifest["ledger"]["epsilon"] == 1.0
+    (entry,) = PrivacyLedger.load(ledger).entries
+    assert entry.status == "charged" and entry.kind == "release"
+    # The same seed gives the same pixels with a ledger as without one: the ledger only charges.
+    plain = privpix.release(mech, images, tmp_path / "plain", seed=1)
+    assert manifest["guarantee"] == plain["guarantee"]
+    assert sorted(f.read_bytes() for f in (tmp_path / "a").rglob("*.png")) == sorted(
+        f.read_bytes() for f in (tmp_path / "plain").rglob("*.png")
+    )
+    with pytest.raises(BudgetExceededError, match="remains"):
+        privpix.release(mech, images, tmp_path / "b", seed=2, ledger=ledger)
+    assert not (tmp_path / "b").exists() and len(PrivacyLedger.load(ledger).entries) == 1
+    with pytest.raises(ParameterError, match="rng or seed"):
+        privpix.release(mech, images, tmp_path / "c", 3, seed=3)
+    with pytest.raises(ParameterError, match="needs a ledger"):
+        privpix.release(mech, images, tmp_path / "c", seed=3, budget=1.0)
+
+
+@pytest.mark.slow
+def test_a_fit_is_charged_once_and_releases_from_its_model_charge_nothing(tmp_path, sixty):
+    ledger = tmp_path / "ledger.json"
+    done = privpix.fit(_merf(), sixty, tmp_path / "m.pt", ledger=ledger, budget=4.0, delta_budget=1e-4, seed=0)
+    (entry,) = PrivacyLedger.load(ledger).entries
+    assert (done.entry, done.ledger) == (entry.id, ledger.resolve())
+    assert entry.kind == "fit" and entry.status == "charged" and entry.model_sha256
+    assert done.spent is not None and done.spent.epsilon == pytest.approx(0.8366, abs=1e-3)
+    for out in ("r1", "r2"):
+        manifest = privpix.release(_merf(model=str(tmp_path / "m.pt")), 20, tmp_path / out, ledger=ledger)
+        assert manifest["ledger"]["charge"] == f"none: post-processing of the DP fit charged as entry {entry.id}"
+        assert manifest["model_sha256"] == entry.model_sha256
+    assert len(PrivacyLedger.load(ledger).entries) == 1
+    with pytest.raises(ParameterError, match="exists; pass force=True"):
+        privpix.fit(_merf(), sixty, tmp_path / "m.pt", ledger=ledger)
+
+
+@pytest.mark.slow
+def test_a_model_changed_after_its_charge_or_charged_in_another_ledger_is_refused(tmp_path, sixty):
+    import torch
+
+    ledger, other = tmp_path / "ledger.json", tmp_path / "other.json"
+    privpix.fit(_merf(), sixty, tmp_path / "m.pt", ledger=ledger, budget=4.0, delta_budget=1e-4, seed=0)
+    PrivacyLedger(4.0, 1e-4).save(other)
+    with pytest.raises(BudgetExceededError, match="is not charged in this ledger"):
+        privpix.release(_merf(model=str(tmp_path / "m.pt")), 10, tmp_path / "r0", ledger=other)
+    assert not (tmp_path / "r0").exists() and PrivacyLedger.load(other).entries == []
+    blob = torch.load(tmp_path / "m.pt", weights_only=True)
+    meta = json.loads(blob["meta"])
+    meta["fitted_on"] = "elsewhere"  # the noise it records still agrees; only the bytes changed
+    blob["meta"] = json.dumps(meta)
+    buf = io.BytesIO()
+    torch.save(blob, buf)
+    (tmp_path / "m.pt").write_bytes(buf.getvalue())
+    with pytest.raises(DataError, match="was changed after its fit"):
+        privpix.release(_merf(model=str(tmp_path / "m.pt")), 10, tmp_path / "r1", ledger=ledger)
+    assert not (tmp_path / "r1").exists()
+
+
+def test_a_fit_that_is_not_a_dp_release_is_refused_under_a_ledger_before_training(tmp_path, sixty):
+    with pytest.raises(ParameterError, match=r"^ledger: the fit of ppsgan is not a DP release"):
+        privpix.fit(get_mechanism("ppsgan"), sixty, tmp_path / "g.pt", ledger=tmp_path / "l.json", budget=1.0)
+    assert not (tmp_path / "l.json").exists() and not (tmp_path / "g.pt").exists()
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_racing_api_fits_never_overspend_the_ledger(tmp_path):
+    """Three API fits at (1, 1e-5), started while the test holds the ledger's lock, so all wait on it at once.
+    Budget (1.4, 1e-4): two compose to ε = 1.238, three to 1.560 (dp-accounting PLD): two fit, one is refused."""
+    ledger = tmp_path / "ledger.json"
+    PrivacyLedger(1.4, 1e-4).save(ledger)
+    cmds = [[tmp_path / f"f{i}.pt", ledger, 1] for i in range(3)]
+    procs, errs = start_all_waiting_on_the_ledger(ledger, cmds, program=("-c", API_FIT))
+    codes = [p.wait(timeout=300) for p in procs]
+    time.sleep(0.2)
+    assert sorted(codes) == [0, 0, 2], (codes, errs)
+    refused = errs[codes.index(2)]
+    assert any("refused:" in ln and "remains" in ln for ln in refused), refused
+    book = PrivacyLedger.load(ledger)
+    assert len(book.entries) == 2 and all(e.status == "charged" and e.kind == "fit" for e in book.entries)
+    assert book.spent_epsilon <= book.epsilon_budget
+    assert sum((tmp_path / f"f{i}.pt").exists() for i in range(3)) == 2
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_an_api_fit_killed_mid_training_keeps_its_reservation(tmp_path):
+    ledger, out = tmp_path / "ledger.json", tmp_path / "m.pt"
+    PrivacyLedger(4.0, 1e-4).save(ledger)
+    proc = subprocess.Popen([sys.executable, "-c", API_FIT, str(out), str(ledger), "100000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not PrivacyLedger.load(ledger).entries:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            time.sleep(0.2)
+        time.sleep(1.0)  # into the training
+        assert proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    (entry,) = PrivacyLedger.load(ledger).entries
+    assert entry.status == "reserved" and entry.kind == "fit" and not out.exists()
+    assert PrivacyLedger.load(ledger).spent_epsilon == pytest.approx(0.8366, abs=1e-3)
