@@ -19,7 +19,7 @@ from privpix.mechanisms import MECHANISMS, get_mechanism, register
 from privpix.mechanisms.ldp import ENCODERS, load_encoder, make_encoder
 from privpix.mechanisms.ldp.encoders import PixelEncoder
 from privpix.mechanisms.ldp.mechanism import LDPDCAConv, LDPFeatures, LDPPixelReport, register_ldp
-from privpix.mechanisms.ldp.rr import grr_probabilities
+from privpix.privacy.grr import grr_probabilities
 from privpix.privacy.neighbours import OneFeature, OneImage
 
 NAMES = ("ldp-pixel-report", "ldp-hog-bovw", "ldp-dcaconv", "ldp-bnn")

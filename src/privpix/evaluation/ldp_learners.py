@@ -20,7 +20,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from privpix.errors import ParameterError
 from privpix.evaluation.ldp_estimators import frequency_estimate, value_counts
 from privpix.mechanisms.kinds import LearnerSpec
-from privpix.mechanisms.ldp.rr import check_domain, check_epsilon, grr_probabilities
+from privpix.privacy.grr import check_domain, check_epsilon, grr_probabilities
 
 
 def _check_reports(X: Any, d: int, name: str = "X") -> np.ndarray:

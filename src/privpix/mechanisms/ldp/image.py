@@ -8,8 +8,8 @@ import numpy as np
 from privpix.data.imageset import ImageSet, blockwise
 from privpix.mechanisms.base import Capabilities, Param
 from privpix.mechanisms.kinds import ImageMechanism
-from privpix.mechanisms.ldp.rr import grr_perturb
 from privpix.mechanisms.registry import register
+from privpix.privacy.grr import grr_perturb
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, Pixels
 from privpix.privacy.noise import RNG

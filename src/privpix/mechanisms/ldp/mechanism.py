@@ -1,7 +1,7 @@
 """Paper 000's encoders + generalised randomized response as registered mechanisms that release features.
 
 One owner's release is the report of paper 000's protocol: the image encoded into m integer features in
-``[0, d)`` by a published encoder, every feature perturbed with GRR at ε (:mod:`~privpix.mechanisms.ldp.rr`).
+``[0, d)`` by a published encoder, every feature perturbed with GRR at ε (:mod:`~privpix.privacy.grr`).
 :class:`LDPFeatures` is the one base class; each encoder is a subclass of a few lines naming its
 ``encoder_class`` (``ldp-pixel-report``, ``ldp-hog-bovw``, ``ldp-dcaconv``, ``ldp-bnn``). They are ordinary
 mechanisms (``Capabilities.output == "features"``), so ``privpix bench`` and ``privpix audit`` reach them, and
@@ -30,8 +30,8 @@ from privpix.mechanisms.ldp.dcaconv import DCAConvEncoder
 from privpix.mechanisms.ldp.encoder_base import ENCODERS, Encoder, gray_images
 from privpix.mechanisms.ldp.encoders import HogBovwEncoder, PixelEncoder, load_encoder
 from privpix.mechanisms.ldp.reports import Reports, may_overlap, report_files
-from privpix.mechanisms.ldp.rr import grr_perturb
 from privpix.mechanisms.registry import register
+from privpix.privacy.grr import grr_perturb
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, OneFeature, OneImage
 from privpix.privacy.noise import RNG

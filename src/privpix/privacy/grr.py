@@ -4,6 +4,10 @@ Each of an owner's m features takes values in ``[d] = {0, …, d-1}``. A feature
 ``p = e^ε / (e^ε + d - 1)`` and otherwise replaced by one of the other ``d - 1`` values uniformly, so that
 every output value has probability ``p`` or ``q = 1 / (e^ε + d - 1)`` and ``p / q = e^ε``: ε-LDP per feature.
 A vector of m features perturbed independently is (m·ε)-LDP as a whole (sequential composition).
+
+A privacy primitive, as the noises of :mod:`privpix.privacy.noise`: the LDP mechanisms perturb with it, and the data
+user's estimators and learners (:mod:`privpix.evaluation.ldp_estimators`, :mod:`privpix.evaluation.ldp_learners`)
+read the reports with its probabilities.
 """
 
 from __future__ import annotations
