@@ -1,10 +1,10 @@
 """Can the bench refute every claim up to ε = 10? (issue 20's target)
 
 For each mechanism the bench and the demo run on images, at claimed ε ∈ {0.5, 1, 2, 4, 8, 10}: the claim the audit
-tests (``Mechanism.audit_claim``, e.g. d·ε for the paper's PCA inverse), the trials per side the bench raises to
-(``grid.bench_trials``: doubling from 1,000 until the claim is refutable, at most 128,000), the largest bound
-those trials could show (``audit.max_auditable``), and whether the claim is refutable. No audit is run for that
-table: the ceiling is computed before running, from the trials and the curve the mechanism declares.
+tests (``Claim.epsilon`` of ``Mechanism.privacy``, e.g. d·ε for the paper's PCA inverse), the trials per side the
+bench raises to (``grid.bench_trials``: doubling from 1,000 until the claim is refutable, at most 128,000), the
+largest bound those trials could show (``audit.max_auditable``), and whether the claim is refutable. No audit is run
+for that table: the ceiling is computed before running, from the trials and the curve the mechanism declares.
 
 Then the audits that need the most trials are run as the bench runs them (``grid.bench_audit`` on its 64 audit
 images), each in a fresh process, with wall time and peak memory (``ru_maxrss`` of that process).
@@ -67,7 +67,7 @@ def _images():
 
 
 def table() -> list[dict]:
-    from privpix.evaluation.audit import max_auditable, mechanism_curve
+    from privpix.evaluation.audit import claimed, max_auditable, mechanism_curve
     from privpix.evaluation.grid import audit_images, bench_trials
 
     train = _images()
@@ -77,7 +77,7 @@ def table() -> list[dict]:
             mech = _mechanism(spec, eps, delta)
             # A model's white-box audit is calibrated for the training set; image releases use the 64 audit images.
             imgs = train if mech.capabilities().output == "model" else audit_images(mech, train)
-            claim = mech.audit_claim(imgs.shape)[0]
+            claim = claimed(mech, imgs)[0]
             trials = bench_trials(mech, imgs, 1000)
             top = max_auditable(mech, imgs, trials)
             curve = mechanism_curve(mech, imgs)

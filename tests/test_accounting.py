@@ -21,7 +21,15 @@ from privpix.errors import BudgetExceededError, DataError, ParameterError
 from privpix.mechanisms import get_mechanism
 from privpix.mechanisms.synthesis import embedding
 from privpix.privacy.accounting import LEDGER_FORMAT, PrivacyLedger, open_ledger, reserved_fit
-from privpix.privacy.composition import NoiseEvent, compose
+from privpix.privacy.composition import (
+    ApproxDP,
+    GaussianNoise,
+    LaplaceNoise,
+    NoiseEvent,
+    PureDP,
+    SampledGaussianNoise,
+    compose,
+)
 from privpix.privacy.guarantees import Guarantee
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -35,7 +43,7 @@ def _merf_guarantee() -> Guarantee:
 
 
 def _merf_events() -> list[NoiseEvent]:
-    return list(get_mechanism("dp-merf", **MERF).privacy_events((28, 28, 1), 60))
+    return list(get_mechanism("dp-merf", **MERF).privacy((28, 28, 1), 60).events)
 
 
 def _independent_gaussians(z: float, k: int, delta: float) -> float:
@@ -77,8 +85,8 @@ def test_pure_laplace_entries_compose_to_their_sum_within_the_discretisation():
     pure = PrivacyLedger(10.0)
     tight = PrivacyLedger(10.0, 1e-5)
     for _ in range(5):
-        pure.spend(g, events=[NoiseEvent.laplace(0.5)])
-        tight.spend(g, events=[NoiseEvent.laplace(0.5)])
+        pure.spend(g, events=[LaplaceNoise(0.5)])
+        tight.spend(g, events=[LaplaceNoise(0.5)])
     assert pure.spent_epsilon == 2.5
     acc = pld_privacy_accountant.PLDAccountant()
     acc.compose(dp_accounting.LaplaceDpEvent(1 / 0.5), 5)
@@ -94,7 +102,7 @@ def test_add_remove_events_are_charged_for_a_replacement():
     from dp_accounting.pld import pld_privacy_accountant
 
     mech = get_mechanism("dp-sgd", epsilon=1.0, delta=1e-5, epochs=2, batch_size=100)
-    (event,) = mech.privacy_events((28, 28, 1), 1000)
+    (event,) = mech.privacy((28, 28, 1), 1000).events
     assert event.kind == "sampled-gaussian" and event.relation == "add-remove" and event.count == 20
     acc = pld_privacy_accountant.PLDAccountant(dp_accounting.NeighboringRelation.REPLACE_ONE)
     inner = dp_accounting.GaussianDpEvent(event.noise_multiplier)
@@ -110,7 +118,7 @@ def test_events_of_both_relations_are_charged_only_the_replace_one_claim_they_pr
     """dp-teacher composes a replace-one Gaussian and add/remove DP-SGD steps into one replace-one claim: the ledger
     charges that claim (no doubling) because the events compose to it; a claim the events do not reach is refused."""
     mech = get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, teacher_batch_size=100, teacher_epochs=2)
-    events = list(mech.privacy_events((28, 28, 1), 1000))
+    events = list(mech.privacy((28, 28, 1), 1000).events)
     assert {e.relation for e in events} == {"replace-one", "add-remove"}
     book = PrivacyLedger(100.0, 1e-3)
     entry = book.spend(mech.guarantee((28, 28, 1)), events=events)
@@ -119,6 +127,35 @@ def test_events_of_both_relations_are_charged_only_the_replace_one_claim_they_pr
                             sound=True)  # fmt: skip
     with pytest.raises(BudgetExceededError, match="do not compose to the claimed replace-one"):
         book.spend(understated, events=events)
+
+
+def test_typed_events_keep_the_ledgers_json_and_the_compositions_order():
+    """Each event type writes the JSON ledgers and model files always held (same keys, same order), reads the
+    hand-written forms they always accepted, and orders a composition by the text the single event class of
+    earlier versions had as its repr, so compositions keep their bits."""
+    from privpix.privacy.composition import _order, event_from_dict
+
+    assert SampledGaussianNoise(1.2, 0.01, 30).to_dict() == {
+        "kind": "sampled-gaussian", "noise_multiplier": 1.2, "sample_rate": 0.01, "relation": "add-remove", "steps": 30
+    }  # fmt: skip
+    assert list(LaplaceNoise(0.5, count=3).to_dict()) == ["kind", "epsilon", "count", "relation"]
+    assert list(ApproxDP(1.0, 1e-6).to_dict()) == ["kind", "epsilon", "delta", "relation"]
+    assert event_from_dict({"kind": "laplace", "epsilon": 1, "steps": 3}, "w") == LaplaceNoise(1, count=3)
+    assert event_from_dict({"kind": "approx", "epsilon": 1.0}, "w") == ApproxDP(1.0, 0.0)
+    with pytest.raises(DataError, match="add-remove"):  # a sampled Gaussian states its relation, as always
+        event_from_dict({"kind": "sampled-gaussian", "noise_multiplier": 1.0, "sample_rate": 0.1}, "w")
+    with pytest.raises(DataError, match="a laplace event takes no noise_multiplier"):
+        event_from_dict({"kind": "laplace", "epsilon": 1.0, "noise_multiplier": 2.0}, "w")
+    assert _order(PureDP(1.0)) == (
+        "NoiseEvent(kind='pure', epsilon=1.0, delta=0.0, noise_multiplier=None, sample_rate=None, count=1, "
+        "relation='replace-one')"
+    )
+    assert _order(SampledGaussianNoise(np.float64(1.5), 0.25, 4)) == (
+        "NoiseEvent(kind='sampled-gaussian', epsilon=None, delta=0.0, noise_multiplier=1.5, sample_rate=0.25, "
+        "count=4, relation='add-remove')"
+    )
+    events = [GaussianNoise(3.0), LaplaceNoise(0.2, count=4), ApproxDP(0.1, 1e-7, relation="add-remove")]
+    assert compose(events, 1e-5) == compose(events[::-1], 1e-5)
 
 
 def test_a_new_ledger_without_a_delta_budget_names_the_option():
@@ -144,7 +181,7 @@ def test_old_format_ledgers_still_load_and_count_as_bare_events(tmp_path):
     path.write_text(json.dumps(old))
     book = PrivacyLedger.load(path)
     assert [e.id for e in book.entries] == [1, 2] and book.next_id == 3
-    assert [e.noise() for e in book.entries] == [[NoiseEvent.pure(1.0)], [NoiseEvent.approx(0.5, 1e-6)]]
+    assert [e.noise() for e in book.entries] == [[PureDP(1.0)], [ApproxDP(0.5, 1e-6)]]
     assert book.spent().basic_epsilon == 1.5 and book.spent_epsilon <= 1.5
     with open_ledger(path) as session:
         session.add(Guarantee(model="central-dp", epsilon=1.0, per_image_epsilon=1.0, sound=True), "c",
@@ -561,7 +598,7 @@ def test_reserved_fit_rolls_back_on_an_exception_and_is_refused_over_budget(tmp_
     assert PrivacyLedger.load(ledger).entries == []
     big = get_mechanism("dp-merf", epsilon=5.0, delta=1e-5)
     with pytest.raises(BudgetExceededError):
-        with reserved_fit(ledger, big.guarantee((28, 28, 1)), list(big.privacy_events((28, 28, 1), 60)), "x"):
+        with reserved_fit(ledger, big.guarantee((28, 28, 1)), list(big.privacy((28, 28, 1), 60).events), "x"):
             raise AssertionError("entered although over budget")
 
 
@@ -635,10 +672,10 @@ def test_float_images_outside_the_declared_range_are_refused():
     np.testing.assert_array_equal(narrow.release(white, 3).images.images, narrow.release(half, 3).images.images)
 
 
-def test_privacy_events_of_per_pixel_laplace_are_the_composition_of_its_values():
+def test_the_noise_of_per_pixel_laplace_is_the_composition_of_its_values():
     mech = get_mechanism("pixel-laplace", epsilon=0.1, sensitivity="bound", unit="pixel")
-    (event,) = mech.privacy_events((8, 8, 3))
+    (event,) = mech.privacy((8, 8, 3)).events
     assert event.kind == "laplace" and event.count == 8 * 8 * 3
     assert event.epsilon * event.count == pytest.approx(mech.guarantee((8, 8, 3)).per_image_epsilon)
-    (exact,) = mech.privacy_events((8, 8, 3), secure=True)
+    (exact,) = mech.privacy((8, 8, 3), secure=True).events
     assert exact.kind == "pure" and exact.epsilon == event.epsilon

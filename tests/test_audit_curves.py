@@ -5,6 +5,7 @@ Every statistical check here runs on fixed seeds, so its outcome is fixed; the r
 ``benchmarks/audit_power.py`` measures over 100 seeds per setting (results/audit_power.md)."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -74,6 +75,26 @@ def test_curves_are_chosen_by_declared_family_and_claim():
     assert isinstance(curve_for("laplace", 0.0), Curve)
 
 
+def test_the_curve_follows_the_noise_a_claim_declares_for_one_unit():
+    from privpix.evaluation.audit.curves import curve_of
+    from privpix.privacy.composition import GaussianNoise, LaplaceNoise, PureDP, SampledGaussianNoise
+
+    assert curve_of((LaplaceNoise(2.0),), 0.0).name == "Laplace" and curve_of((), 0.0) is None
+    assert curve_of((GaussianNoise(2.0), GaussianNoise(3.0)), 1e-5).name == "Gaussian DP"
+    assert curve_of((PureDP(1.0, count=5),), 0.0).name == "(ε, δ)-DP"
+    both = curve_of((LaplaceNoise(1.0), GaussianNoise(4.0)), 1e-5)
+    assert isinstance(both, ComposedCurve) and both.parts == (("laplace", 1.0), ("gaussian", 0.25))
+    steps = SampledGaussianNoise(1.1, 0.01, 100)
+    assert curve_of((steps,), 1e-5, removes=True).parts == (("sampled-gaussian", 1.1, 0.01, 100),)
+    assert curve_of((steps,), 1e-5, removes=False).parts == (("sampled-gaussian", 1.1, 0.01, 100, "replace-one"),)
+    assert curve_of((PureDP(1.0), GaussianNoise(2.0)), 1e-5) is None  # no curve describes that mix
+    # Per mechanism: the unit's noise its claim declares picks the curve (no separate declaration).
+    pixel = get_mechanism("pixel-laplace", epsilon=1.0, sensitivity="bound", unit="pixel")
+    assert pixel.privacy((8, 8, 1)).unit_events == (LaplaceNoise(1.0),)
+    assert get_mechanism("ldp-pixel", epsilon=1.0).privacy((8, 8, 1)).unit_events == (PureDP(1.0),)
+    assert get_mechanism("pixel-gaussian").privacy((8, 8, 1)).unit_events == ()
+
+
 def test_pooled_bound_keeps_its_level_for_two_different_rates():
     # Hoeffding (1956): the pooled count of two rates is less spread than a binomial at their mean, so the binomial
     # upper bound misses at most its level. 4,000 repetitions; a miss rate above 0.025 + 4 standard errors fails.
@@ -133,7 +154,8 @@ def one_pixel():
 def _laplace(eps, claimed=None):
     mech = get_mechanism("pixel-laplace[sensitivity=bound,unit=pixel,clip=false]", epsilon=eps)
     if claimed is not None:
-        mech.audit_claim = lambda shape: (claimed, 0.0)  # spends eps, claims less
+        honest = mech.privacy
+        mech.privacy = lambda *a, **k: replace(honest(*a, **k), unit_claim=(claimed, 0.0))  # spends eps, claims less
     return mech
 
 
@@ -241,7 +263,7 @@ def test_pca_inverse_dp_basis_is_read_through_its_composition_and_refutable_at_t
     assert isinstance(curve, ComposedCurve) and [p[0] for p in curve.parts] == ["laplace", "gaussian"]
     assert curve.parts[0][1] == 9.5 and curve.parts[1][1] == pytest.approx(0.5 / math.sqrt(2 * math.log(1.25e5)))
     # Claim 10 (ε + basis_epsilon): refutable with the bench's 1,000 trials; the raw bound alone could not.
-    assert mech.audit_claim(tiny.shape)[0] == 10.0 and max_auditable(mech, tiny, 1000) > 10.0
+    assert mech.privacy(tiny.shape).epsilon == 10.0 and max_auditable(mech, tiny, 1000) > 10.0
     assert trials_to_refute(mech, tiny, 1000) == 1000
     # The paper's basis has no guarantee to read a curve under; the public basis has one family.
     assert mechanism_curve(get_mechanism("pca-inverse", epsilon=1.0), tiny) is None

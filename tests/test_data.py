@@ -64,7 +64,7 @@ def test_resized_faces_are_kept_per_file_and_size(data_dir, tmp_path):
     import os
 
     from privpix.data.files import read_image
-    from privpix.data.loaders import resize_whole
+    from privpix.data.resize import resize
 
     real = data_dir / "celeba_subset" / "img_align_celeba"
     base = tmp_path / "celeba_subset"
@@ -76,7 +76,8 @@ def test_resized_faces_are_kept_per_file_and_size(data_dir, tmp_path):
     (base / "identity_CelebA.txt").write_text("000001.jpg 1\n000004.jpg 2\n")
 
     def fresh(size):
-        return np.stack([resize_whole(read_image(base / "img_align_celeba" / f, "RGB"), size) for f in files])
+        faces = [read_image(base / "img_align_celeba" / f, "RGB") for f in files]
+        return np.stack([resize(face, size, work=np.float64) for face in faces])
 
     first = load_dataset("celeba", tmp_path, size=(8, 8))
     first.images[:] = 0  # the caller's copy: what the next load returns is not touched

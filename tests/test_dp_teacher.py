@@ -16,7 +16,7 @@ from privpix.errors import DataError, ParameterError
 from privpix.mechanisms import ALIASES, get_mechanism, mechanism_class, parse_method_spec
 from privpix.mechanisms.registry import canonical_spec
 from privpix.mechanisms.synthesis import dp_teacher
-from privpix.privacy.composition import NoiseEvent, compose
+from privpix.privacy.composition import SampledGaussianNoise, compose
 
 TINY = {"n_features": 64, "epochs": 1, "batch_size": 20, "width": 16, "channels": 4, "teacher_epochs": 1,
         "teacher_batch_size": 10}  # fmt: skip
@@ -36,7 +36,7 @@ def fitted(sixty):
 )
 def test_the_two_releases_compose_to_the_claim_by_the_ledgers_accountant(epsilon, n, batch):
     mech = get_mechanism("dp-teacher", epsilon=epsilon, delta=1e-5, teacher_batch_size=batch)
-    events = mech.privacy_events((28, 28, 1), n)
+    events = mech.privacy((28, 28, 1), n).events
     assert [e.kind for e in events] == ["gaussian", "sampled-gaussian"]
     spent = compose(list(events), 1e-5)[0]
     assert epsilon * (1 - dp_teacher.TOLERANCE) <= spent <= epsilon
@@ -48,7 +48,7 @@ def test_the_two_releases_compose_to_the_claim_by_the_ledgers_accountant(epsilon
     if epsilon == 10.0:
         return
     more = get_mechanism("dp-teacher", epsilon=epsilon, delta=1e-5, teacher_batch_size=batch, teacher_share=0.9)
-    e2 = more.privacy_events((28, 28, 1), n)
+    e2 = more.privacy((28, 28, 1), n).events
     assert e2[1].noise_multiplier < events[1].noise_multiplier and e2[0].noise_multiplier > events[0].noise_multiplier
 
 
@@ -89,7 +89,7 @@ def test_the_teacher_is_charged_for_a_replacement_not_an_addition():
 
     q, steps = dp_teacher.teacher_sampling(55_000, 4096, 15)
     z = 4.0
-    replace_eps = compose([NoiseEvent.sampled_gaussian(z, q, steps)], 1e-5)[0]
+    replace_eps = compose([SampledGaussianNoise(z, q, steps)], 1e-5)[0]
     assert replace_eps > 1.5 * epsilon_of(z, q, steps, 1e-5)
 
 
@@ -116,8 +116,8 @@ def test_same_seed_same_release_and_the_model_file_releases_it_under_its_claim(f
     np.testing.assert_array_equal(a.images.images, c.images.images)
     np.testing.assert_array_equal(a.images.labels, c.images.labels)
     assert loaded.teacher_epochs == 1 and loaded.teacher_batch_size == 10  # the file's parameters in force
-    assert [e.to_dict() for e in loaded.privacy_events(sixty.shape)] == [
-        e.to_dict() for e in fitted.privacy_events(sixty.shape)
+    assert [e.to_dict() for e in loaded.privacy(sixty.shape).events] == [
+        e.to_dict() for e in fitted.privacy(sixty.shape).events
     ]
 
 
@@ -266,10 +266,10 @@ def test_replace_one_canaries_score_the_likelihood_ratio_of_a_gradient_replaced_
     by a χ² test at a two-sided false-alarm rate of 1e-4 (fixed seeds)."""
     from scipy import stats
 
-    from privpix.mechanisms import dp_sgd_net
+    from privpix.mechanisms import dp_sgd_training
 
     z, steps, n = 2.0, 20, 1000
-    s = dp_sgd_net.dirac_canary_scores(n, noise_multiplier=z, max_grad_norm=0.1, sample_rate=1.0,
+    s = dp_sgd_training.dirac_canary_scores(n, noise_multiplier=z, max_grad_norm=0.1, sample_rate=1.0,
                                        steps_per_epoch=steps, epochs=1, sample_seed=1, noise_seed=2,
                                        relation="replace-one")  # fmt: skip
     mean, sd = 2 * steps / z**2, math.sqrt(4 * steps / z**2)
@@ -281,23 +281,26 @@ def test_replace_one_canaries_score_the_likelihood_ratio_of_a_gradient_replaced_
         assert abs(sums.mean() - sign * steps) < 4 * math.sqrt(steps * z**2 / n)
     # With Poisson sampling (q < 1) the score is a true log-likelihood ratio only if E₀[e^L] = E₁[e^−L] = 1:
     # checked within 4 standard errors (fixed seeds).
-    s = dp_sgd_net.dirac_canary_scores(n, noise_multiplier=1.0, max_grad_norm=0.1, sample_rate=0.3,
+    s = dp_sgd_training.dirac_canary_scores(n, noise_multiplier=1.0, max_grad_norm=0.1, sample_rate=0.3,
                                        steps_per_epoch=10, epochs=1, sample_seed=3, noise_seed=4,
                                        relation="replace-one")  # fmt: skip
     for ratio in (np.exp(s.s0), np.exp(-s.s1)):
         assert abs(ratio.mean() - 1) < 4 * ratio.std() / math.sqrt(n)
     with pytest.raises(ParameterError, match="relation"):
-        dp_sgd_net.dirac_canary_scores(10, noise_multiplier=z, max_grad_norm=0.1, sample_rate=1.0, steps_per_epoch=1,
-                                       epochs=1, sample_seed=1, noise_seed=2, relation="swap")  # fmt: skip
+        dp_sgd_training.dirac_canary_scores(10, noise_multiplier=z, max_grad_norm=0.1, sample_rate=1.0,
+                                            steps_per_epoch=1, epochs=1, sample_seed=1, noise_seed=2,
+                                            relation="swap")  # fmt: skip
 
 
 def test_the_replace_one_curve_is_the_ledgers_accountant():
     """The curve the audit reads the composite through has, at scale 1, the ε the ledger charges the fit."""
-    from privpix.evaluation.audit.curves import composed_curve
+    from privpix.evaluation.audit.curves import composed_curve, curve_of
 
     mech = get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, teacher_batch_size=4096)
     q, steps, z_g, z_t = mech._calibration(55_000)
     curve = composed_curve((("gaussian", 1 / z_g), ("sampled-gaussian", z_t, q, steps, "replace-one")), 1e-5)
+    # The audit derives that very curve from the noise the claim declares for one replaced image.
+    assert curve_of(mech.privacy((28, 28, 1), 55_000).unit_events, 1e-5, removes=False) == curve
     assert curve._epsilon_upper(1.0) == pytest.approx(1.0, rel=0.02)
     assert "replace-one" in curve.name
     # Read as add/remove, the same steps spend less: the relation matters.
@@ -331,10 +334,10 @@ def test_the_embedding_part_is_the_real_release_projected_on_the_pairs_differenc
     """With the teacher's part switched off (scores 0), the composite's scores are the embedding's log-likelihood
     ratio μ·s − μ²/2 with s ~ N(0, 1) on one side and N(μ, 1) on the other: the real release's noise in units of
     its calibrated σ (means within 4 standard errors, fixed seed)."""
-    from privpix.mechanisms import dp_sgd_net
+    from privpix.mechanisms import dp_sgd_training
 
-    monkeypatch.setattr(dp_sgd_net, "dirac_canary_scores",
-                        lambda trials, **kw: dp_sgd_net.DiracScores(*(np.zeros(trials),) * 4))  # fmt: skip
+    monkeypatch.setattr(dp_sgd_training, "dirac_canary_scores",
+                        lambda trials, **kw: dp_sgd_training.DiracScores(*(np.zeros(trials),) * 4))  # fmt: skip
     monkeypatch.setattr(dp_teacher, "teacher_noise", lambda *a: 5.0)  # its calibration: seconds, and unused here
     mech = get_mechanism("dp-teacher", epsilon=8.0, delta=1e-5, **AUDITED)
     wb = mech.white_box_trials(sixty, 2000, seed=0)

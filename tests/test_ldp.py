@@ -324,7 +324,7 @@ def test_reports_guarantee_roundtrip_and_integrity(mnist_small, tmp_path):
     assert manifest["epsilon_per_image"] == pytest.approx(0.5 * enc.n_features) and manifest["m"] == enc.n_features
     back = read_reports(out)
     assert (back.values == rep.values).all() and (back.labels == te.labels).all()
-    assert back.guarantee.to_dict() == mech.guarantee_for(te).to_dict() and back.guarantee.sound
+    assert back.guarantee.to_dict() == mech.privacy(te).guarantee.to_dict() and back.guarantee.sound
     with pytest.raises(ParameterError, match="pass --force"):
         release(mech, te, out, 1)
     raw = bytearray((out / "reports.npz").read_bytes())

@@ -19,6 +19,7 @@ from privpix.mechanisms import MECHANISMS, get_mechanism, register
 from privpix.mechanisms.ldp import ENCODERS, load_encoder, make_encoder
 from privpix.mechanisms.ldp.encoders import PixelEncoder
 from privpix.mechanisms.ldp.mechanism import LDPDCAConv, LDPFeatures, LDPPixelReport, register_ldp
+from privpix.privacy.composition import PureDP
 from privpix.privacy.grr import grr_probabilities
 from privpix.privacy.neighbours import OneFeature, OneImage
 
@@ -47,15 +48,15 @@ def dca(mnist):
 class Understated(LDPPixelReport):
     """Test only (not registered): claims a quarter of the ε it spends."""
 
-    def audit_claim(self, shape):
-        eps, delta = super().audit_claim(shape)
-        return eps / 4, delta
+    def privacy(self, data, n=None, *, secure=False):
+        claim = super().privacy(data, n, secure=secure)
+        return replace(claim, unit_claim=(claim.epsilon / 4, claim.delta))
 
 
 class UnderstatedDCA(LDPDCAConv):
-    def audit_claim(self, shape):
-        eps, delta = super().audit_claim(shape)
-        return eps / 4, delta
+    def privacy(self, data, n=None, *, secure=False):
+        claim = super().privacy(data, n, secure=secure)
+        return replace(claim, unit_claim=(claim.epsilon / 4, claim.delta))
 
 
 def test_registered_feature_mechanisms_and_one_encoder_registry(run):
@@ -63,7 +64,7 @@ def test_registered_feature_mechanisms_and_one_encoder_registry(run):
         cls = MECHANISMS[name]
         assert issubclass(cls, LDPFeatures) and cls.guarantee_model == "local-dp"
         caps = cls(epsilon=1.0).capabilities()
-        assert caps.output == "features" and caps.noise_family == "randomized-response"
+        assert caps.output == "features"
         assert {"unit", "model", "public"} <= {p.name for p in cls.params}
         assert {p.name for p in cls.encoder_class.params} <= {p.name for p in cls.params}
     # The encoder registry is the mechanisms': every encoder is reachable through the mechanism that wraps it.
@@ -140,7 +141,10 @@ def test_guarantee_follows_the_unit_and_the_fitting_data(mnist, dca):
     assert g.model == "local-dp" and g.sound and g.epsilon == 2.0 and g.per_feature_epsilon == 2.0
     assert g.per_image_epsilon == pytest.approx(2.0 * m) and "one encoded feature value" in g.unit
     assert any("label" in c for c in g.caveats) and any("fitted on builtin-mnist" in c for c in g.caveats)
-    assert isinstance(dca.neighbours(), OneFeature) and dca.audit_claim(test.shape) == (2.0, 0.0)
+    claim = dca.privacy(test.shape)
+    assert isinstance(dca.neighbours(), OneFeature) and (claim.epsilon, claim.delta) == (2.0, 0.0)
+    # Each feature is one randomized response of ε: the audit reads the curve every ε-DP mechanism is on.
+    assert claim.unit_events == (PureDP(2.0),)
     per_image = get_mechanism("ldp-dcaconv", 2.0, layers="5-1", fit_images=300, unit="image").fit(train, seed=0)
     gi = per_image.guarantee(test.shape)
     assert gi.epsilon == pytest.approx(2.0 * m) == gi.per_image_epsilon and gi.per_feature_epsilon == 2.0

@@ -4,6 +4,7 @@ synthesizer (consistent as built, refuted with its noise cut 100×) through the 
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -102,7 +103,8 @@ def test_one_run_audit_of_a_batch_release(digits):
     assert res.kind == "one-run" and res.verdict == "consistent" and "image or its inverse" in res.pair
     assert res.audited_epsilon_lower < res.claimed_epsilon == 1.5
     leaky = get_mechanism("pca-inverse", epsilon=1000.0, delta=1e-5, basis="dp", batch=50, d=4)
-    leaky.audit_claim = lambda shape: (1.0, 1e-5)
+    spends = leaky.privacy
+    leaky.privacy = lambda *a, **k: replace(spends(*a, **k), unit_claim=(1.0, 1e-5))
     res = audit_one_run(leaky, imgs, canaries=200, seed=0)
     assert res.verdict == "violated" and res.audited_epsilon_lower > 2
 

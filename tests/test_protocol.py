@@ -202,10 +202,23 @@ def test_evaluate_is_the_grid_without_attacks_and_audit(run, tmp_path):
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("fits_on", "everything"), ("output", "pixels"), ("noise_family", "laplacian"), ("seconds_per_value", 0.0)],
+    [("fits_on", "everything"), ("output", "pixels"), ("seconds_per_value", 0.0)],
 )
 def test_capabilities_refuse_an_undeclared_kind(field, value):
     """The declared kinds are Literal types (a type checker sees them) and checked at run time too: generic code
     compares them by string, so a misspelt kind would silently take no branch."""
     with pytest.raises(ValueError, match=field):
         Capabilities(**{field: value})
+
+
+def test_privacy_is_one_method_and_the_audits_own_experiments_a_mixin():
+    """A mechanism states its privacy in privacy() alone (the ledger, the audit and the report read its Claim);
+    the audit's experiments are hooks of the Auditable mixin, on the mechanisms that have them."""
+    from privpix.mechanisms import Auditable, Mechanism
+
+    for gone in ("audit_claim", "noise_composition", "privacy_events", "guarantee_for", "white_box",
+                 "white_box_trials", "released_statistic"):  # fmt: skip
+        assert not hasattr(Mechanism, gone), gone
+    assert {n for n, cls in MECHANISMS.items() if issubclass(cls, Auditable)} == {
+        "dp-sgd", "dp-teacher", "dp-merf", "dp-hp", "dp-eigenfaces"
+    }  # fmt: skip

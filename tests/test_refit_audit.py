@@ -6,7 +6,6 @@ tenth of the noise it should is refuted."""
 from __future__ import annotations
 
 import functools
-from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -14,7 +13,9 @@ import pytest
 from privpix.data import ImageSet, load_dataset
 from privpix.errors import ParameterError
 from privpix.evaluation.audit import audit
-from privpix.mechanisms import Capabilities, Param, SyntheticImageMechanism
+from privpix.mechanisms import Auditable, Capabilities, Claim, SyntheticImageMechanism, param
+from privpix.mechanisms.base import shape_of
+from privpix.privacy.composition import GaussianNoise
 from privpix.privacy.gaussian_release import analytic_noise_multiplier
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import OneOfBatch
@@ -26,19 +27,24 @@ def _z(epsilon: float, delta: float) -> float:
     return analytic_noise_multiplier(epsilon, delta)
 
 
-class ToySynth(SyntheticImageMechanism):
+class ToySynth(SyntheticImageMechanism, Auditable):
     """Releases the mean of the unit-normalised images plus Gaussian noise (replace-one sensitivity 2/n), and
     synthesizes copies of that noisy mean. ``cheat`` divides the calibrated noise: a broken implementation."""
 
     name = "toy-synth"
     guarantee_model = "central-dp"
     uses_delta = True
-    params: ClassVar = (Param("cheat", float, 1.0, "noise divisor (1: honest)", minimum=1.0),)
+    cheat: float = param(1.0, "noise divisor (1: honest)", minimum=1.0)
     noisy_: np.ndarray | None = None
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(fits_on="private", output="synthetic-images", noise_family="gaussian",
+        return Capabilities(fits_on="private", output="synthetic-images",
                             fixed_shape=(28, 28, 1) if self.noisy_ is not None else None)  # fmt: skip
+
+    def privacy(self, data, n=None, *, secure=False):
+        # One Gaussian release of the mean: the audit reads it through the Gaussian DP curve.
+        noise = (GaussianNoise(_z(self.epsilon, self.delta)),)
+        return Claim.of(self.guarantee(shape_of(data)), self.neighbours(), noise)
 
     def neighbours(self):
         return OneOfBatch(None)

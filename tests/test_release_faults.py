@@ -44,11 +44,10 @@ def test_a_source_map_of_non_utf8_names_is_written_not_an_internal_error(run, tm
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".privpix-staging")]
 
 
-def test_batch_size_is_refused_with_one_line(run, tmp_path):
+def test_an_unknown_option_is_a_usage_error(run, tmp_path):
     src = _folder(tmp_path / "in", ["a.png"])
     r = run("release", "--input", src, *BOUND, "--batch-size", 0, "--output", tmp_path / "out")
-    assert r.exit_code == 2 and "--batch-size is no longer used" in r.output and "--block-size" in r.output
-    assert len(r.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+    assert r.exit_code == 2 and "No such option '--batch-size'" in r.output and not (tmp_path / "out").exists()
 
 
 def test_a_source_map_inside_the_release_names_the_right_options(run, tmp_path):

@@ -208,7 +208,6 @@ class RefitOnly(SyntheticImageMechanism):
     name = "refit-only"
     guarantee_model = "central-dp"
     uses_delta = True
-    params: ClassVar = ()
     fits: ClassVar[list[int]] = []
 
     def capabilities(self) -> Capabilities:

@@ -82,3 +82,22 @@ def test_a_large_shrink_is_much_faster_than_scikit_image():
     slow = best(lambda: sk_resize(img, (8, 8), anti_aliasing=True, preserve_range=True))
     quick = best(lambda: fast.resize(img, (8, 8)))
     assert quick < slow / 2, (quick, slow)
+
+
+@pytest.mark.parametrize("shape", [(60, 50, 3), (60, 50, 1), (60, 50)])
+def test_a_uint8_image_is_resized_in_its_working_dtype_then_rounded(shape):
+    """uint8 in, uint8 out: float32 one channel at a time (the folder readers'), or float64 whole (the face
+    loaders'), each scikit-image's resize rounded to the nearest integer."""
+    img = np.random.default_rng(3).integers(0, 256, shape).astype(np.uint8)
+    size = (13, 21)
+
+    def rounded(x):
+        return np.clip(np.rint(sk_resize(x, size, anti_aliasing=True, preserve_range=True)), 0, 255).astype(np.uint8)
+
+    channels = [img] if img.ndim == 2 else [img[..., k] for k in range(img.shape[2])]
+    per_channel = [c.astype(np.float32) for c in channels]
+    want32 = np.stack([rounded(c) for c in per_channel], axis=-1).reshape(*size, *img.shape[2:])
+    np.testing.assert_array_equal(fast.resize(img, size), want32)
+    np.testing.assert_array_equal(fast.resize(img, size, work=np.float64), rounded(img.astype(np.float64)))
+    with pytest.raises(ValueError, match="work"):
+        fast.resize(img, size, work=np.float16)

@@ -23,9 +23,8 @@ from privpix.executor import make_executor
 from privpix.mechanisms import get_mechanism
 from privpix.privacy.accounting import PrivacyLedger
 from privpix.publishing.release import read_manifest, verify_manifest
+from privpix.publishing.shard_worker import ATTEMPTS, DELAY_ENV
 from privpix.publishing.shards import (
-    ATTEMPTS,
-    DELAY_ENV,
     ShardedRelease,
     block_order,
     block_size,

@@ -13,12 +13,9 @@ fitted and its model file written, the fit charged to a ledger when it is a DP r
 
 from typing import TYPE_CHECKING, Any
 
-from privpix import _moved
 from privpix.errors import BudgetExceededError, DataError, ParameterError, PrivpixError
 from privpix.privacy.guarantees import Guarantee
 from privpix.version import __version__
-
-_moved.install()  # the modules' earlier import paths (privpix.noise, ...) keep working
 
 _LAZY = {
     "load_dataset": ("privpix.data", "load_dataset"),

@@ -1,13 +1,14 @@
-"""``privpix fit``: fit a mechanism that learns a model (paper 003's obfuscator, paper 004's GANs) on a dataset
-and write its model file, which ``--param model=FILE`` loads in ``release``, ``evaluate``, ``bench`` and
-``audit``. ``train-obfuscator`` and ``train-ppsgan`` are the earlier names, kept as aliases that map their
-options onto the mechanisms' training parameters."""
+"""``privpix fit``: fit a mechanism that learns a model (Jamshidi et al. 2023's obfuscator, Kim & Yang 2020's
+GANs, the DP synthesizers) on a dataset and write its model file, which ``--param model=FILE`` loads in
+``release``, ``evaluate``, ``bench`` and ``audit``; a thin layer over :func:`privpix.publishing.fit.fit`.
+``train-obfuscator`` and ``train-ppsgan`` are the earlier names, kept as aliases whose options are the mechanisms'
+training parameters, each with the default, help and checks of its declaration."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import numpy as np
@@ -23,9 +24,8 @@ from privpix.cli.options import (
     print_note,
 )
 
-# Out-of-range numbers are usage errors naming the option, before any data is loaded; a learning rate or a
-# noise knob of 0 trains nothing useful, so both must be strictly positive (and finite: FloatRange checks).
-_POSITIVE = click.FloatRange(min=0, min_open=True, max=1e300)
+if TYPE_CHECKING:
+    from privpix.mechanisms import Mechanism, Param
 
 
 def fit_to_file(
@@ -55,7 +55,7 @@ def fit_to_file(
     any training (refused over budget), and the model file records the entry; releases from the file are then
     post-processing and charge nothing more (docs/accounting.md)."""
     from privpix.errors import ParameterError
-    from privpix.mechanisms import get_mechanism
+    from privpix.mechanisms import Mechanism, get_mechanism, mechanism_class
     from privpix.publishing.fit import check_fit
     from privpix.publishing.fit import fit as fit_model
     from privpix.threads import one_thread
@@ -63,6 +63,11 @@ def fit_to_file(
     out = Path(output)
     if ledger is None and (budget is not None or delta_budget is not None):
         raise ParameterError("--budget and --delta-budget need --ledger FILE")
+    if mechanism_class(method).save_model is Mechanism.save_model:  # before its parameters are judged
+        raise ParameterError(
+            f"--method {method}: has no model file to write; whatever it needs it fits when it releases (use it "
+            "with release, evaluate or bench directly)"
+        )
     mech = get_mechanism(method, epsilon, delta, **params)
     # Before hours of training, and before the data is loaded.
     check_fit(mech, out, ledger=ledger, budget=budget, delta_budget=delta_budget, force=force, option="--output")
@@ -76,11 +81,15 @@ def fit_to_file(
         how = "OS entropy" if seed is None else f"seed {seed}"
         plain(f"privpix fit: {method} on {what} ({len(data)} items), {how} → {out}")
     t0 = time.perf_counter()
+
+    def reserved(entry: int, path: Path) -> None:
+        plain(f"reserved as entry {entry} of {path} before training")
+
     # One torch thread, as in every fit privpix runs: the same seed then gives the same model on any machine.
     with notes_from_warnings(), one_thread():
         done = fit_model(mech, data, out, ledger=ledger, budget=budget, delta_budget=delta_budget, seed=seed,
                          force=force, label=f"fit {mech.name} on {what} → {out}", option="--output",
-                         note=None if quiet else print_note)  # fmt: skip
+                         note=print_note, on_reserved=None if quiet else reserved)  # fmt: skip
     if not quiet:
         if done.spent is not None:
             s = done.spent
@@ -113,7 +122,7 @@ def _training_data(dataset, input_dir, data_dir, size, pick=None):
     can name people)."""
     from dataclasses import replace
 
-    from privpix.cli.release import INPUT_FOLDER
+    from privpix.cli.options import INPUT_FOLDER
     from privpix.data import ImageSet, load_dataset
     from privpix.data.loaders import picked
     from privpix.data.memory import check_resize_fits
@@ -195,57 +204,87 @@ def fit(method, dataset, input_dir, size, params, epsilon, delta, limit, ledger,
                     delta_budget=delta_budget, input_dir=input_dir, size=parse_size(size))  # fmt: skip
 
 
-@main.command("train-obfuscator")
+class _ParamValue(click.ParamType):
+    """A training parameter's value on the command line, checked as the mechanism checks it: its declaration's
+    type, bounds and choices, then the mechanism's own checks of it (e.g. noise_delta < 1) with the other parameters
+    at their defaults. Out-of-range values are usage errors naming the option, before any data is loaded."""
+
+    def __init__(self, cls: type[Mechanism], declared: Param) -> None:
+        self.cls, self.declared = cls, declared
+        self.name = declared.kind.__name__
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        if self.declared.choices is not None:
+            return f"[{'|'.join(map(str, self.declared.choices))}]"
+        return {int: "INTEGER", float: "FLOAT", bool: "BOOLEAN"}.get(self.declared.kind, "TEXT")
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from privpix.errors import ParameterError
+
+        try:
+            value = self.declared.validate(value)
+            if not self.cls.uses_epsilon:
+                self.cls(**{self.declared.name: value})
+        except ParameterError as exc:
+            self.fail(str(exc), param, ctx)
+        return value
+
+
+class _Alias(click.Command):
+    """An alias of ``privpix fit --method METHOD`` whose options, after ``--dataset``, are METHOD's training
+    parameters named in ``options`` (parameter → flag): each takes its default, help and checks from the
+    parameter's declaration, read when the command is first parsed or shown (the mechanisms are not imported when
+    the CLI starts). The callback receives them under the parameters' names."""
+
+    def __init__(self, *args: Any, method: str, options: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.method, self.options, self.declared = method, options, False
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        if not self.declared:
+            from privpix.mechanisms import mechanism_class
+
+            cls = mechanism_class(self.method)
+            params = {p.name: p for p in cls.params}
+            generated = [
+                click.Option([flag, name], type=_ParamValue(cls, params[name]), default=params[name].default,
+                             show_default=params[name].default != "", help=params[name].help)
+                for name, flag in self.options.items()
+            ]  # fmt: skip
+            at = next(i for i, p in enumerate(self.params) if p.name == "dataset") + 1
+            self.params[at:at] = generated
+            self.declared = True
+        return super().get_params(ctx)
+
+
+# The training parameters each alias takes, under the flags it has always had.
+_OBFUSCATOR_OPTIONS = {
+    "utility": "--utility", "private": "--private", "epochs": "--epochs", "batch_size": "--batch-size", "lr": "--lr",
+    "patience": "--patience", "val_fraction": "--val-fraction", "measure": "--measure", "measure_k": "--measure-k",
+}  # fmt: skip
+_PPSGAN_OPTIONS = {
+    "noise_epsilon": "--epsilon", "noise_delta": "--delta", "d": "--latent", "width": "--width",
+    "ae_epochs": "--ae-epochs", "epochs": "--epochs", "batch_size": "--batch-size", "n_critic": "--n-critic",
+    "recipe": "--recipe", "resensitize_every": "--resensitize-every",
+}  # fmt: skip
+
+
+@main.command("train-obfuscator", cls=_Alias, method="ae-obfuscator", options=_OBFUSCATOR_OPTIONS)
 @click.option("--dataset", required=True, help="celeba[:train] (images) or adult[:train] (records).")
-@click.option("--utility", default=None, help="Utility feature: a CelebA attribute (default Smiling) or income.")
-@click.option("--private", "private", default=None, help="Private feature, recorded in the model (default Male/sex).")
-@click.option("--epochs", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True)
-@click.option("--lr", type=_POSITIVE, default=1e-3, show_default=True)
-@click.option("--patience", type=click.IntRange(min=1), default=3, show_default=True, help="Early stopping.")
-@click.option("--val-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1,
-              show_default=True)  # fmt: skip
 @click.option("--limit", type=click.IntRange(min=10), default=None, help="Train on a seeded subset.")
-@click.option("--measure", default=None, help="Comma-separated σ² values measured into the model file.")
-@click.option("--measure-k", type=click.FloatRange(min=0), default=None, help="K for --measure.")
 @_common
-def train_obfuscator(
-    dataset, utility, private, epochs, batch_size, lr, patience, val_fraction, limit, measure, measure_k, seed,
-    data_dir, output, force, quiet,
-) -> None:  # fmt: skip
-    """Alias of `privpix fit --method ae-obfuscator` (paper 003's Algorithm 1)."""
-    params = {
-        "utility": utility or "", "private": private or "", "epochs": epochs, "batch_size": batch_size, "lr": lr,
-        "patience": patience, "val_fraction": val_fraction, "measure": measure or "", "measure_k": measure_k or 0.0,
-    }  # fmt: skip
+def train_obfuscator(dataset, limit, seed, data_dir, output, force, quiet, **params) -> None:
+    """Alias of `privpix fit --method ae-obfuscator` (Jamshidi et al. 2023's Algorithm 1)."""
     fit_to_file("ae-obfuscator", dataset, output, params, limit=limit, seed=seed, data_dir=data_dir, force=force,
                 quiet=quiet)  # fmt: skip
 
 
-@main.command("train-ppsgan")
+@main.command("train-ppsgan", cls=_Alias, method="ppsgan", options=_PPSGAN_OPTIONS)
 @click.option("--model", "kind", type=click.Choice(["ppsgan", "ppapnet", "acgan"]), default="ppsgan", show_default=True)
 @click.option("--dataset", required=True, help="NAME[:SPLIT] with labels, e.g. mnist:train.")
-@click.option("--epsilon", type=_POSITIVE, default=1.0, show_default=True, help="Noise knob ε (not a DP guarantee).")
-@click.option("--delta", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True,
-              help="Noise knob δ: 0 → Laplace, > 0 → Gaussian.")  # fmt: skip
-@click.option("--latent", "d", type=click.IntRange(min=1), default=128, show_default=True, help="Latent size d.")
-@click.option("--width", type=click.IntRange(min=1), default=128, show_default=True, help="First conv width.")
-@click.option("--ae-epochs", type=click.IntRange(min=0), default=5, show_default=True)
-@click.option("--epochs", type=click.IntRange(min=1), default=5, show_default=True)
-@click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True)
-@click.option("--n-critic", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--limit", type=click.IntRange(min=2), default=None, help="Train on a seeded subset.")
-@click.option("--recipe", type=click.Choice(["paper", "authors"]), default="paper", show_default=True)
-@click.option("--resensitize-every", type=click.IntRange(min=1), default=1000, show_default=True)
 @_common
-def train_ppsgan(
-    kind, dataset, epsilon, delta, d, width, ae_epochs, epochs, batch_size, n_critic, limit, recipe, resensitize_every,
-    seed, data_dir, output, force, quiet,
-) -> None:  # fmt: skip
-    """Alias of `privpix fit --method ppsgan|ppapnet|acgan` (paper 004)."""
-    params = {
-        "noise_epsilon": epsilon, "noise_delta": delta, "d": d, "width": width, "ae_epochs": ae_epochs,
-        "epochs": epochs, "batch_size": batch_size, "n_critic": n_critic, "recipe": recipe,
-        "resensitize_every": resensitize_every,
-    }  # fmt: skip
+def train_ppsgan(kind, dataset, limit, seed, data_dir, output, force, quiet, **params) -> None:
+    """Alias of `privpix fit --method ppsgan|ppapnet|acgan` (Kim & Yang 2020; the three share their
+    training parameters)."""
     fit_to_file(kind, dataset, output, params, limit=limit, seed=seed, data_dir=data_dir, force=force, quiet=quiet)

@@ -1,4 +1,4 @@
-"""``privpix ldp``: paper 000's two-party workflow on the command line.
+"""``privpix ldp``: Wang & Chang 2020's two-party workflow on the command line.
 
 The data user fits an encoder (``fit-encoder``) and hands the file to the owners; each owner encodes and
 perturbs their images (``perturb``); the data user trains and evaluates a classifier on the reports
@@ -74,7 +74,7 @@ def _fit_to_encoder(data, encoder, quiet):
 
 @main.group()
 def ldp() -> None:
-    """Local-DP image classification (paper 000): fit-encoder → perturb (owners) → train (data user)."""
+    """Local-DP image classification (Wang & Chang 2020): fit-encoder → perturb (owners) → train (data user)."""
 
 
 @ldp.command("fit-encoder")
@@ -159,7 +159,7 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
     released with no guarantee: the paper's ε = ∞ column)."""
     from dataclasses import replace
 
-    from privpix.cli.release import ReleaseRun, release_sharded
+    from privpix.cli.publish import ReleaseRun, release_sharded
     from privpix.data.inmemory import ImageSetSource
     from privpix.errors import ParameterError
     from privpix.executor import Executor
@@ -198,7 +198,7 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
         run.executor = executor
         label = f"{mech.name} on {source} → {out}"
         release_sharded(mech, ImageSetSource(data, source), None, data.shape, None, source, metadata, label, run,
-                 mech.guarantee_for(data))  # fmt: skip
+                        mech.privacy(data).guarantee)  # fmt: skip
 
 
 @ldp.command()

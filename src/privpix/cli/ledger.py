@@ -214,8 +214,8 @@ def check(file, method, epsilon, delta, params, dataset, shape, count, secure, d
             plain(f"yes: post-processing of the DP fit charged as entry {entry.id}; nothing more is charged")
             return
     hwc, n = _shape_and_count(dataset, shape, count, data_dir, caps.fixed_shape)
-    guarantee = mech.guarantee(hwc)
-    events = mech.privacy_events(hwc, n, secure=secure)
+    claim = mech.privacy(hwc, n, secure=secure)
+    guarantee, events = claim.guarantee, claim.events
     try:
         after = book.check(guarantee, list(events) if events else None, "fit" if caps.dp_fit else "release")
     except BudgetExceededError as exc:

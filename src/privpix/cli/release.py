@@ -1,4 +1,5 @@
-"""``privpix release`` and ``privpix verify``: publish a dataset or a folder, charged to a locked ledger.
+"""``privpix release``: publish a dataset or a folder, charged to a locked ledger; the checks of the command's options,
+then the library's release (:mod:`privpix.cli.publish`, :func:`privpix.publishing.ledger.publish_job`).
 
 The order of a release is what keeps its promises (docs/security.md): every check that can fail runs before any
 work; the ledger is locked and the charge reserved on disk before any file is written; the release is staged and
@@ -7,49 +8,15 @@ swapped in atomically; the reservation becomes a charge, or is rolled back only 
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
-from rich.markup import escape
 
-from privpix.cli.app import console, err_console, main
-from privpix.cli.options import (
-    INPUT_FOLDER,
-    executor_options,
-    method_options,
-    notes_from_warnings,
-    parse_params,
-    parse_size,
-    print_note,
-)
+from privpix.cli.app import main
+from privpix.cli.options import INPUT_FOLDER, executor_options, method_options, parse_params, parse_size, print_note
+from privpix.cli.publish import ReleaseRun, open_input, print_skipped, read_all, release_sharded, release_synthetic
 from privpix.data.files import DEFAULT_MAX_PIXELS
-
-if TYPE_CHECKING:  # the executor module is imported when a release starts, not when the CLI loads
-    from privpix.executor import Executor
-
-SKIPPED_SHOWN = 20
-
-
-def _printable(path: Path | str) -> str:
-    """A file name shown on one line as it is, control characters escaped (a name holding a newline must not
-    print a line that looks like privpix's own)."""
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in str(path))
-
-
-def _print_skipped(skipped: list[tuple[Path, str]]) -> None:
-    """Every skipped file is reported; past the first few, as counts per reason (a .git folder has thousands)."""
-    from collections import Counter
-
-    for path, why in skipped[:SKIPPED_SHOWN]:
-        err_console.print(f"[yellow]skipped[/yellow] ({escape(why)}): {escape(_printable(path))}", highlight=False)
-    rest = skipped[SKIPPED_SHOWN:]
-    if rest:
-        kinds = Counter(why.split(" of ")[0].split(" as ")[0] for _, why in rest)
-        summary = ", ".join(f"{n} {k}" for k, n in kinds.most_common())
-        err_console.print(f"[yellow]skipped[/yellow] {len(rest)} more: {escape(summary)}", highlight=False)
 
 
 def _dataset_folder(dataset: str, data_dir: str | None) -> list[Path]:
@@ -135,7 +102,6 @@ def _dataset_folder(dataset: str, data_dir: str | None) -> list[Path]:
 @click.option("--png-level", type=int, default=1, show_default=True, help="PNG compression level, 0 (fastest) to 9.")
 @executor_options
 @click.option("--shard-size", type=int, default=None, help="Images per shard (default: from the workers and sizes).")
-@click.option("--batch-size", type=int, default=None, hidden=True, help="No longer used (see --block-size).")
 @click.option(
     "--block-size",
     type=int,
@@ -149,37 +115,9 @@ def _dataset_folder(dataset: str, data_dir: str | None) -> list[Path]:
     help="Continue a release that was interrupted in --output: redo only its unfinished shards (same command).",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
-def release(
-    dataset,
-    input_dir,
-    method,
-    epsilon,
-    delta,
-    params,
-    seed,
-    secure,
-    output,
-    size,
-    data_dir,
-    ledger,
-    budget,
-    delta_budget,
-    force,
-    source_map,
-    record_source,
-    max_pixels,
-    fmt,
-    labels,
-    png_level,
-    workers,
-    engine,
-    scheduler,
-    shard_size,
-    batch_size,
-    block_size,
-    resume,
-    quiet,
-) -> None:
+def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, output, size, data_dir, ledger, budget,
+            delta_budget, force, source_map, record_source, max_pixels, fmt, labels, png_level, workers, engine,
+            scheduler, shard_size, block_size, resume, quiet) -> None:  # fmt: skip
     """Privatize a dataset, a folder of images, Parquet or WebDataset shards, and write the release plus
     manifest.json, in shards spread over every core (or a Dask cluster).
 
@@ -245,11 +183,6 @@ def release(
         if exact is None:
             raise ParameterError(f"--secure: {method} has no exact sampler: {mech.secure_refusal()}")
         mech.set_params(**exact)
-    if batch_size is not None:
-        raise ParameterError(
-            "--batch-size is no longer used (memory is bounded by blocks of at most 32 M values); drop it, or set the "
-            "images per random stream with --block-size"
-        )
     if resume and caps.fits_on == "private" and seed is None:
         # A resumed run fits again; without a seed that is a second, different fit of the private images (a second
         # DP release for a synthesizer), and the shards finished before would come from the first one.
@@ -292,13 +225,13 @@ def release(
                 check_resize_fits(len(private), hw, private.shape[2])  # before allocating any of it
                 private = private.resized(*hw) if hw is not None else private
             elif input_dir is not None:
-                private = _read_all(_open(input_dir, None, None, hw, max_pixels))
+                private = read_all(open_input(input_dir, None, None, hw, max_pixels))
                 if not record_source:
                     # Its path would reach the manifest and the model's caveat ("fitted on ..."): paths can name people.
                     private = replace(private, source=INPUT_FOLDER)
             where = str(Path(input_dir).expanduser().resolve()) if input_dir is not None and record_source else None
             ctx = (dataset or where or INPUT_FOLDER) if caps.fits_on == "private" else None
-            _release_synthetic(mech, private, ctx, data_dir, metadata, run)
+            release_synthetic(mech, private, ctx, data_dir, metadata, run)
             return
         if records:
             data = load_dataset(dataset, data_dir)
@@ -309,8 +242,8 @@ def release(
             label = f"{mech.name} on {dataset} → {output}"
             release_sharded(mech, RecordSetSource(data, dataset), None, (0, 0, 0), None, dataset, metadata, label, run)
             return
-        source = _open(input_dir, dataset, data_dir, hw, max_pixels)
-        _print_skipped([(Path(p), why) for p, why in source.skipped])
+        source = open_input(input_dir, dataset, data_dir, hw, max_pixels)
+        print_skipped([(Path(p), why) for p, why in source.skipped])
         if input_dir is not None and record_source:
             metadata["source"] = str(Path(input_dir).expanduser().resolve())
         elif dataset is not None:
@@ -318,18 +251,18 @@ def release(
         if caps.fits_on == "private":
             # Read whole (the fit needs every image at once): refused up front when that cannot fit in memory.
             check_resize_fits(len(source), hw, source.shape[2])
-        private = _read_all(source) if caps.fits_on == "private" else None
+        private = read_all(source) if caps.fits_on == "private" else None
         fit_as_declared(mech, private, data_dir, seed=seed)  # public data comes from the same --data-dir
         del private
         _check_public_distinct(mech, source)
         label = f"{mech.name} on {input_dir or dataset} → {output}"
         if caps.output == "features":
             check_resize_fits(len(source), hw, source.shape[2])  # the reports are computed from every image at once
-            images = _read_all(source)
+            images = read_all(source)
             if dataset is not None:  # its split too: what an encoder's fitting data is checked against
                 images = replace(images, source=dataset)
             # The guarantee of these very images (an encoder fitted on some of them does not protect them), charged.
-            expect = mech.guarantee_for(images)
+            expect = mech.privacy(images).guarantee
             whole = ImageSetSource(images, source.description)
             release_sharded(mech, whole, None, images.shape, None, source.description, metadata, label, run, expect)
             return
@@ -346,162 +279,3 @@ def _check_public_distinct(mech, source, chunk: int = 256) -> None:
     name = mech.capabilities().public_data or "set"
     for a in range(0, len(source), chunk):
         check_distinct(mech.public_digests_, source.read(a, min(len(source), a + chunk)), name)
-
-
-@dataclass
-class ReleaseRun:
-    """The options every sharded release of the command line shares (one place, so the kinds of release pass them
-    alike)."""
-
-    out: Path
-    seed: int | None = None
-    secure: bool = False
-    fmt: str = "imagefolder"
-    png_level: int = 1
-    labels: bool = False
-    workers: int | None = None
-    shard_size: int | None = None
-    block_size: int | None = None
-    resume: bool = False
-    force: bool = False
-    inputs: list[Path] = field(default_factory=list)
-    source_map: str | None = None
-    ledger: str | None = None
-    budget: float | None = None
-    delta_budget: float | None = None
-    quiet: bool = False
-    resumable: bool = True
-    # The command's one executor, set when the command opens it (after every check that can fail).
-    executor: Executor | None = None
-
-    def pool(self) -> Executor:
-        """The executor the command opened; releasing before it is opened is a bug of the command."""
-        if self.executor is None:
-            raise AssertionError("the command releases before opening its executor")
-        return self.executor
-
-
-def _open(input_dir, dataset, data_dir, hw, max_pixels):
-    """The image source of --input (folder, Parquet, WebDataset) or --dataset, read lazily by index."""
-    from privpix.data.formats import dataset_source, open_source
-
-    if input_dir is not None:
-        return open_source(input_dir, size=hw, max_pixels=max_pixels)
-    return dataset_source(dataset, data_dir, hw)
-
-
-def _read_all(source):
-    """Every image of a source at once: what a mechanism that fits on the private images needs."""
-    return source.read(0, len(source))
-
-
-def release_sharded(mech, source, count, shape, class_names, input_id, metadata, label, run: ReleaseRun,
-                    expect=None) -> None:  # fmt: skip
-    """Release through the library's ledger protocol (:func:`privpix.publishing.ledger.publish_job`) with a
-    progress bar, then report. Every release of the command line comes here: images, synthetic images
-    (``count``), records and feature reports. ``expect``: the guarantee to charge, when the release's own differs
-    from its shape's (feature reports)."""
-    from tqdm import tqdm
-
-    from privpix.data.inmemory import RecordSetSource
-    from privpix.publishing.ledger import publish_job
-    from privpix.publishing.shards import ShardedRelease
-
-    job = ShardedRelease(mech, source, shape, count=count, seed=run.seed, secure=run.secure, fmt=run.fmt,
-                         compress_level=run.png_level, labels=run.labels, shard=run.shard_size, block=run.block_size,
-                         class_names=class_names, input_id=input_id)  # fmt: skip
-    executor = run.pool()
-    unit = "record" if isinstance(source, RecordSetSource) else "img"
-    bar = tqdm(total=job.n, unit=unit, disable=run.quiet, desc=f"{mech.name}")
-    t0 = time.perf_counter()
-    if not run.quiet and not job.unit:
-        print_note(
-            f"{job.n} images in {-(-job.n // job.shard_images(executor.workers))} shard(s) on {executor.describe()}"
-        )
-    manifest, book = publish_job(job, run.out, executor, expect=expect, ledger=run.ledger, budget=run.budget,
-                                 delta_budget=run.delta_budget, label=label, resume=run.resume,
-                                 resumable=run.resumable, force=run.force, inputs=run.inputs,
-                                 source_map=run.source_map, metadata=metadata, on_progress=bar.update,
-                                 on_skip=lambda p, why: _print_skipped([(Path(p), why)]), note=print_note)  # fmt: skip
-    bar.close()
-    if "records" in manifest:
-        what = f"{manifest['records']} records to {run.out}/records.csv and manifest.json"
-    elif mech.capabilities().output == "features":
-        what = f"{manifest['n']} reports of {manifest['m']} features to {run.out}/{manifest['file']} and manifest.json"
-    else:
-        kind = "synthetic images (labels in the manifest)" if count is not None else "images"
-        what = f"{manifest['images']} {kind} as {run.fmt} ({job.files_published} files) and {run.out}/manifest.json"
-    _report(manifest, run.out, run.ledger, book, run.quiet, what, t0)
-
-
-def _report(manifest, output, ledger, book, quiet, what, t0) -> None:
-    """Print what was written, the guarantee and the ledger's state."""
-    from privpix.privacy.guarantees import Guarantee
-
-    if quiet:
-        return
-    g = Guarantee.from_dict(manifest["guarantee"])
-    console.print(f"wrote {escape(what)} in {time.perf_counter() - t0:.1f} s", highlight=False)
-    console.print(escape(g.text()), highlight=False)
-    if book is not None:
-        info = manifest.get("ledger", {})
-        if info.get("charge", "").startswith("none"):
-            console.print(f"ledger: charged nothing ({escape(info['charge'])})", highlight=False)
-        console.print(f"ledger {escape(str(ledger))}: {escape(spent_text(book))}", highlight=False)
-        held = [e for e in book.entries if e.status == "reserved"]
-        if held:
-            print_note(
-                f"{len(held)} reservation(s) in the ledger (ε={sum(e.epsilon for e in held):.4g}) come from runs "
-                "that were killed; they count as spent, since a killed run may have published"
-            )
-
-
-def spent_text(book) -> str:
-    """``spent ε=… of … at δ=… (accountant; basic sum ε=…)``: a ledger's figure with how it was computed."""
-    s = book.spent()
-    basic = f"; basic sum ε={s.basic_epsilon:.4g}" if s.basic_epsilon > s.epsilon else ""
-    return (f"spent ε={s.epsilon:.4g} of {book.epsilon_budget:.4g} at δ={book.delta_budget:g} "
-            f"({s.accountant}{basic})")  # fmt: skip
-
-
-def _release_synthetic(mech, private, source, data_dir, metadata, run: ReleaseRun) -> None:
-    """A synthesizer's release: fit (on the private images, or read its model file), then draw as many new labelled
-    images as it says (``synthetic_count``), in shards, with the labels in the manifest."""
-    from privpix.errors import ParameterError
-    from privpix.mechanisms import SyntheticImageMechanism, fit_as_declared, require_kind
-
-    mech = require_kind(mech, SyntheticImageMechanism)  # the caller sends only what declares synthetic images
-    with notes_from_warnings():
-        fit_as_declared(mech, private if mech.capabilities().fits_on == "private" else None, data_dir, seed=run.seed)
-    count = mech.synthetic_count(None if private is None else len(private))
-    if not count:
-        raise ParameterError(f"--method {mech.name}: draws synthetic images; say how many with --param n=N")
-    shape = mech.capabilities().fixed_shape
-    if shape is None:
-        raise ParameterError(f"--method {mech.name}: the fitted model does not say its image shape")
-    if source is not None:
-        metadata["source"] = source  # the private set the model was fitted on in this run
-    metadata["synthetic_images"] = count
-    # The model's class names (kept in its model file) name the labels: female/ and male/, not 0/ and 1/.
-    class_names = mech.label_names() or (None if private is None else private.class_names)
-    release_sharded(mech, None, count, shape, class_names, source or "", metadata, f"{mech.name} → {run.out}", run)
-
-
-@main.command()
-@click.argument("folder", type=click.Path())
-@click.option("--repair", is_flag=True, help="Finish (or remove) a release that a killed run left half-swapped.")
-def verify(folder: str, repair: bool) -> None:
-    """Check a release folder against its manifest: every file's sha256, none missing, none extra.
-
-    Exits 0 when they match, 1 with the differences listed when they do not. Read-only unless --repair."""
-    import sys
-
-    from privpix.publishing.release import verify_manifest
-
-    problems = verify_manifest(folder, note=print_note, repair=repair)
-    for p in problems:
-        console.print(escape(p), highlight=False)
-    if problems:
-        err_console.print(f"[red]{len(problems)} problem(s)[/red] in {escape(folder)}", highlight=False)
-        sys.exit(1)
-    console.print(f"{escape(folder)}: every file matches its manifest", highlight=False)

@@ -21,6 +21,7 @@ from privpix.data.files import (
     read_image,
 )
 from privpix.data.imageset import ImageSet
+from privpix.data.resize import resize
 from privpix.errors import DataError, ParameterError
 from privpix.fileio import sha256_file
 
@@ -233,17 +234,6 @@ def list_image_files(
     return [(e.path, e.cls) for e in images], skipped
 
 
-def resize_image(img: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """Anti-aliased resize of a uint8 (h, w, c) image, one channel at a time in float32 (bounded memory)."""
-    from privpix.data.resize import resize
-
-    out = np.empty((*size, img.shape[2]), np.uint8)
-    for k in range(img.shape[2]):
-        r = resize(img[..., k].astype(np.float32), size)
-        out[..., k] = np.clip(np.rint(r), 0, 255)
-    return out
-
-
 def iter_folder(
     folder: str | os.PathLike,
     batch_size: int = 256,
@@ -286,7 +276,7 @@ def iter_folder(
             i = len(kept)
             kept.append(e)
             if size is not None:
-                img = resize_image(img, size)
+                img = resize(img, size)
             if shape is None:
                 shape = img.shape
             elif img.shape != shape:

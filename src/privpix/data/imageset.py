@@ -50,10 +50,11 @@ def float64_block(block: np.ndarray) -> np.ndarray:
 
 def blockwise(images: ImageSet, fn, halo: int = 0, rows_multiple: int = 1) -> np.ndarray:
     """A per-image computation built block by block (see :func:`blocks`) straight into float32, so the float64
-    temporaries stay a few tens of MB instead of copies of the whole set (issue 31: a 12000×12000 photo's blur
-    peaked at 24× its decoded size). ``fn(values, index)`` maps a float64 (m, h', w, c) block to the same shape;
-    ``index`` is the block's index into the set: a slice of whole images (small images, several at a time), or
-    (image, rows) for a run of rows of one large image, ``rows_multiple`` rows or a multiple of it.
+    temporaries stay a few tens of MB instead of copies of the whole set (with whole-set temporaries, a
+    12000×12000 photo's blur peaked at 24× its decoded size). ``fn(values, index)`` maps a float64 (m, h', w, c)
+    block to the same shape; ``index`` is the block's index into the set: a slice of whole images (small images,
+    several at a time), or (image, rows) for a run of rows of one large image, ``rows_multiple`` rows or a multiple
+    of it.
 
     With ``halo`` 0 the block is exactly ``index``: a per-value computation whose random draws, made block by
     block in array order, equal one draw over the whole set. A spatial filter passes its reach as ``halo``: each
@@ -249,7 +250,7 @@ class ImageSet:
         raise DataError(f"{self.source}: a per-subject split needs subjects or labels")
 
     def split_halves(self) -> tuple[ImageSet, ImageSet]:
-        """Paper 001's protocol: per subject (or class), the first half of its images (in dataset order,
+        """Zhang, Fu & Meng 2020's protocol: per subject (or class), the first half of its images (in dataset order,
         rounded up) train, the rest test."""
         key = self.group_key()
         train: list[int] = []

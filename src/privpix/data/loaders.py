@@ -4,7 +4,7 @@ Dataset names accept a split: ``mnist:test``, ``orl:train``. A bare name means t
 
 =================  ==================================================================================
 mnist, fashion-mnist  the official 60k train / 10k test files
-orl, yale          paper 001's protocol: per subject, the first half of its images train, the rest test
+orl, yale          Zhang, Fu & Meng 2020's protocol: per subject, the first half of its images train, the rest test
 celeba             by identity (identity number mod 5 == 0 → test), so no person is in both splits
 lfw-gender         by person (CRC32 of the name mod 5 == 0 → test)
 adult              adult.data / adult.test
@@ -33,6 +33,7 @@ from privpix.data.files import (
 )
 from privpix.data.folders import concat_sets
 from privpix.data.imageset import ImageSet, RecordSet
+from privpix.data.resize import resize
 from privpix.errors import DataError, ParameterError
 
 ENV_VAR = "PRIVPIX_DATA"
@@ -159,13 +160,6 @@ def _read_celeba_attributes(path: Path) -> tuple[list[str], list[str], np.ndarra
     return files, attr_names, values
 
 
-def resize_whole(img: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """The face loaders' resize (whole image, float64, anti-aliased), shared with their lazy sources."""
-    from privpix.data.resize import resize
-
-    return np.clip(np.rint(resize(img.astype(np.float64), size)), 0, 255).astype(np.uint8)
-
-
 # Decoding and resizing a face costs about 2 ms; the result at a loader's size is a few KB. The same faces are read
 # at the same size many times in one process (the train and test splits and the whole set share them; a fitted
 # mechanism, its audit's fresh copy and an evaluation each load their public set again), so each resized face is
@@ -177,20 +171,20 @@ _resized_lock = threading.Lock()
 
 
 def read_resized(path: Path, size: tuple[int, int]) -> np.ndarray:
-    """``resize_whole(read_image(path, "RGB"), size)``, read-only, from the process's cache when the file is
+    """``resize(read_image(path, "RGB"), size, work=np.float64)``, read-only, from the process's cache when the file is
     unchanged since it was last read at ``size``."""
     global _resized_bytes
     try:
         st = os.stat(path)
     except OSError:  # read_image names the problem
-        return resize_whole(read_image(path, "RGB"), size)
+        return resize(read_image(path, "RGB"), size, work=np.float64)
     key = (str(path), st.st_mtime_ns, st.st_size, int(size[0]), int(size[1]))
     with _resized_lock:
         hit = _resized.get(key)
         if hit is not None:
             _resized.move_to_end(key)
             return hit
-    img = resize_whole(read_image(path, "RGB"), size)
+    img = resize(read_image(path, "RGB"), size, work=np.float64)
     img.setflags(write=False)
     if img.nbytes <= RESIZED_CACHE_BYTES:
         with _resized_lock:
@@ -250,7 +244,7 @@ def load_celeba(
 
 
 def celeba_64(data: ImageSet) -> ImageSet:
-    """Paper 003's CelebA input: centre square crop of the aligned 218×178 image, resized to 64×64."""
+    """Jamshidi et al. 2023's CelebA input: centre square crop of the aligned 218×178 image, resized to 64×64."""
     h, w = data.shape[:2]
     side = min(h, w)
     top, left = (h - side) // 2, (w - side) // 2

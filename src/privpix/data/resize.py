@@ -88,12 +88,41 @@ def _blur_at(image: np.ndarray, m: int, sigma: float, axis: int = 0) -> np.ndarr
     return np.moveaxis(out.reshape(index.shape[1], *x.shape[1:]), 0, axis)
 
 
-def resize(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """``skimage.transform.resize(image, size, anti_aliasing=True, preserve_range=True)``, bit for bit.
+def resize(image: np.ndarray, size: tuple[int, int], *, work: type[np.floating] = np.float32) -> np.ndarray:
+    """``skimage.transform.resize(image, size, anti_aliasing=True, preserve_range=True)``, bit for bit: privpix's
+    one resize, which every reader and loader calls.
 
-    ``image`` is float32 or float64, ``(h, w)`` or ``(h, w, c)``; the result has the same dtype and channels, of
-    height and width ``size``. The blur runs only where the sampling reads it when the height shrinks (the costly
-    case); otherwise scikit-image is called as it is."""
+    ``image`` is ``(h, w)`` or ``(h, w, c)``; the result has its channels, of height and width ``size``.
+
+    * A float32 or float64 image is resized in its own dtype and returned in it.
+    * A uint8 image is resized in ``work`` and returned as uint8, rounded to the nearest integer and clipped to
+      0..255. ``np.float32`` (the default, what image folders and dataset files are read with) converts one
+      channel at a time, so a large photo's float copy is one channel's; ``np.float64`` (the face loaders') converts
+      the whole image at once. The two can round a pixel differently: each reader keeps its own, so its seeded
+      releases keep their pixels.
+
+    The blur runs only where the sampling reads it when the height shrinks (the costly case); otherwise
+    scikit-image is called as it is."""
+    if image.dtype == np.uint8:
+        return _resize_uint8(image, size, work)
+    return _resize_float(image, size)
+
+
+def _resize_uint8(image: np.ndarray, size: tuple[int, int], work: type[np.floating]) -> np.ndarray:
+    oh, ow = int(size[0]), int(size[1])
+    if np.dtype(work) == np.float64:
+        return np.clip(np.rint(_resize_float(image.astype(np.float64), (oh, ow))), 0, 255).astype(np.uint8)
+    if np.dtype(work) != np.float32:
+        raise ValueError(f"work must be np.float32 or np.float64, not {work!r}")
+    if image.ndim == 2:
+        return np.clip(np.rint(_resize_float(image.astype(np.float32), (oh, ow))), 0, 255).astype(np.uint8)
+    out = np.empty((oh, ow, image.shape[2]), np.uint8)
+    for k in range(image.shape[2]):
+        out[..., k] = np.clip(np.rint(_resize_float(image[..., k].astype(np.float32), (oh, ow))), 0, 255)
+    return out
+
+
+def _resize_float(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     from skimage.transform import resize as sk_resize
 
     h, w = image.shape[:2]

@@ -183,7 +183,7 @@ def membership_inference(
 
     * ``mia_dcr``: score = minus the distance to the closest released image;
     * ``mia_subspace``: score = minus the residual of the image from the top principal subspace of the
-      release (a basis fitted on the private images, as paper 002's, leaves its members closer to it);
+      release (a basis fitted on the private images, as Zhang et al. 2022's, leaves its members closer to it);
     * ``mia_loss`` (only with ``query``, a callable ImageSet → released ImageSet for a mechanism *fitted on
       the members*): score = minus the distortion of querying it, ‖query(z) − z‖².
 
@@ -219,15 +219,15 @@ def encoder_membership(
     non_members: ImageSet,
     reference: ImageSet,
 ) -> dict[str, float]:
-    """Was an image among those a DCAConv encoder was fitted on? (paper 000: the data user fits the filters on
-    labelled images and hands them to every owner, so anyone can run them.)
+    """Was an image among those a DCAConv encoder was fitted on? (In Wang & Chang 2020 the data user fits the
+    filters on labelled images and hands them to every owner, so anyone can run them.)
 
     DCA chooses filters that shrink within-class scatter of the *fitting* images' patches, so a member's
     first-layer responses should separate its class better than a non-member's do. The attacker holds
     labelled ``reference`` images (not members) to estimate each class's mean response map, and scores a
     candidate by its margin: the distance to the nearest other class's mean map minus the distance to its
-    own class's. Labels of the candidates are known (they are sent in
-    the clear in paper 000's protocol). Keys ``mia_encoder_auc``, ``…_tpr_at_1pct_fpr``, ``…_tpr_at_0.1pct_fpr``.
+    own class's. Labels of the candidates are known (Wang & Chang 2020's protocol sends them in the clear).
+    Keys ``mia_encoder_auc``, ``…_tpr_at_1pct_fpr``, ``…_tpr_at_0.1pct_fpr``.
     """
     if encoder.first_layer_responses(reference.subset([0])) is None:
         raise ParameterError("encoder_membership needs a fitted encoder with learnt filters (such as DCAConv)")

@@ -1,10 +1,10 @@
 """Small CNN classifiers for utility measurements (PyTorch, CPU; needs ``privpix[neural]``).
 
-Architectures from the papers:
+The two networks of Zhang et al. 2022 (the PCA-inverse paper):
 
-* ``mnist-002``: paper 002's MNIST network, two convolutions of five 5×5 filters, each followed by batch
+* ``mnist-002``: its MNIST network, two convolutions of five 5×5 filters, each followed by batch
   norm, ReLU and 2×2 max pooling, then a linear layer.
-* ``faces-002``: paper 002's gender network, seven convolutions of twenty 5×5 filters with batch norm and
+* ``faces-002``: its gender network, seven convolutions of twenty 5×5 filters with batch norm and
   ReLU, 2×2 average pooling after the 2nd, 4th and 6th, global average pooling, then a linear layer.
 """
 

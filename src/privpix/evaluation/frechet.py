@@ -58,7 +58,7 @@ def scattering_features(images: ImageSet) -> np.ndarray:
 
 def frechet_from_features(a: np.ndarray, b: np.ndarray) -> float:
     """d² between Gaussians fitted to feature rows ``a`` (n, f) and ``b`` (m, f) (sample means and covariances):
-    :func:`privpix.evaluation.linkage.frechet_distance`, the formula paper 004's evaluation uses too."""
+    :func:`privpix.evaluation.linkage.frechet_distance`, the formula Kim & Yang 2020's evaluation uses too."""
     from privpix.evaluation.linkage import frechet_distance as between_features
 
     return between_features(a, b)

@@ -20,7 +20,7 @@ from privpix.errors import privpix_warnings_to
 from privpix.evaluation.quality import entropy
 from privpix.evaluation.runner import cell_seed, evaluate_cell
 from privpix.executor import Executor
-from privpix.mechanisms.base import Mechanism
+from privpix.mechanisms.base import Auditable, Mechanism
 from privpix.mechanisms.registry import mechanism_class, method_params, ready_mechanism
 from privpix.threads import one_thread
 
@@ -187,7 +187,7 @@ def bench_audit(
 ) -> AuditResult:
     """The grid's ε audit of one point. A mechanism fitted on the private set under a dataset-level relation is
     audited on the one DP statistic its fit releases (a refit of that per trial is cheap); a released model (DP-SGD)
-    by its white-box experiment (``Mechanism.white_box_trials``: gradient canaries, thousands of trials in one run)
+    by its white-box experiment (``Auditable.white_box_trials``: gradient canaries, thousands of trials in one run)
     or, without one, by the one-run audit, one fit with half the audit images as canaries (little power at this
     size, but a real verdict); with neither, the record says it is not audited rather than spending 4 × ``trials``
     whole fits. Claims up to ε = 10 get as many trials as it takes to be refutable (see ``bench_trials``), at most
@@ -195,7 +195,7 @@ def bench_audit(
     from privpix.evaluation.audit import audit, not_audited
 
     if mech.capabilities().fits_on == "private" and mech.neighbours().dataset_level:
-        if mech.released_statistic(images, None, seed=seed) is None:
+        if not isinstance(mech, Auditable) or mech.released_statistic(images, None, seed=seed) is None:
             if mech.capabilities().output == "model":
                 res = audit(mech, images, trials=bench_trials(mech, images, trials, max_trials), seed=seed)
                 if res.verdict != "not-audited":  # the mechanism's own white-box experiment
@@ -217,9 +217,9 @@ def bench_trials(mech: Mechanism, images: ImageSet, trials: int, max_trials: int
     """The audit trials per side the bench runs for ``mech``: ``trials``, or more (doubling, at most
     ``trials_to_refute``'s cap or ``max_trials``) when a claim ≤ ``REFUTE_UP_TO`` is beyond what ``trials`` could
     refute and that many could: randomized response needs 64,000 per side at ε = 10."""
-    from privpix.evaluation.audit import MAX_ADAPTIVE_TRIALS, trials_to_refute
+    from privpix.evaluation.audit import MAX_ADAPTIVE_TRIALS, claimed, trials_to_refute
 
-    claim = mech.audit_claim(images.shape)[0]
+    claim = claimed(mech, images)[0]
     if claim is None or claim > REFUTE_UP_TO:
         return trials
     cap = MAX_ADAPTIVE_TRIALS if max_trials is None else max(trials, max_trials)

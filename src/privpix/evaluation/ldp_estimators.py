@@ -1,4 +1,4 @@
-"""Unbiased estimators a data user computes from GRR reports (paper 000, eqs. 13–28).
+"""Unbiased estimators a data user computes from GRR reports (Wang & Chang 2020, eqs. 13–28).
 
 All functions take the per-feature ε of the reports and the domain size d; counts are over one group of
 reports (one class, for the classifiers). ε = inf means the reports are the true values.

@@ -136,7 +136,7 @@ class LDPNearestCentroid(_LDPBase):
 
 
 class LDPKNN(_LDPBase):
-    """k nearest neighbours (Euclidean) among the perturbed training reports (paper 000; k = 100 in its
+    """k nearest neighbours (Euclidean) among the perturbed training reports (Wang & Chang 2020; k = 100 in its
     Table 2). No estimator is needed: the reports are used as they are."""
 
     def __init__(self, d: int = 16, epsilon: float = 1.0, n_neighbors: int = 100) -> None:

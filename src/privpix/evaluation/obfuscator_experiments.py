@@ -1,5 +1,5 @@
-"""Paper 003's experiments on obfuscated releases beyond what the obfuscator's fit measures: the "Noise" baseline
-and the decorrelation check (§4.2.4). Both are scored with the protocol of
+"""Jamshidi et al. 2023's experiments on obfuscated releases beyond what the obfuscator's fit measures: the "Noise"
+baseline and the decorrelation check (§4.2.4). Both are scored with the protocol of
 :mod:`privpix.mechanisms.neural.obfuscation` (:func:`~privpix.mechanisms.neural.obfuscation.measure_release`).
 Everything random follows ``seed``.
 """
@@ -27,7 +27,7 @@ def gaussian_noise_release(variance: float) -> ReleaseFn:
 
 
 def decorrelation(net, test: AttributeData, provider: NeuralInferrer, *, K: float, seed: int = 0) -> dict:
-    """Paper 003 §4.2.4: give the decoder a random utility class through f (0 for it, −K for the other) with
+    """Jamshidi et al. 2023 §4.2.4: give the decoder a random utility class through f (0 for it, −K for the other) with
     R's own output and no noise, and ask a utility provider trained on original data what it sees.
 
     Returns the fraction of outputs whose predicted class equals the injected one (``agreement``; 1.0 means

@@ -1,4 +1,4 @@
-"""Image quality of a release against its source: PSNR, SSIM (scikit-image) and paper 001's entropy."""
+"""Image quality of a release against its source: PSNR, SSIM (scikit-image) and Zhang, Fu & Meng 2020's entropy."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def ssim(original: np.ndarray, released: np.ndarray) -> np.ndarray:
 
 
 def entropy(images: np.ndarray) -> np.ndarray:
-    """Paper 001's information entropy H = -Σ p_i log2 p_i over the 256 grey levels, per image, in bits.
+    """Zhang, Fu & Meng 2020's information entropy H = -Σ p_i log2 p_i over the 256 grey levels, per image, in bits.
 
     The paper prints the sum without the minus sign; we use the standard (positive) entropy. Images
     (n, h, w, c) in [0, 1] are quantised to 8 bits first (colour images: all channels pooled).

@@ -1,4 +1,4 @@
-"""Privacy–utility trade-off curves and their convex-hull AUC (paper 003, §4.2.7)."""
+"""Privacy–utility trade-off curves and their convex-hull AUC (Jamshidi et al. 2023, §4.2.7)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def convex_hull_auc(
     start: tuple[float, float] = (0.0, 0.0),
     end: tuple[float, float] | None = None,
 ) -> float:
-    """Convex-hull area under a trade-off curve, as paper 003 (after [28]) computes it.
+    """Convex-hull area under a trade-off curve, as Jamshidi et al. 2023 compute it (after their reference [28]).
 
     Each point is (leakage, utility) = (adversary accuracy on the private attribute, utility-provider accuracy).
     The curve runs from ``start`` through the points to ``end`` = (maximum leakage, maximum utility), normally

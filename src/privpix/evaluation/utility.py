@@ -1,4 +1,4 @@
-"""Utility: what a classifier can still learn from a release (paper 001's PCA + SVM)."""
+"""Utility: what a classifier can still learn from a release (Zhang, Fu & Meng 2020's PCA + SVM)."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def utility(
     """PCA + SVM utility under one of two protocols:
 
     * ``train-released-test-original``: a model learnt from the release, used on real data.
-    * ``release-all``: everything is released; train and test on released images (paper 001's setting).
+    * ``release-all``: everything is released; train and test on released images (Zhang, Fu & Meng 2020's setting).
     """
     if protocol not in PROTOCOLS:
         raise ParameterError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")

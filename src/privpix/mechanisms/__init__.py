@@ -2,7 +2,16 @@
 
 # Each import registers its mechanisms (dp_sgd imports torch and Opacus only when used).
 from privpix.mechanisms import matrix, pca_inverse, pixel  # noqa: F401
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Mechanism, Param, RecordRelease, Release
+from privpix.mechanisms.base import (
+    Auditable,
+    Capabilities,
+    Claim,
+    ConformanceCase,
+    Mechanism,
+    Param,
+    RecordRelease,
+    Release,
+)
 from privpix.mechanisms.kinds import (
     KINDS,
     FeatureMechanism,
@@ -19,6 +28,7 @@ from privpix.mechanisms.neural import (  # noqa: F401  (registers; imports torch
     dp_sgd,
     gan,
 )
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import (
     ALIASES,
     MECHANISMS,
@@ -36,7 +46,9 @@ __all__ = [
     "ALIASES",
     "KINDS",
     "MECHANISMS",
+    "Auditable",
     "Capabilities",
+    "Claim",
     "ConformanceCase",
     "FeatureMechanism",
     "ImageMechanism",
@@ -52,6 +64,7 @@ __all__ = [
     "get_mechanism",
     "load_plugins",
     "mechanism_class",
+    "param",
     "parse_method_spec",
     "ready_mechanism",
     "register",

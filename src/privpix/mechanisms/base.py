@@ -14,8 +14,8 @@ import numpy as np
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.imageset import blocks as imageset_blocks
 from privpix.errors import ParameterError, check_delta, check_positive
-from privpix.mechanisms.params import Param
-from privpix.privacy.composition import NoiseEvent
+from privpix.mechanisms.params import Param, declared_params
+from privpix.privacy.composition import NoiseEvent, Relation, approx
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, OneImage
 from privpix.privacy.noise import RNG, make_rng
@@ -83,10 +83,8 @@ class RecordRelease:
 MIN_EPSILON = 1e-12
 FitsOn = Literal["nothing", "private", "public", "model-file"]
 Output = Literal["images", "records", "features", "synthetic-images", "model"]
-NoiseFamily = Literal["laplace", "gaussian", "randomized-response"]
 FITS_ON: tuple[FitsOn, ...] = get_args(FitsOn)
 OUTPUTS: tuple[Output, ...] = get_args(Output)
-NOISE_FAMILIES: tuple[NoiseFamily, ...] = get_args(NoiseFamily)
 
 
 @dataclass(frozen=True)
@@ -108,9 +106,6 @@ class Capabilities:
             classifier); it is published as the model file :meth:`Mechanism.save_model` writes (``privpix fit``),
             applied with ``predict``, and :meth:`Mechanism.release` refuses it. The mechanism is an instance of
             the kind class of its output (:data:`privpix.mechanisms.kinds.KINDS`), which holds that kind's hooks.
-        noise_family: the distribution of its privacy noise, for audits that read a trade-off curve:
-            ``"laplace"``, ``"gaussian"``, ``"randomized-response"``, or ``None`` (a mechanism composed of several
-            noisy releases declares them instead, :meth:`Mechanism.noise_composition`).
         randomized: whether a release draws randomness (another seed, another output); a plain filter does not.
         dp_fit: whether :meth:`Mechanism.fit` on the private set is itself a DP release (a noisy statistic of it,
             or training with noisy gradients) of which the model file is post-processing: ``privpix fit --ledger``
@@ -128,7 +123,6 @@ class Capabilities:
     fixed_shape: tuple[int, int, int] | None = None
     needs_labels: bool = False
     output: Output = "images"
-    noise_family: NoiseFamily | None = None
     randomized: bool = True
     dp_fit: bool = False
     seconds_per_value: float | None = None
@@ -138,14 +132,57 @@ class Capabilities:
             raise ValueError(f"fits_on must be one of {FITS_ON}, got {self.fits_on!r}")
         if self.output not in OUTPUTS:
             raise ValueError(f"output must be one of {OUTPUTS}, got {self.output!r}")
-        if self.noise_family is not None and self.noise_family not in NOISE_FAMILIES:
-            raise ValueError(f"noise_family must be one of {NOISE_FAMILIES} or None, got {self.noise_family!r}")
         if self.seconds_per_value is not None and not self.seconds_per_value > 0:
             raise ValueError(f"seconds_per_value must be > 0, got {self.seconds_per_value!r}")
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A mechanism's privacy statement (:meth:`Mechanism.privacy`): the guarantee, and the noise that earns it, for
+    every reader: the manifest and the report state ``guarantee``, the ledger charges ``events``, the audit tests
+    ``epsilon``/``delta`` and reads its trade-off curve from ``unit_events``.
+
+    Attributes:
+        guarantee: what a release states.
+        events: the noise one release (or one DP fit) adds for one person's whole image, as the ledger composes it
+            (:mod:`privpix.privacy.composition`); ``None`` when the guarantee is not sound DP (nothing can be
+            charged).
+        unit_events: the noise that earns the guarantee for one unit of :meth:`Mechanism.neighbours` (a pixel, a
+            feature, an image): what an audit of that relation tests, and the curve it reads its bound through
+            follows from their types (all Laplace, all Gaussian, all bare ε/(ε, δ), or a composition). Empty:
+            no curve, the audit's assumption-free bound alone.
+        unit_claim: the (ε, δ) an audit of :meth:`Mechanism.neighbours` tests, when it is not the guarantee's
+            ``epsilon``/``delta`` (a paper's ε per attribute, read as the most it could promise per image).
+    """
+
+    guarantee: Guarantee
+    events: tuple[NoiseEvent, ...] | None = None
+    unit_events: tuple[NoiseEvent, ...] = ()
+    unit_claim: tuple[float | None, float] | None = None
+
+    @classmethod
+    def of(cls, guarantee: Guarantee, relation: Neighbours, unit_events: tuple[NoiseEvent, ...] = ()) -> Claim:
+        """The claim of a mechanism that charges no noise finer than its guarantee: one image's (ε, δ) as one bare
+        event under ``relation``, and ``unit_events`` for the audit; no noise at all when the guarantee is not
+        sound DP (nothing can be charged, and no curve's assumption holds)."""
+        if not guarantee.is_dp or guarantee.per_image_epsilon is None:
+            return cls(guarantee)
+        rel: Relation = "add-remove" if relation.removes else "replace-one"
+        return cls(guarantee, (approx(guarantee.per_image_epsilon, guarantee.delta, rel),), unit_events)
+
+    @property
+    def epsilon(self) -> float | None:
+        """ε claimed for one unit of the mechanism's neighbours (``None``: nothing claimed)."""
+        return self.guarantee.epsilon if self.unit_claim is None else self.unit_claim[0]
+
+    @property
+    def delta(self) -> float:
+        """δ claimed for one unit of the mechanism's neighbours."""
+        return self.guarantee.delta if self.unit_claim is None else self.unit_claim[1]
+
+
 class WhiteBoxTrials(NamedTuple):
-    """A mechanism's own white-box distinguishing experiment (:meth:`Mechanism.white_box_trials`): one scalar
+    """A mechanism's own white-box distinguishing experiment (:meth:`Auditable.white_box_trials`): one scalar
     score per trial without the differing record (``s0``) and with it (``s1``), as many of each, independent;
     ``pair`` and ``statistic`` say what was compared, for the audit's record."""
 
@@ -166,13 +203,16 @@ class ConformanceCase:
 
 class Mechanism:
     """What every mechanism shares: parameters and their validation, the guarantee and its neighbours, fitting,
-    capabilities, the noise the ledger charges, and the audit's hooks. A mechanism subclasses the base class of
+    capabilities, and one privacy statement (:meth:`privacy`) that the ledger, the audit and the report read. The
+    audit's optional experiments are a mixin, :class:`Auditable`. A mechanism subclasses the base class of
     the kind it releases (:mod:`privpix.mechanisms.kinds`: :class:`~privpix.mechanisms.kinds.ImageMechanism`,
     ``SyntheticImageMechanism``, ``FeatureMechanism``, ``ModelMechanism``, ``RecordMechanism``), which declares
     its :attr:`output`, implements :meth:`release` and holds that kind's hooks; it sets the class attributes and
     implements :meth:`guarantee` and its kind's hook (e.g. ``_privatize``).
 
-    Parameters are real attributes, scikit-learn style: ``get_mechanism("pca-inverse", epsilon=1).d`` is 20,
+    Parameters are declared once, as typed fields of the class (``d: int = param(20, "...", minimum=1)``, see
+    :func:`~privpix.mechanisms.params.param`), and are real attributes, scikit-learn style:
+    ``get_mechanism("pca-inverse", epsilon=1).d`` is 20,
     ``m.d = 5`` (or ``m.set_params(d=5)``) changes what the next release uses *and* what its manifest records,
     and :meth:`get_params` returns exactly what is in force. They are validated at construction and again before
     every fit and release. State learned by :meth:`fit` ends with ``_`` (``basis_``). ``epsilon`` is required
@@ -189,18 +229,31 @@ class Mechanism:
     # refuses private images that are also in it (privpix.data.overlap.check_distinct). An experiment on the overlap
     # itself (a membership attack on the "public" set) clears it, in the open.
     public_digests_: frozenset[bytes] | None = None
+    # Where the method comes from, for listings (``privpix mechanisms``): "Author Year (method)", or "privpix: ..." for
+    # a method of privpix's own. docs/references.md holds the full references of the papers privpix implements.
     paper: ClassVar[str] = ""
     guarantee_model: ClassVar[str] = "none"
     soundness: ClassVar[str] = "no privacy claim"  # one line for listings: what holds, and how to get a proof
     uses_epsilon: ClassVar[bool] = True
     uses_delta: ClassVar[bool] = False
+    # Derived, never written by hand: the parameters the class declares as typed fields with
+    # :func:`~privpix.mechanisms.params.param` (``d: int = param(20, "...", minimum=1)``), after its bases' ones
+    # (see :meth:`__init_subclass__`). Validation, get_params, the CLI's --param help and the docs read it.
     params: ClassVar[tuple[Param, ...]] = ()
-    # Whether the audit runs :meth:`white_box_trials` instead of refitting or releasing thousands of times: a
-    # mechanism that trains a network on the private set (DP-SGD's model, a synthesizer with a DP-SGD part).
-    white_box: ClassVar[bool] = False
-    # Whether ε = ∞ is a defined setting: the mechanism's output without noise, released with no guarantee (paper
-    # 000's ε = ∞ column: LDP reports without randomized response). Other mechanisms refuse it.
+    # Whether ε = ∞ is a defined setting: the mechanism's output without noise, released with no guarantee (the
+    # ε = ∞ column of Wang & Chang 2020: LDP reports without randomized response). Other mechanisms refuse it.
     accepts_infinite_epsilon: ClassVar[bool] = False
+
+    def __init_subclass__(
+        cls, *, params_before: str | None = None, drop_params: tuple[str, ...] = (), **kw: Any
+    ) -> None:
+        """Collect the parameters the class body declares with :func:`~privpix.mechanisms.params.param` into
+        :attr:`params`: the bases' first, then the class's own in declaration order (a declaration of an inherited
+        name overrides it in its place). Class keywords place them otherwise: ``params_before="n_classes"`` puts
+        the body's declarations just before that inherited parameter; ``drop_params=(...)`` removes inherited
+        ones (:func:`~privpix.mechanisms.params.declared_params`)."""
+        super().__init_subclass__(**kw)
+        cls.params = declared_params(cls, params_before=params_before, drop_params=drop_params)
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, **params: Any) -> None:
         known = {p.name for p in self.params}
@@ -332,46 +385,19 @@ class Mechanism:
         nowhere): by default ``uses_delta``; a mechanism whose δ depends on a parameter says so here."""
         return cls.uses_delta
 
-    def audit_claim(self, shape: tuple[int, int, int]) -> tuple[float | None, float]:
-        """(ε, δ) claimed for the :meth:`neighbours` relation; ``(None, 0)`` when nothing is claimed."""
-        g = self.guarantee(shape)
-        return g.epsilon, g.delta
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
+        """The privacy statement of one release of images of shape ``data`` = (h, w, c), or of these very images
+        ``data`` (an :class:`ImageSet`: its shape, ``n`` its size unless given, and a mechanism that learned from
+        data that may hold them, an LDP encoder fitted on them, says so in the guarantee); with
+        :attr:`Capabilities.dp_fit`, of one fit on ``n`` private images. ``secure``: drawn by the exact samplers
+        (``--secure``), whose lattice noise is declared by what it guarantees exactly (e.g. pure ε for lattice
+        Laplace). See :class:`Claim`: the guarantee, the noise events the ledger charges, and what the audit tests.
 
-    def released_statistic(self, data: ImageSet, rng: RNG | None, *, seed: int) -> np.ndarray | None:
-        """For a mechanism whose :meth:`fit` on the private set makes one DP release and post-processes it (a DP
-        synthesizer's noisy embedding): that release of ``data`` alone, a flat float array, without the
-        post-processing. ``rng=None`` returns it without noise: audits use that to choose their test, it is never
-        published. ``seed`` fixes the data-independent randomness (e.g. random features), so two calls differ
-        only in the data and the noise. ``None`` (the default) when the mechanism has no such release; an audit
-        then refits the whole mechanism and compares its outputs."""
-        return None
-
-    def noise_composition(self, images: ImageSet) -> tuple[tuple[Any, ...], ...] | None:
-        """For audits of a sound mechanism made of several noisy releases that no single ``noise_family`` curve
-        describes: the releases, each at its real noise, as parts of a composed trade-off curve
-        (:class:`privpix.evaluation.audit.curves.ComposedCurve`): ``("laplace", ε)``, ``("gaussian", μ)`` or
-        ``("sampled-gaussian", z, q, T)`` (add/remove; a fifth element ``"replace-one"`` for a record replaced by one
-        whose clipped contribution points the other way), for the private set ``images`` (its size may set a
-        sampling rate).
-        ``None`` (the default): the audit reads the ``noise_family`` curve, if any."""
-        return None
-
-    def privacy_events(
-        self, shape: tuple[int, int, int], n: int | None = None, *, secure: bool = False
-    ) -> tuple[NoiseEvent, ...] | None:
-        """The noise one release of images of ``shape`` (or, with :attr:`Capabilities.dp_fit`, one fit on ``n``
-        private images) adds for one person's image, as the ledger composes it (:mod:`privpix.privacy.composition`);
-        ``secure``: drawn by the exact samplers (``--secure``), whose lattice noise is declared by what it
-        guarantees exactly (e.g. ``pure`` ε for lattice Laplace).
-        ``None`` when the guarantee is not sound DP (nothing can be charged). The default declares nothing finer
-        than the guarantee's per-image (ε, δ), under the relation of :meth:`neighbours`; a mechanism that knows its
-        noise (Laplace per value, a Gaussian's multiplier, DP-SGD's sampled steps) declares it, and its charges
-        then compose tightly."""
-        g = self.guarantee(shape)
-        if not g.is_dp or g.per_image_epsilon is None:
-            return None
-        relation = "add-remove" if self.neighbours().removes else "replace-one"
-        return (NoiseEvent.approx(g.per_image_epsilon, g.delta, relation),)
+        The one method a mechanism writes about its privacy beyond :meth:`guarantee`. The default declares nothing
+        finer than the guarantee's per-image (ε, δ), under the relation of :meth:`neighbours`, and no curve for
+        the audit; a mechanism that knows its noise (Laplace per value, a Gaussian's multiplier, DP-SGD's sampled
+        steps) declares it, and its charges then compose tightly and its audits read the noise's curve."""
+        return Claim.of(self.guarantee(shape_of(data)), self.neighbours())
 
     def secure_params(self) -> dict[str, Any] | None:
         """What ``--secure`` (noise from the OS CSPRNG) needs for every noise draw behind a DP claim to be exact:
@@ -393,19 +419,6 @@ class Mechanism:
         ``sha256`` (of the file), ``guarantee``, ``events`` (dicts) and ``ledger`` (``{"path", "entry"}`` of the
         ledger that charged the fit, or ``None``). ``None`` for anything else."""
         return None
-
-    def white_box_trials(self, images: ImageSet, trials: int, seed: int) -> WhiteBoxTrials | None:
-        """For a mechanism whose release or fit cannot be rerun thousands of times (a trained model, a fit that
-        trains a network with DP-SGD; it sets :attr:`white_box`): ``trials`` independent runs per side of its own
-        white-box experiment, under the threat model its guarantee covers, calibrated as for the private set
-        ``images``; the audit bounds ε from them. ``None`` (the default): none."""
-        return None
-
-    def guarantee_for(self, images: ImageSet) -> Guarantee:
-        """The guarantee a release of these very ``images`` carries: :meth:`guarantee` of their shape, unless the
-        mechanism learned from data that may hold them (an LDP encoder fitted on them), which a release states; the
-        ledger is charged for this one."""
-        return self.guarantee(images.shape)
 
     def release(self, images: ImageSet, rng: RNG | int | None = None) -> Release:
         """Release ``images``; ``rng`` is a Generator, SecureRandom, or an integer seed. Each output kind
@@ -452,6 +465,43 @@ class Mechanism:
             "public": "call fit() with public images, or name them with the mechanism's public-data parameter",
             "model-file": "give it a trained model file (`privpix fit`, or the model parameter)",
         }.get(caps.fits_on, "call fit()")
+
+
+class Auditable:
+    """The audit's optional hooks, for a mechanism whose release or fit an audit cannot simply rerun and compare
+    (mix it in beside the kind class; the audit asks ``isinstance(mech, Auditable)``): a DP fit that makes one
+    noisy release and post-processes it (:meth:`released_statistic`), or a trained network whose privacy argument
+    has its own white-box experiment (:attr:`white_box`, :meth:`white_box_trials`)."""
+
+    # Whether the audit runs white_box_trials instead of refitting or releasing thousands of times: a mechanism that
+    # trains a network on the private set (DP-SGD's model, a synthesizer with a DP-SGD part).
+    white_box: ClassVar[bool] = False
+
+    def released_statistic(self, data: ImageSet, rng: RNG | None, *, seed: int) -> np.ndarray | None:
+        """For a mechanism whose :meth:`Mechanism.fit` on the private set makes one DP release and post-processes
+        it (a DP synthesizer's noisy embedding): that release of ``data`` alone, a flat float array, without the
+        post-processing. ``rng=None`` returns it without noise: audits use that to choose their test, it is never
+        published. ``seed`` fixes the data-independent randomness (e.g. random features), so two calls differ
+        only in the data and the noise. ``None`` when the mechanism has no such release; an audit then refits
+        the whole mechanism and compares its outputs."""
+        return None
+
+    def white_box_trials(self, images: ImageSet, trials: int, seed: int) -> WhiteBoxTrials | None:
+        """For a mechanism whose release or fit cannot be rerun thousands of times (a trained model, a fit that
+        trains a network with DP-SGD; it sets :attr:`white_box`): ``trials`` independent runs per side of its own
+        white-box experiment, under the threat model its guarantee covers, calibrated as for the private set
+        ``images``; the audit bounds ε from them. ``None``: none."""
+        return None
+
+
+def shape_of(data: tuple[int, int, int] | ImageSet) -> tuple[int, int, int]:
+    """The (h, w, c) of :meth:`Mechanism.privacy`'s ``data``: a shape, or the images' shape."""
+    return data.shape if isinstance(data, ImageSet) else data
+
+
+def count_of(data: tuple[int, int, int] | ImageSet, n: int | None) -> int | None:
+    """The ``n`` of :meth:`Mechanism.privacy`: as given, else the size of the images given."""
+    return n if n is not None or not isinstance(data, ImageSet) else len(data)
 
 
 def check_value_range(images: ImageSet) -> None:

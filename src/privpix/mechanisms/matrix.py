@@ -1,4 +1,4 @@
-"""Matrix-decomposition face release (paper 001): SRA and ESRA on the singular values of each image.
+"""Matrix-decomposition face release (Zhang, Fu & Meng 2020): SRA and ESRA on the singular values of each image.
 
 Both treat every image channel as an m×n matrix A in the paper's 0–255 units, take its SVD A = Q D Pᵀ
 (batched with NumPy's stacked SVD), perturb the top singular values with Laplace noise, and rebuild. Neither
@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, Param
 from privpix.mechanisms.kinds import ImageMechanism
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, PixelColumn
@@ -24,12 +24,12 @@ VALUE_SCALE = 255.0  # the paper's pixel units; ESRA's score mixes unit-free and
 _SVD_CAVEATS = (
     "singular vectors of the private image are published without noise: the release reveals the face whatever ε is",
     "noise scale Δ₁D = λ₁ is the image's own largest singular value (computed from the data)",
-    "not ε-DP as paper 001 claims; ε is a noise knob. No sound variant of this method exists here",
+    "not ε-DP as Zhang, Fu & Meng 2020 claim; ε is a noise knob. No sound variant of this method exists here",
 )
 
 
 def knob_guarantee(epsilon: float, caveats: tuple[str, ...]) -> Guarantee:
-    """Paper 001's claim as it holds: ε per pixel column is a noise knob, with no per-image bound."""
+    """Zhang, Fu & Meng 2020's claim as it holds: ε per pixel column is a noise knob, with no per-image bound."""
     return Guarantee(
         model="central-dp",
         epsilon=epsilon,
@@ -41,7 +41,7 @@ def knob_guarantee(epsilon: float, caveats: tuple[str, ...]) -> Guarantee:
 
 
 def monotone_singular_values(values: np.ndarray) -> np.ndarray:
-    """Paper 001 §3.2.3 (Hay et al.'s post-processing): the closest non-increasing, non-negative sequence in
+    """Zhang, Fu & Meng 2020 §3.2.3 (Hay et al.'s post-processing): the closest non-increasing, non-negative sequence in
     least squares, per row of ``values`` (n, r), by SciPy's PAVA isotonic regression. The bound is a clip: the
     least-squares projection onto non-increasing sequences ≥ 0 is the unbounded one clipped at 0 (scikit-learn's
     ``y_min`` is the same clip). SciPy's call costs microseconds where scikit-learn's estimator spent 1.3 ms per row
@@ -79,16 +79,13 @@ def _rebuild(q: np.ndarray, s: np.ndarray, pt: np.ndarray, r: np.ndarray, shape)
 
 class _SingularValueMechanism(ImageMechanism):
     guarantee_model = "central-dp"
-    paper = "001"
+    paper = "Zhang, Fu & Meng 2020"
     soundness = "NOT DP: singular vectors published untouched; data-derived Δ"
-    # Parameters both subclasses declare, as the attributes Mechanism.__init__ sets: for type checkers.
-    postprocess: bool
-    clip: bool
+    # Both subclasses' last two parameters: each declares its own first (params_before="postprocess").
+    postprocess: bool = param(True, "isotonic (non-increasing, non-negative) refinement, §3.2.3")
+    clip: bool = param(True, "clip the release to [0, 1]")
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
-
-    def capabilities(self) -> Capabilities:
-        return Capabilities(noise_family="laplace")
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         return knob_guarantee(self.epsilon, _SVD_CAVEATS)
@@ -110,18 +107,14 @@ class _SingularValueMechanism(ImageMechanism):
 
 
 @register
-class SRA(_SingularValueMechanism):
-    """SRA (paper 001, §3.2.2): keep the top r singular values, add Laplace(Δ₁D^{r×r}/ε) to each, rebuild."""
+class SRA(_SingularValueMechanism, params_before="postprocess"):
+    """SRA (Zhang, Fu & Meng 2020, §3.2.2): keep the top r singular values, add Laplace(Δ₁D^{r×r}/ε) to each,
+    rebuild."""
 
     name = "sra"
-    summary = "SVD, Laplace on the top-r singular values, rebuild (paper 001's SRA); not DP"
-    params = (
-        Param("r", int, 100, "singular values kept (capped at the image's rank)", minimum=1),
-        Param("postprocess", bool, True, "isotonic (non-increasing, non-negative) refinement, §3.2.3"),
-        Param("clip", bool, True, "clip the release to [0, 1]"),
-    )
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    r: int
+    summary = "SVD, Laplace on the top-r singular values, rebuild (Zhang, Fu & Meng 2020's SRA); not DP"
+    paper = "Zhang, Fu & Meng 2020 (SRA)"
+    r: int = param(100, "singular values kept (capped at the image's rank)", minimum=1)
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         q, s, pt = _svd(x)
@@ -131,21 +124,18 @@ class SRA(_SingularValueMechanism):
 
 
 @register
-class ESRA(_SingularValueMechanism):
-    """ESRA (paper 001, §3.2.2): choose r by the exponential mechanism with budget ε₁ = split·ε on the score
-    U(A, r) of eq. 11 (lower is better, Pr ∝ exp(−ε₁U/(2Δ₁U))), with Δ₁U = Δ₁Q + 2Δ₁D + Δ₁Pᵀ (theorem 5, the
+class ESRA(_SingularValueMechanism, params_before="postprocess"):
+    """ESRA (Zhang, Fu & Meng 2020, §3.2.2): choose r by the exponential mechanism with budget ε₁ = split·ε on the
+    score U(A, r) of eq. 11 (lower is better, Pr ∝ exp(−ε₁U/(2Δ₁U))), with Δ₁U = Δ₁Q + 2Δ₁D + Δ₁Pᵀ (theorem 5, the
     largest column L1 norms of the full factors, computed from the image), then SRA's Laplace step with
     ε₂ = ε − ε₁. The Laplace term of U uses ε₂, the budget whose noise it predicts."""
 
     name = "esra"
-    summary = "exponential-mechanism choice of r, then Laplace on singular values (paper 001's ESRA); not DP"
-    params = (
-        Param("split", float, 0.5, "fraction ε₁/ε spent choosing r", minimum=1e-6),
-        Param("postprocess", bool, True, "isotonic (non-increasing, non-negative) refinement, §3.2.3"),
-        Param("clip", bool, True, "clip the release to [0, 1]"),
+    summary = (
+        "exponential-mechanism choice of r, then Laplace on singular values (Zhang, Fu & Meng 2020's ESRA); not DP"
     )
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    split: float
+    paper = "Zhang, Fu & Meng 2020 (ESRA)"
+    split: float = param(0.5, "fraction ε₁/ε spent choosing r", minimum=1e-6)
 
     def _check(self) -> None:
         if not 0.0 < self.split < 1.0:
@@ -181,7 +171,7 @@ class ESRA(_SingularValueMechanism):
 _LRA_CAVEATS = (
     "the factor B is fitted to the private image and released inside B·L̃: only L is perturbed",
     "noise scale Δ₁L is the largest column L1 norm of the image's own factor L (computed from the data)",
-    "not ε-DP as paper 001 claims; ε is a noise knob. No sound variant of this method exists here",
+    "not ε-DP as Zhang, Fu & Meng 2020 claim; ε is a noise knob. No sound variant of this method exists here",
 )
 
 
@@ -202,8 +192,8 @@ def _clip_rows(step: np.ndarray, cap: np.float32) -> np.ndarray:
 
 @register
 class LRA(ImageMechanism):
-    """LRA (paper 001, §3.2.1, steps 1–8): factor A ≈ B L (rank k) by regularised stochastic gradient descent
-    in which every step sees L with fresh Laplace noise, l̃_j = l_j + Lap(Δ₁L/ε)^k, and release B·L̃.
+    """LRA (Zhang, Fu & Meng 2020, §3.2.1, steps 1–8): factor A ≈ B L (rank k) by regularised stochastic gradient
+    descent in which every step sees L with fresh Laplace noise, l̃_j = l_j + Lap(Δ₁L/ε)^k, and release B·L̃.
 
     Reading of the unstated details: A in [0, 1] units (the 0–255 units make γ = 0.01 diverge; the release
     is scale free because the noise is relative to L); the factors start from the SVD, B = Q√D and
@@ -218,36 +208,22 @@ class LRA(ImageMechanism):
     """
 
     name = "lra"
-    summary = "SGD factorisation A ≈ B L with Laplace noise on L (paper 001's LRA); not DP"
+    summary = "SGD factorisation A ≈ B L with Laplace noise on L (Zhang, Fu & Meng 2020's LRA); not DP"
     guarantee_model = "central-dp"
-    paper = "001"
+    paper = "Zhang, Fu & Meng 2020 (LRA)"
     soundness = "NOT DP: the factor B is fitted to the private image; data-derived Δ"
-    params = (
-        Param("k", int, 0, "factor rank; 0 = min(height, width), the largest possible rank", minimum=0),
-        Param("iterations", int, 5, "SGD passes over the entries (the paper's r)", minimum=1),
-        Param("gamma", float, 0.01, "learning rate γ", minimum=0.0),
-        Param("tau", float, 0.1, "regulariser τ", minimum=0.0),
-        Param(
-            "max_step",
-            float,
-            0.05,
-            "cap on the L2 norm of each SGD update of a row of B or L (0 = none, as printed; diverges at small ε)",
-            minimum=0.0,
-        ),
-        Param("clip", bool, True, "clip the release to [0, 1]"),
+    k: int = param(0, "factor rank; 0 = min(height, width), the largest possible rank", minimum=0)
+    iterations: int = param(5, "SGD passes over the entries (the paper's r)", minimum=1)
+    gamma: float = param(0.01, "learning rate γ", minimum=0.0)
+    tau: float = param(0.1, "regulariser τ", minimum=0.0)
+    max_step: float = param(
+        0.05,
+        "cap on the L2 norm of each SGD update of a row of B or L (0 = none, as printed; diverges at small ε)",
+        minimum=0.0,
     )
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    k: int
-    iterations: int
-    gamma: float
-    tau: float
-    max_step: float
-    clip: bool
+    clip: bool = param(True, "clip the release to [0, 1]")
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
-
-    def capabilities(self) -> Capabilities:
-        return Capabilities(noise_family="laplace")
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         return knob_guarantee(self.epsilon, _LRA_CAVEATS)

@@ -1,4 +1,4 @@
-"""PCA-inverse privatization of an image database (paper 002), and sound variants one parameter away.
+"""PCA-inverse privatization of an image database (Zhang et al. 2022), and sound variants one parameter away.
 
 Each image is flattened to s = h·w·c values in [0, 1], mean-centred, projected on d principal components
 (eqs. 1–7), Laplace noise is added to each of the d coefficients (eqs. 9–11), and the regularised PCA inverse
@@ -34,10 +34,11 @@ import numpy as np
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.overlap import image_digests
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Param
+from privpix.mechanisms.base import Capabilities, Claim, ConformanceCase, shape_of
 from privpix.mechanisms.kinds import ImageMechanism
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
-from privpix.privacy.composition import NoiseEvent
+from privpix.privacy.composition import GaussianNoise, LaplaceNoise, NoiseEvent, PureDP
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, OneImage, OneOfBatch
 from privpix.privacy.noise import RNG, add_laplace, gaussian, is_secure, laplace
@@ -81,33 +82,22 @@ SECURE_GRID = 2.0**-16
 
 @register
 class PCAInverse(ImageMechanism):
-    """Paper 002: PCA, Laplace per reduced attribute, regularised PCA inverse; see the module docstring."""
+    """Zhang et al. 2022: PCA, Laplace per reduced attribute, regularised PCA inverse; see the module docstring."""
 
     name = "pca-inverse"
-    summary = "PCA → Laplace per coefficient → regularised PCA inverse (paper 002); basis=public|dp is DP"
-    paper = "002"
+    summary = "PCA → Laplace per coefficient → regularised PCA inverse (Zhang et al. 2022); basis=public|dp is DP"
+    paper = "Zhang et al. 2022"
     guarantee_model = "central-dp"
     soundness = "basis=private (paper): NOT DP; basis=public: ε-DP per image; basis=dp: (ε+ε_b, δ)-DP per image"
     uses_delta = True
-    params = (
-        Param("d", int, 20, "number of principal components kept", minimum=1),
-        Param("batch", int, 100, "images per PCA for basis=private|dp (paper: 100 MNIST, 300 faces)", minimum=2),
-        Param("basis", str, "private", "private (paper) | public | dp", choices=("private", "public", "dp")),
-        Param("public", str, "", "NAME[:SPLIT] of public images for basis=public (or call fit())"),
-        Param("coef_bound", float, 0.0, "L2 clip of the coefficient vector (0: automatic, see docs)", minimum=0.0),
-        Param("basis_epsilon", float, 0.5, "ε of the DP basis (basis=dp, classic Gaussian: ≤ 1)", minimum=1e-9),
-        Param("lambda_inv", float, 1e-6, "regulariser λ of the PCA inverse (eq. 13)", minimum=0.0),
-        Param("clip", bool, True, "clip the release to [0, 1]"),
-    )
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    d: int
-    batch: int
-    basis: str
-    public: str
-    coef_bound: float
-    basis_epsilon: float
-    lambda_inv: float
-    clip: bool
+    d: int = param(20, "number of principal components kept", minimum=1)
+    batch: int = param(100, "images per PCA for basis=private|dp (paper: 100 MNIST, 300 faces)", minimum=2)
+    basis: str = param("private", "private (paper) | public | dp", choices=("private", "public", "dp"))
+    public: str = param("", "NAME[:SPLIT] of public images for basis=public (or call fit())")
+    coef_bound: float = param(0.0, "L2 clip of the coefficient vector (0: automatic, see docs)", minimum=0.0)
+    basis_epsilon: float = param(0.5, "ε of the DP basis (basis=dp, classic Gaussian: ≤ 1)", minimum=1e-9)
+    lambda_inv: float = param(1e-6, "regulariser λ of the PCA inverse (eq. 13)", minimum=0.0)
+    clip: bool = param(True, "clip the release to [0, 1]")
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
 
@@ -138,10 +128,9 @@ class PCAInverse(ImageMechanism):
                 fits_on="public",
                 public_data=self.public or None,
                 fixed_shape=self.public_shape_ if self.is_fitted else None,
-                noise_family="laplace",
             )
         # basis=private|dp learn their basis per batch inside the release: nothing to fit beforehand.
-        return Capabilities(batch_size=self.batch, noise_family="laplace" if self.basis == "private" else None)
+        return Capabilities(batch_size=self.batch)
 
     @classmethod
     def conformance_cases(cls, workdir: Path) -> list[ConformanceCase]:
@@ -210,7 +199,8 @@ class PCAInverse(ImageMechanism):
                     "each attribute's noise scale is its observed range (max - min) in the batch: data-derived",
                     f"noise is added per attribute with ε each: one image's d = {self.d} attributes spend d·ε = "
                     f"{self.d * self.epsilon:g} even if the rest held",
-                    "not ε-DP as paper 002 claims; ε is a noise knob. basis=public or basis=dp is the sound variant",
+                    "not ε-DP as Zhang et al. 2022 claim; ε is a noise knob. basis=public or basis=dp is the sound "
+                    "variant",
                 ),
             )
         caveat = "each image's coefficient vector is clipped to L2 norm coef_bound before noise, so outliers are shrunk"
@@ -246,36 +236,21 @@ class PCAInverse(ImageMechanism):
         # A private or DP basis makes every released image depend on the whole batch.
         return OneImage() if self.basis == "public" else OneOfBatch(self.batch)
 
-    def audit_claim(self, shape: tuple[int, int, int]) -> tuple[float | None, float]:
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
+        """basis=public: one Laplace release of the clipped coefficients (ε: L1 sensitivity over the scale,
+        dominated by the one-dimensional Laplace pair; pure ε for the secure mode's lattice Laplace). basis=dp:
+        that, and the Gaussian basis of the image's batch (noise multiplier √(2 ln(1.25/δ)) / basis_epsilon: the
+        Frobenius sensitivity 2r² over σ; the symmetric noise draws each entry once). One image is the unit, so
+        the audit tests the same noise. basis=private: nothing can be charged; the paper's ε is per reduced
+        attribute, and the most its reading could promise for one image, d·ε, is what an audit tests."""
+        guarantee = self.guarantee(shape_of(data))
         if self.basis == "private":
-            # The paper's ε is per reduced attribute; the most its reading could promise for one image is d·ε.
-            return self.d * self.epsilon, 0.0
-        return super().audit_claim(shape)
-
-    def noise_composition(self, images: ImageSet) -> tuple[tuple[Any, ...], ...] | None:
-        """basis=dp: the Gaussian basis (μ = Δ/σ = basis_epsilon / √(2 ln(1.25/δ)), the Frobenius sensitivity 2r²
-        over σ; the symmetric noise draws each entry once) composed with the Laplace coefficients of the image
-        (ε: L1 sensitivity over the scale). The other bases have one noise family or no guarantee."""
-        if self.basis != "dp":
-            return None
-        return (
-            ("laplace", self.epsilon),
-            ("gaussian", self.basis_epsilon / math.sqrt(2 * math.log(1.25 / self.delta))),
-        )
-
-    def privacy_events(
-        self, shape: tuple[int, int, int], n: int | None = None, *, secure: bool = False
-    ) -> tuple[NoiseEvent, ...] | None:
-        """basis=public: one Laplace release of the clipped coefficients (L1 sensitivity, dominated by the
-        one-dimensional Laplace pair; pure ε for the secure mode's lattice Laplace); basis=dp: that, and the
-        Gaussian basis of the image's batch (noise multiplier 1/μ of :meth:`noise_composition`). basis=private:
-        nothing can be charged."""
-        if self.basis == "private":
-            return None
-        events = [NoiseEvent.pure(self.epsilon) if secure else NoiseEvent.laplace(self.epsilon)]
+            return Claim(guarantee, unit_claim=(self.d * self.epsilon, 0.0))
+        noise: list[NoiseEvent] = [LaplaceNoise(self.epsilon)]
         if self.basis == "dp":
-            events.append(NoiseEvent.gaussian(math.sqrt(2 * math.log(1.25 / self.delta)) / self.basis_epsilon))
-        return tuple(events)
+            noise.append(GaussianNoise(math.sqrt(2 * math.log(1.25 / self.delta)) / self.basis_epsilon))
+        events = [PureDP(self.epsilon), *noise[1:]] if secure else noise
+        return Claim(guarantee, tuple(events), tuple(noise))
 
     def secure_params(self) -> dict[str, Any] | None:
         # The DP basis's Gaussian is drawn in floating point; the Laplace coefficients are exact with --secure.

@@ -1,4 +1,5 @@
-"""Pixel-space mechanisms: paper 001's LAP, DP-Pix (Fan 2018), and paper 004's conventional baselines."""
+"""Pixel-space mechanisms: LAP (Zhang, Fu & Meng 2020), DP-Pix (Fan 2018), and the conventional baselines of Kim &
+Yang 2020 (noise, blur and filters)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,17 @@ import numpy as np
 from privpix.data import imageset
 from privpix.data.imageset import ImageSet, blockwise, float64_block
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, Param
+from privpix.mechanisms.base import Capabilities, Claim, shape_of
 from privpix.mechanisms.kinds import ImageMechanism
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
-from privpix.privacy.composition import NoiseEvent
+from privpix.privacy.composition import LaplaceNoise, PureDP
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, OneImage, PixelColumn, Pixels
 from privpix.privacy.noise import RNG, add_gaussian, add_laplace
 
-_CLIP = Param("clip", bool, True, "clip released values to the pixel range [0, 1] (post-processing)")
-_RANGE = Param("pixel_range", float, 1.0, "declared range of one pixel value (images are in [0, 1])", minimum=1e-12)
+_CLIP = param(True, "clip released values to the pixel range [0, 1] (post-processing)")
+_RANGE = param(1.0, "declared range of one pixel value (images are in [0, 1])", minimum=1e-12)
 
 
 def _ndimage():
@@ -64,13 +66,13 @@ def _unit_size(unit: str, m: int, h: int, w: int) -> int:
     if unit == "pixels":
         return min(m, h * w)
     if unit == "column":
-        return h  # paper 001, definition 1
+        return h  # Zhang, Fu & Meng 2020, definition 1
     return h * w
 
 
 @register
 class PixelLaplace(ImageMechanism):
-    """Laplace noise on every pixel value (paper 001's LAP, eq. 5).
+    """Laplace noise on every pixel value (Zhang, Fu & Meng 2020's LAP, eq. 5).
 
     ``sensitivity="data"`` is the paper: Δ = the image's own largest column L1 norm, computed per image. The
     noise scale then depends on the private image (an all-black image is published without noise), so the
@@ -80,41 +82,25 @@ class PixelLaplace(ImageMechanism):
     """
 
     name = "pixel-laplace"
-    summary = "Laplace noise on every pixel (paper 001's LAP); data-derived or bound-based sensitivity"
-    paper = "001 (LAP)"
+    summary = "Laplace noise on every pixel (Zhang, Fu & Meng 2020's LAP); data-derived or bound-based sensitivity"
+    paper = "Zhang, Fu & Meng 2020 (LAP)"
     guarantee_model = "central-dp"
     soundness = "default (paper) NOT DP: data-derived Δ; sensitivity=bound is sound"
-    params = (
-        Param(
-            "sensitivity",
-            str,
-            "data",
-            "'data': the paper's per-image largest column L1 norm (unsound); "
-            "'bound': from pixel_range and unit (sound)",
-            choices=("data", "bound"),
-        ),
-        Param(
-            "unit",
-            str,
-            "column",
-            "neighbouring unit: pixel, pixels (m of them), column, image",
-            choices=("pixel", "pixels", "column", "image"),
-        ),
-        Param("m", int, 1, "pixels in the unit when unit=pixels", minimum=1),
-        _RANGE,
-        _CLIP,
+    sensitivity: str = param(
+        "data",
+        "'data': the paper's per-image largest column L1 norm (unsound); 'bound': from pixel_range and unit (sound)",
+        choices=("data", "bound"),
     )
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    sensitivity: str
-    unit: str
-    m: int
-    pixel_range: float
-    clip: bool
+    unit: str = param(
+        "column",
+        "neighbouring unit: pixel, pixels (m of them), column, image",
+        choices=("pixel", "pixels", "column", "image"),
+    )
+    m: int = param(1, "pixels in the unit when unit=pixels", minimum=1)
+    pixel_range: float = _RANGE
+    clip: bool = _CLIP
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
-
-    def capabilities(self) -> Capabilities:
-        return Capabilities(noise_family="laplace")
 
     def _check(self) -> None:
         if self.sensitivity == "data" and self.unit != "column":
@@ -141,7 +127,7 @@ class PixelLaplace(ImageMechanism):
                 caveats=(
                     "sensitivity computed from the data: Δ is each image's own largest column L1 norm, so the "
                     "noise scale reveals the image and an all-black image is released without noise",
-                    "not ε-DP as paper 001 claims; the ε is a noise knob. Use sensitivity=bound for a proof",
+                    "not ε-DP as Zhang, Fu & Meng 2020 claim; the ε is a noise knob. Use sensitivity=bound for a proof",
                 ),
             )
         per_image = self.epsilon * (self.pixel_range * h * w * c) / self.bound_sensitivity(shape)
@@ -160,23 +146,23 @@ class PixelLaplace(ImageMechanism):
     def neighbours(self) -> Neighbours:
         return {"pixel": Pixels(1), "pixels": Pixels(self.m), "column": PixelColumn()}.get(self.unit, OneImage())
 
-    def privacy_events(
-        self, shape: tuple[int, int, int], n: int | None = None, *, secure: bool = False
-    ) -> tuple[NoiseEvent, ...] | None:
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
         """sensitivity=bound: one Laplace release per pixel value. Replacing a whole image moves each of the h·w·c
         values by at most pixel_range against a noise scale Δ/ε, so the image's privacy loss is the composition of
         h·w·c one-dimensional Laplace pairs of ε·pixel_range/Δ each (per image ε: their sum); with ``secure``
-        (lattice Laplace), h·w·c pure events of that ε."""
+        (lattice Laplace), h·w·c pure events of that ε. One unit of the neighbours (L1 sensitivity Δ) is one
+        Laplace release of ε. sensitivity=data: nothing can be charged, and no curve holds."""
+        shape = shape_of(data)
+        guarantee = self.guarantee(shape)
         if self.sensitivity != "bound":
-            return None
+            return Claim(guarantee)
         h, w, c = shape
         each = self.epsilon * self.pixel_range / self.bound_sensitivity(shape)
-        if secure:
-            return (NoiseEvent.pure(each, count=h * w * c),)
-        return (NoiseEvent.laplace(each, count=h * w * c),)
+        event = PureDP(each, count=h * w * c) if secure else LaplaceNoise(each, count=h * w * c)
+        return Claim(guarantee, (event,), (LaplaceNoise(self.epsilon),))
 
     def data_sensitivity(self, x: np.ndarray) -> np.ndarray:
-        """Paper 001's Δ₁A per image: max over columns j of Σ_i |a_ij| (channels summed). Shape (n,)."""
+        """Zhang, Fu & Meng 2020's Δ₁A per image: max over columns j of Σ_i |a_ij| (channels summed). Shape (n,)."""
         return np.abs(x).sum(axis=(1, 3)).max(axis=1)
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
@@ -229,25 +215,15 @@ class DPPix(ImageMechanism):
 
     name = "dp-pix"
     summary = "DP-Pix (Fan 2018): b×b cell means + Laplace(Δ = m·range/b²); sound for m-pixel neighbours"
-    paper = "baseline (Fan 2018)"
+    paper = "Fan 2018 (DP-Pix)"
     guarantee_model = "central-dp"
     soundness = "sound ε-DP for neighbours differing in m pixels"
-    params = (
-        Param("b", int, 4, "cell side in pixels", minimum=1),
-        Param("m", int, 1, "neighbouring images differ in at most m pixels", minimum=1),
-        _RANGE,
-        _CLIP,
-    )
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    b: int
-    m: int
-    pixel_range: float
-    clip: bool
+    b: int = param(4, "cell side in pixels", minimum=1)
+    m: int = param(1, "neighbouring images differ in at most m pixels", minimum=1)
+    pixel_range: float = _RANGE
+    clip: bool = _CLIP
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
-
-    def capabilities(self) -> Capabilities:
-        return Capabilities(noise_family="laplace")
 
     def _cells(self, h: int, w: int) -> tuple[int, int, int]:
         gh, gw = math.ceil(h / self.b), math.ceil(w / self.b)
@@ -274,6 +250,11 @@ class DPPix(ImageMechanism):
 
     def neighbours(self) -> Neighbours:
         return Pixels(self.m)
+
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
+        """Charged as the bare per-image ε (the default); one unit (m pixels, cell means of L1 sensitivity Δ) is
+        one Laplace release of ε, the curve an audit of the unit reads."""
+        return Claim.of(self.guarantee(shape_of(data)), self.neighbours(), (LaplaceNoise(self.epsilon),))
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         return self._cell_rows(x, rng, x.shape[1])
@@ -309,7 +290,7 @@ class DPPix(ImageMechanism):
 class _NoGuarantee(ImageMechanism):
     guarantee_model = "none"
     uses_epsilon = False
-    paper = "004 (conventional baseline)"
+    paper = "Kim & Yang 2020 (conventional baseline)"
     caveat = ""
 
     def secure_params(self) -> dict | None:
@@ -327,13 +308,8 @@ class PixelGaussian(_NoGuarantee):
     name = "pixel-gaussian"
     summary = "Gaussian noise of std sigma on every pixel value; no privacy claim"
     caveat = "fixed-scale Gaussian noise, not calibrated to any sensitivity: no DP guarantee"
-    params = (Param("sigma", float, 0.1, "noise standard deviation in [0, 1] pixel units", minimum=0.0), _CLIP)
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    sigma: float
-    clip: bool
-
-    def capabilities(self) -> Capabilities:
-        return Capabilities(noise_family="gaussian")
+    sigma: float = param(0.1, "noise standard deviation in [0, 1] pixel units", minimum=0.0)
+    clip: bool = _CLIP
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         out = add_gaussian(x, self.sigma, rng)
@@ -351,9 +327,7 @@ class GaussianBlur(_NoGuarantee):
     name = "gaussian-blur"
     summary = "Gaussian blur of std sigma pixels; deterministic, no privacy claim"
     caveat = "deterministic blur: no randomness, no DP guarantee; blurred faces are often re-identifiable"
-    params = (Param("sigma", float, 2.0, "blur standard deviation in pixels", minimum=0.0),)
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    sigma: float
+    sigma: float = param(2.0, "blur standard deviation in pixels", minimum=0.0)
 
     def capabilities(self) -> Capabilities:
         return Capabilities(randomized=False)
@@ -371,9 +345,7 @@ class _WindowFilter(_NoGuarantee):
     """A deterministic filter over size×size windows of each channel."""
 
     caveat = "deterministic filter: no randomness, no DP guarantee"
-    params = (Param("size", int, 5, "window side in pixels", minimum=1),)
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    size: int
+    size: int = param(5, "window side in pixels", minimum=1)
 
     @staticmethod
     def window_filter(x: np.ndarray, size: int) -> np.ndarray:

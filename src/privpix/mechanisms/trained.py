@@ -11,13 +11,15 @@ from typing import Any, ClassVar, Self
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import DataError, ParameterError
-from privpix.mechanisms.base import Capabilities, FitsOn, Mechanism
+from privpix.fileio import sha256_file
+from privpix.mechanisms.base import Capabilities, Claim, FitsOn, Mechanism, count_of, shape_of
+from privpix.mechanisms.params import param
 from privpix.privacy.composition import NoiseEvent
 from privpix.privacy.guarantees import Guarantee
 
 
 class TrainedModel(Mechanism):
-    """A mechanism with a ``model`` parameter (declare it in ``params``) and training parameters (named in
+    """A mechanism with a ``model`` parameter (declared here) and training parameters (named in
     ``training``): with ``model`` empty it fits on the private set (``fits_on="private"``: :meth:`fit` trains on
     the data it is given, with the training parameters and ``seed``); with ``model=FILE`` it fits on that file
     (``fits_on="model-file"``). A model file records the training parameters; once it is read they are the ones
@@ -29,8 +31,8 @@ class TrainedModel(Mechanism):
 
     # The parameters that only shape training, and the key each is recorded under in a model file's meta.
     training: ClassVar[dict[str, str]] = {}
-    # The ``model`` parameter every subclass declares, as the attribute Mechanism.__init__ sets: for type checkers.
-    model: str
+    # The model file (a subclass may override the parameter, to say what its file holds).
+    model: str = param("", "trained model file; empty: fit() trains one on the images it is given")
 
     model_: Any = None
     meta_: dict | None = None
@@ -75,16 +77,16 @@ class TrainedModel(Mechanism):
 
     def _adopt_training(self, meta: dict) -> None:
         defaults = {p.name: p.default for p in self.params}
-        for param, key in self.training.items():
+        for attr, key in self.training.items():
             if meta.get(key) is None:
                 continue  # a file written before the parameter was recorded
-            mine, theirs = getattr(self, param), type(defaults[param])(meta[key])
-            if mine != defaults[param] and mine != theirs:
+            mine, theirs = getattr(self, attr), type(defaults[attr])(meta[key])
+            if mine != defaults[attr] and mine != theirs:
                 raise ParameterError(
-                    f"{self.name}: {param}={mine} was given, but {self.model} was trained with {param}={theirs}; "
+                    f"{self.name}: {attr}={mine} was given, but {self.model} was trained with {attr}={theirs}; "
                     "training parameters apply only when fit() trains"
                 )
-            setattr(self, param, theirs)
+            setattr(self, attr, theirs)
 
     def save_model(self, path: str | os.PathLike) -> Path:
         """Write the fitted model to ``path`` (what ``privpix fit --output`` does); ``model=path`` reads it."""
@@ -124,19 +126,14 @@ def _recorded_ledger(meta: dict) -> dict | None:
 
 
 def file_sha256(path: str | Path) -> str:
-    """SHA-256 (hex) of a file's bytes, read in 1 MiB pieces; a file that cannot be read is a one-line error."""
-    import hashlib
-
-    digest = hashlib.sha256()
+    """SHA-256 (hex) of a model file's bytes (:func:`privpix.fileio.sha256_file`); a model file that cannot be
+    read is a one-line :class:`~privpix.errors.DataError` naming it, not a traceback."""
     try:
-        with open(path, "rb") as fh:
-            for piece in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(piece)
+        return sha256_file(Path(path))
     except FileNotFoundError:
         raise DataError(f"{path}: model file not found") from None
     except OSError as exc:
         raise DataError(f"{path}: cannot read the model file ({exc.strerror or exc})") from None
-    return digest.hexdigest()
 
 
 class CalibratedModel(TrainedModel):
@@ -153,21 +150,22 @@ class CalibratedModel(TrainedModel):
     accountant_name: ClassVar[str | None] = None
     # Set by `privpix fit --ledger` before save_model: the ledger entry that charged this fit ({"path", "entry"}).
     ledger_entry_: dict | None = None
-    # The ``n_classes`` parameter every subclass declares (K, resolved by :meth:`_labels`): for type checkers.
-    n_classes: int
+    # K, resolved by :meth:`_labels` (a subclass may override the parameter, or place its own before it).
+    n_classes: int = param(
+        0, "K, public: 0 takes the data set's declared class names (its schema); labels lie in 0..K-1", minimum=0
+    )
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
 
     def capabilities(self) -> Capabilities:
-        """Fitted on the private set (a DP fit) or on a model file, in the fitted shape, with labels; Gaussian
-        noise; the output its kind declares."""
+        """Fitted on the private set (a DP fit) or on a model file, in the fitted shape, with labels; the output
+        its kind declares."""
         shape = tuple(self.meta_["shape"]) if self.meta_ is not None and self.is_fitted else None
         return Capabilities(
             fits_on=self._fits_on(),
             fixed_shape=shape,
             needs_labels=True,
             output=self.output,
-            noise_family="gaussian",
             dp_fit=self._fits_on() == "private",
             seconds_per_value=self.seconds_per_value,
         )
@@ -235,14 +233,23 @@ class CalibratedModel(TrainedModel):
             "ledger": ledger if isinstance(ledger, dict) else None,
         }
 
-    def privacy_events(
-        self, shape: tuple[int, int, int], n: int | None = None, *, secure: bool = False
-    ) -> tuple[NoiseEvent, ...] | None:
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
         """The noise of the fit: the fitted (or loaded) model's, recomputed from its meta, else what a fit on
-        ``n`` images of ``shape`` would add (:meth:`_planned_events`)."""
+        ``n`` images of ``shape`` would add (:meth:`_planned_events`); the audit tests that noise, for one image
+        (:meth:`_unit_events`). A named model file that nothing has read yet is read first: its noise is the
+        claim's."""
+        if self.model and not self.is_fitted:
+            self.fit(None)
+        shape = shape_of(data)
         if self._fitted_meta() is not None:
-            return self._recomputed()[1]
-        return self._planned_events(shape, n)
+            events = self._recomputed()[1]
+        else:
+            events = self._planned_events(shape, count_of(data, n))
+        return Claim(self.guarantee(shape), events, self._unit_events(events))
+
+    def _unit_events(self, events: tuple[NoiseEvent, ...]) -> tuple[NoiseEvent, ...]:
+        """The noise an audit of one image tests: the events charged."""
+        return events
 
     def _planned_events(self, shape: tuple[int, int, int], n: int | None) -> tuple[NoiseEvent, ...]:
         raise NotImplementedError

@@ -3,7 +3,7 @@
 What is charged (docs/accounting.md): a release that touches the private images (``privpix release``), and a fit
 that is itself a DP release (``privpix fit`` of a DP synthesizer or DP-SGD: the noisy embedding or the noisy
 training). A release from a fitted model file is post-processing of its fit and is charged nothing, once the fit
-is in the ledger. Each entry records the noise its event adds (:class:`privpix.privacy.composition.NoiseEvent`), and the
+is in the ledger. Each entry records the noise its event adds (:data:`privpix.privacy.composition.NoiseEvent`), and the
 ledger composes all of them with dp-accounting's privacy-loss distributions (pessimistic): "spent" is the smallest
 ε at which the whole composition is (ε, δ_budget)-DP, or the basic sum of the entries' (ε, δ) when that is smaller
 (both are valid upper bounds). A charge is admitted only if the composition including it stays within the budget.
@@ -31,6 +31,7 @@ from privpix.privacy.composition import (
     LEDGER_RELATION,
     NoiseEvent,
     accountant_text,
+    approx,
     compose,
     events_from_dicts,
     replace_one,
@@ -69,7 +70,7 @@ class LedgerEntry:
         """What the composition reads: the declared events, else the entry's (ε, δ) as one bare event."""
         if self.events:
             return list(self.events)
-        return [NoiseEvent.approx(self.epsilon, self.delta)]
+        return [approx(self.epsilon, self.delta)]
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"id": self.id, "kind": self.kind, "label": self.label, "epsilon": self.epsilon,

@@ -1,4 +1,4 @@
-"""Generalised randomized response (GRR) over a finite domain, as paper 000 uses it (eq. 3).
+"""Generalised randomized response (GRR) over a finite domain, as Wang & Chang 2020 use it (eq. 3).
 
 Each of an owner's m features takes values in ``[d] = {0, …, d-1}``. A feature is kept with probability
 ``p = e^ε / (e^ε + d - 1)`` and otherwise replaced by one of the other ``d - 1`` values uniformly, so that

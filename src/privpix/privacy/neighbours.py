@@ -210,7 +210,7 @@ class OneOfBatch(Neighbours):
 
 class OneFeature(Neighbours):
     """Two images whose encodings differ in exactly one feature value: the unit of a claim made per encoded
-    feature (paper 000's ε-LDP per feature, where each feature goes through randomized response on its own).
+    feature (Wang & Chang 2020's ε-LDP per feature, where each feature goes through randomized response on its own).
 
     ``encode`` is the mechanism's encoder, ``ImageSet -> (n, m)`` integer features (e.g.
     :meth:`privpix.mechanisms.ldp.mechanism.LDPFeatures.encode`): a pair can only be recognised by encoding it.

@@ -83,6 +83,7 @@ def fit(
     force: bool = False,
     label: str = "",
     note: Callable[[str], None] | None = None,
+    on_reserved: Callable[[int, Path], None] | None = None,
     option: str = "output",
 ) -> Fitted:
     """Fit ``mechanism`` on the private ``data`` and write its model file to ``output``, which ``model=FILE``
@@ -92,7 +93,8 @@ def fit(
     release (``Capabilities.dp_fit``), is charged once, reserved before any training; the model file records its
     entry, and releases from the file are post-processing that charge nothing more. ``seed`` makes the fit
     reproducible (for research: anyone who knows it can remove the noise); ``None`` draws from OS entropy.
-    ``note`` is told what is being waited for (another process holding the ledger) and the reservation made."""
+    ``note`` is told what is being waited for (another process holding the ledger); ``on_reserved`` gets the entry
+    id and the ledger's path once the charge is reserved, before training."""
     from privpix.threads import one_thread
 
     check_fit(mechanism, output, ledger=ledger, budget=budget, delta_budget=delta_budget, force=force, option=option)
@@ -106,24 +108,26 @@ def fit(
             with writing(out, option):
                 mechanism.save_model(out)
             return Fitted(out, mechanism.guarantee(mechanism.capabilities().fixed_shape or (0, 0, 0)))
-        return _charged_fit(mechanism, data, out, shape, ledger, budget, delta_budget, label, seed, note, option)
+        return _charged_fit(mechanism, data, out, shape, ledger, budget, delta_budget, label, seed, note,
+                            on_reserved, option)  # fmt: skip
 
 
-def _charged_fit(mech, data, out, shape, ledger, budget, delta_budget, label, seed, note, option) -> Fitted:
+def _charged_fit(mech, data, out, shape, ledger, budget, delta_budget, label, seed, note, on_reserved,
+                 option) -> Fitted:  # fmt: skip
     from privpix.fileio import sha256_file
     from privpix.privacy.accounting import reserved_fit
 
-    guarantee = mech.guarantee(shape)
-    events = mech.privacy_events(shape, len(data))
+    claim = mech.privacy(shape, len(data))
+    guarantee, events = claim.guarantee, claim.events
     if events is None:
         raise ParameterError(f"ledger: {mech.name} declares no noise for its fit; nothing can be charged")
     label = label or f"fit {mech.name} → {out}"
     with reserved_fit(ledger, guarantee, list(events), label, budget=budget, delta_budget=delta_budget,
                       wait=note) as charge:  # fmt: skip
-        if note is not None:
-            note(f"reserved as entry {charge.entry} of {charge.path} before training")
+        if on_reserved is not None:
+            on_reserved(charge.entry, charge.path)
         mech.fit(data, seed=seed)
-        done = mech.privacy_events(shape, len(data))
+        done = mech.privacy(shape, len(data)).events
         if done is None or list(done) != list(events):
             # What was reserved must be what the fit spent; nothing was written, so the reservation goes.
             raise DataError(f"{mech.name}: the fit's noise {done} is not the noise reserved {events}; nothing written")

@@ -101,7 +101,7 @@ def publish_job(
     fit = mech.dp_fit_record() if caps.fits_on == "model-file" else None
     events = None
     if fit is None:
-        found = mech.privacy_events(job.shape, None if job.count is not None else job.n, secure=job.secure)
+        found = mech.privacy(job.shape, None if job.count is not None else job.n, secure=job.secure).events
         events = None if found is None else list(found)
     return charge(ledger, guarantee, run, budget=budget, delta_budget=delta_budget, label=label, run_id=plan["run"],
                   resume=resume, events=events, fit=fit, metadata=metadata, model=str(getattr(mech, "model", "")),

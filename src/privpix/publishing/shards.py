@@ -24,9 +24,9 @@ within a shard and across shards; a shard that held a later copy is redone witho
 
 Every release goes through here, whatever it publishes. A release made at once rather than image by image (a
 **unit**: tabular records, whose mechanism privatizes the whole table; feature reports, one file of every owner's
-report) is one shard of one block, drawn from the seed's own stream (:func:`unit_rng`), and written by its worker
-as the file(s) its format holds (``records.csv``; the mechanism's report files); it is staged, resumed and committed
-like any other shard.
+report) is one shard of one block, drawn from the seed's own stream
+(:func:`~privpix.publishing.shard_worker.unit_rng`), and written by its worker as the file(s) its format holds
+(``records.csv``; the mechanism's report files); it is staged, resumed and committed like any other shard.
 """
 
 from __future__ import annotations
@@ -54,21 +54,16 @@ from privpix.errors import DataError, ParameterError
 from privpix.executor import Executor
 from privpix.mechanisms.base import Mechanism
 from privpix.privacy.guarantees import Guarantee
-from privpix.publishing.shard_worker import (  # noqa: F401  (ATTEMPTS, DELAY_ENV, ShardTask, block_rng, run_shard: re-exported)
-    ATTEMPTS,
-    DELAY_ENV,
+from privpix.publishing.shard_worker import (
     ShardTask,
-    block_rng,
     folder_label,
     input_fingerprint,
     load_record,
-    pixel_digest,
     read_record,
     record_path,
     run_folder,
     run_shard,
     summary,
-    unit_rng,
 )
 from privpix.publishing.source_map import check_source_map, source_rows, stage_source_map
 from privpix.publishing.staging import NoLinks, ReleaseWriter, move_into

@@ -37,20 +37,16 @@ import numpy as np
 from filelock import FileLock, Timeout
 
 from privpix import strict_json
-
-# RECORDS and png_bytes are not used here: they keep the old import path privpix.release_folder whole.
-from privpix.data.formats.release_layout import (  # noqa: F401
+from privpix.data.formats.release_layout import (
     JOURNAL,
     LOCK,
     MANIFEST,
     OWN_FILES,
     PLAN,
-    RECORDS,
     SHARDS,
     SPILL,
     STAGING_PREFIX,
     listed_files,
-    png_bytes,
     png_image,
     read_manifest,
     safe_name,

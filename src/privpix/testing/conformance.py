@@ -31,6 +31,7 @@ from privpix.mechanisms import (
     fit_as_declared,
     get_mechanism,
 )
+from privpix.privacy.composition import event_from_dict
 
 
 def default_images() -> ImageSet:
@@ -51,7 +52,8 @@ def check_mechanism(name: str, workdir: str | Path) -> list[str]:
     sharded writer of ``privpix release`` writes records exactly ``get_params()`` and the direct release's
     guarantee, and verifies (feature releases, written as report folders: the parameters survive JSON);
     ``sklearn.base.clone`` rebuilds it; audit neighbour pairs can be built; it is an instance of the kind class
-    of its declared output (:data:`privpix.mechanisms.KINDS`). A
+    of its declared output (:data:`privpix.mechanisms.KINDS`); its privacy statement agrees with itself
+    (:func:`_check_claim`). A
     mechanism that releases a model (``output == "model"``) is checked by :func:`_check_model` instead.
     """
     cls = MECHANISMS[name]
@@ -85,6 +87,7 @@ def _check_case(cls: type[Mechanism], case: ConformanceCase, work: Path) -> list
         # Generic code reaches a kind's hooks through its class: a declared output without them would fail there.
         out.append(f"declares output {caps.output!r} but is no {KINDS[caps.output].__name__}")
         return out
+    out += _check_claim(mech, images)
     if isinstance(mech, ModelMechanism):
         return out + _check_model(cls, mech, images, work)
     a = mech.release(images, 0)
@@ -137,7 +140,7 @@ def _check_report_folder(mech: Mechanism, images: ImageSet, out_dir: Path) -> li
     from privpix.publishing.shards import ShardedRelease
 
     out: list[str] = []
-    direct = mech.guarantee_for(images)
+    direct = mech.privacy(images).guarantee
     job = ShardedRelease(mech, ImageSetSource(images, "conformance images"), images.shape, seed=0, labels=True,
                          input_id="conformance images")  # fmt: skip
     with Executor(1) as ex:
@@ -227,6 +230,30 @@ def _check_model(cls: type[Mechanism], mech: ModelMechanism, images: ImageSet, w
     params = mech.get_params()
     if json.loads(json.dumps(params, default=float)) != params:
         out.append(f"the parameters {params} do not survive a JSON manifest unchanged")
+    return out
+
+
+def _check_claim(mech: Mechanism, images: ImageSet) -> list[str]:
+    """:meth:`~privpix.mechanisms.Mechanism.privacy`, which the ledger, the audit and the report read, agrees
+    with itself: its guarantee is :meth:`~privpix.mechanisms.Mechanism.guarantee`'s for the shape; a sound DP
+    guarantee declares the noise the ledger charges (with ``--secure`` too, when the mechanism has exact
+    samplers), and one that is not sound declares no noise; every event survives the ledger's JSON unchanged."""
+    out: list[str] = []
+    shape, n = images.shape, len(images)
+    claim = mech.privacy(shape, n)
+    if claim.guarantee.to_dict() != mech.guarantee(shape).to_dict():
+        out.append("privacy().guarantee differs from guarantee() of the same shape")
+    claims = [claim]
+    if claim.guarantee.is_dp and mech.secure_params() == {}:
+        claims.append(mech.privacy(shape, n, secure=True))
+    for c in claims:
+        if c.guarantee.is_dp and not c.events:
+            out.append("a sound DP guarantee declares no noise events for the ledger to charge")
+        if not c.guarantee.is_dp and (c.events or c.unit_events):
+            out.append("declares noise events for a guarantee that is not sound DP: nothing can be charged")
+        for e in (*(c.events or ()), *c.unit_events):
+            if event_from_dict(json.loads(json.dumps(e.to_dict())), "event") != e:
+                out.append(f"the noise event {e} does not survive the ledger's JSON unchanged")
     return out
 
 

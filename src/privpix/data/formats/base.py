@@ -25,8 +25,8 @@ from privpix.data.files import (
     one_line,
     pillow_limit,
 )
-from privpix.data.folders import resize_image
 from privpix.data.imageset import ImageSet
+from privpix.data.resize import resize
 from privpix.errors import DataError, ParameterError
 
 FORMATS = ("imagefolder", "parquet", "webdataset")
@@ -295,10 +295,11 @@ class ImageSource:
     def _extras(self, start: int, stop: int) -> dict[str, Any]:
         return {}
 
-    def _put(self, out: np.ndarray, i: int, img: np.ndarray, name: str, resize=resize_image) -> None:
-        """Resize (when asked) and store one decoded image, refusing one whose shape differs."""
+    def _put(self, out: np.ndarray, i: int, img: np.ndarray, name: str, work: type[np.floating] = np.float32) -> None:
+        """Resize (when asked, in ``work``: :func:`privpix.data.resize.resize`) and store one decoded image, refusing
+        one whose shape differs."""
         if self._size is not None:
-            img = resize(img, self._size)
+            img = resize(img, self._size, work=work)
         if img.shape != out.shape[1:]:
             raise size_mismatch(name, img.shape, self._first, self.shape)
         out[i] = img

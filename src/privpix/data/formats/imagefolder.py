@@ -14,7 +14,7 @@ import numpy as np
 from privpix.data.files import (
     read_image,
 )
-from privpix.data.folders import resize_image, scan_folder
+from privpix.data.folders import scan_folder
 from privpix.data.formats.base import (
     METADATA,
     ImageSource,
@@ -26,7 +26,7 @@ from privpix.data.formats.base import (
     unpack_names,
 )
 from privpix.data.formats.release_layout import JOURNAL, LOCK, MANIFEST, STAGING_PREFIX, png_bytes, read_manifest
-from privpix.data.loaders import resize_whole
+from privpix.data.resize import resize
 from privpix.errors import DataError
 from privpix.fileio import start_writeback
 
@@ -89,7 +89,7 @@ class FileSource(ImageSource):
             # The exact shape of the first image (decoded: an EXIF rotation swaps width and height).
             img = read_image(self._root / self._rel[0], mode, max_pixels=max_pixels)
             if size is not None:
-                img = self._resize_fn()(img, size)
+                img = resize(img, size, work=self._work())
             self.shape = img.shape  # type: ignore[assignment]
         else:
             self.shape = (*(size or (0, 0)), 1 if mode == "L" else 3)  # type: ignore[assignment]
@@ -103,8 +103,10 @@ class FileSource(ImageSource):
         state["_rel"] = unpack_names(state["_rel"], state["_n"])
         self.__dict__.update(state)
 
-    def _resize_fn(self):
-        return resize_whole if self._loader_resize else resize_image
+    def _work(self) -> type[np.floating]:
+        # The face loaders' sources resize in float64 as the loaders themselves do, so a face read lazily has the
+        # pixels of the same face loaded whole.
+        return np.float64 if self._loader_resize else np.float32
 
     def _paths(self, start: int, stop: int) -> list[str]:
         root = self._root.resolve()
@@ -112,12 +114,12 @@ class FileSource(ImageSource):
 
     def _fill(self, out: np.ndarray, start: int, stop: int) -> list[str]:
         names = []
-        resize = self._resize_fn()
+        work = self._work()
         for i in range(start, stop):
             rel = str(self._rel[i])
             path = self._root / rel
             img = read_image(path, self._mode, max_pixels=self._max_pixels)
-            self._put(out, i - start, img, str(path), resize)
+            self._put(out, i - start, img, str(path), work)
             names.append(rel)
         return names
 

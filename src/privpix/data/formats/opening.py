@@ -82,7 +82,7 @@ def open_source(
         raise DataError(f"{p}: input does not exist")
     files, _ = walk_files(p)
     real = p.resolve()
-    # Links out of the folder are not followed for data files either (see _scan_folder).
+    # Links out of the folder are not followed for data files either (see scan_folder).
     inside = [f for f in files if f.resolve().is_relative_to(real)]
     images = any(f.suffix.lower() in IMAGE_EXTENSIONS for f in inside)
     # Hugging Face ImageFolder may keep its index as metadata.parquet next to the images.

@@ -15,9 +15,10 @@ a mechanism whose bound exceeds its claim violates the claim (with 95 % confiden
 or below it is consistent, which is evidence, not proof. With ``n`` held-out trials per side no bound above
 about ln(n / 3.7) can be shown (``max_auditable_epsilon``): a larger claim cannot be refuted by this audit.
 
-Beside that assumption-free bound, a mechanism that declares its noise family (``Capabilities.noise_family``) is
-also read through that family's trade-off curve (:mod:`privpix.evaluation.audit.curves`): a second test, the one with
-the smallest balanced error on the selection trials, gives an upper bound on its mean error rate, and the largest
+Beside that assumption-free bound, a mechanism whose claim says what noise earns it (``Claim.unit_events``, from
+``Mechanism.privacy``) is also read through that noise's trade-off curve (:mod:`privpix.evaluation.audit.curves`):
+a second test, the one with the smallest balanced error on the selection trials, gives an upper bound on its mean
+error rate, and the largest
 ε whose curve allows that rate is a lower bound under the curve's stated assumption. It reaches ε near 10 with a
 few thousand trials where the raw bound stops near ln(n / 4). The two share the 95 %: each is computed at 97.5 %,
 so the verdict ("violated" when either bound exceeds the claim, ``refuted_by`` saying which) keeps its level.
@@ -58,7 +59,9 @@ from privpix.evaluation.audit.result import (
 from privpix.evaluation.audit.strategies import audit
 from privpix.evaluation.audit.trials import neighbour_pairs
 from privpix.evaluation.audit.verdicts import (
+    audited_claim,
     claim_fields,
+    claimed,
     max_auditable,
     mechanism_curve,
     not_audited,
@@ -79,9 +82,11 @@ __all__ = [
     "AuditResult",
     "Bounds",
     "audit",
+    "audited_claim",
     "bounds",
     "bounds_from_samples",
     "claim_fields",
+    "claimed",
     "clopper_pearson_upper",
     "epsilon_lower_bound",
     "max_auditable",

@@ -16,9 +16,13 @@ bound. The curves (each a family indexed by ε, with the claim's δ):
   by the exact GDP conversion δ(ε) = Φ(−ε/μ + μ/2) − e^ε·Φ(−ε/μ − μ/2). Every Gaussian mechanism is exactly
   (Δ/σ)-GDP; a claim calibrated by the analytic Gaussian mechanism is the ε of that μ.
 
-* ``composition`` (:class:`ComposedCurve`): a mechanism made of several noisy releases declares its parts
-  (:meth:`~privpix.mechanisms.Mechanism.noise_composition`): one-dimensional Laplace pairs, Gaussian pairs (μ),
-  Poisson-subsampled Gaussian steps composed T times. The family scales every part at once (Laplace ε·s, μ·s, noise
+* ``composition`` (:class:`ComposedCurve`): for a mechanism whose noise is several releases: one-dimensional
+  Laplace pairs, Gaussian pairs (μ), Poisson-subsampled Gaussian steps composed T times.
+
+Which curve a mechanism's audit reads follows from the noise its claim says earns one unit of its neighbours
+(:attr:`privpix.mechanisms.Claim.unit_events`, :func:`curve_of`): Laplace releases only, the Laplace curve; Gaussian
+releases only, Gaussian DP; bare ε or (ε, δ) (randomized response), the (ε, δ)-DP curve; any other mix, or a
+sampled Gaussian, their composition. The family scales every part at once (Laplace ε·s, μ·s, noise
   multiplier z/s) and is indexed by the composition's ε at the claim's δ. For any pair, min over tests of
   (α + β)/2 = (1 − TV)/2 and TV is the privacy profile at 0, δ(0); both numbers come from dp-accounting's privacy
   loss distributions (Google's PLD library), TV from its pessimistic estimate (an upper bound, so the α* used is
@@ -38,6 +42,15 @@ from typing import Any
 
 import numpy as np
 from scipy import optimize, stats
+
+from privpix.privacy.composition import (
+    ApproxDP,
+    GaussianNoise,
+    LaplaceNoise,
+    NoiseEvent,
+    PureDP,
+    SampledGaussianNoise,
+)
 
 FAMILY_CURVES = {"laplace": "Laplace", "gaussian": "Gaussian DP", "randomized-response": "(ε, δ)-DP"}
 
@@ -261,9 +274,42 @@ def composed_curve(parts, delta: float) -> ComposedCurve | None:
     )
 
 
+def curve_of(events: tuple[NoiseEvent, ...], delta: float, removes: bool = False) -> AnyCurve | None:
+    """The curve an audit reads a mechanism through, from the noise that earns one unit of its neighbours
+    (``removes``: the audit's neighbours differ by an addition or removal, not a replacement), at the claim's
+    ``delta``: a closed form for one Laplace release (Laplace), Gaussian releases only (Gaussian DP: they
+    compose to one) or bare ε or (ε, δ) only (the curve every such mechanism is on), else the composition of
+    the releases; ``None`` without events, or for a mix no curve describes (bare ε or (ε, δ) beside noise)."""
+    if not events:
+        return None
+    if all(isinstance(e, LaplaceNoise) for e in events) and len(events) == 1 and events[0].count == 1:
+        return curve_for("laplace", delta)
+    if all(isinstance(e, GaussianNoise) for e in events):
+        return curve_for("gaussian", delta)
+    if all(isinstance(e, PureDP | ApproxDP) for e in events):
+        return curve_for("randomized-response", delta)
+    parts: list[tuple[Any, ...]] = []
+    for e in events:
+        # An event stated for add/remove, audited for a replacement, shifts by twice its sensitivity.
+        sens = 2.0 if e.relation == "add-remove" and not removes else 1.0
+        if isinstance(e, LaplaceNoise):
+            parts += [("laplace", sens * e.epsilon)] * e.count
+        elif isinstance(e, GaussianNoise):
+            # k Gaussian pairs of μ compose exactly to one of √k·μ; one keeps μ = Δ/σ's very bits.
+            parts.append(("gaussian", sens / e.noise_multiplier if e.count == 1 else sens * math.sqrt(e.count)
+                          / e.noise_multiplier))  # fmt: skip
+        elif isinstance(e, SampledGaussianNoise):
+            part = ("sampled-gaussian", e.noise_multiplier, e.sample_rate, e.steps)
+            parts.append(part if removes else (*part, "replace-one"))
+        else:
+            return None
+    return composed_curve(tuple(parts), delta)
+
+
 def curve_for(noise_family: str | None, delta: float) -> Curve | None:
-    """The curve a mechanism's declared noise family is read through at the claim's ``delta``; ``None`` when
-    there is none to use (no family; Laplace with δ > 0; Gaussian with δ = 0, where every μ > 0 breaks the claim)."""
+    """The closed-form curve of a noise family (:func:`curve_of` picks it from a claim's noise; calibrations name
+    it) at the claim's ``delta``; ``None`` when there is none to use (no family; Laplace with δ > 0; Gaussian
+    with δ = 0, where every μ > 0 breaks the claim)."""
     if noise_family == "laplace":
         if delta > 0:
             return None

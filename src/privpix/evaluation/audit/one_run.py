@@ -14,7 +14,7 @@ confidence split equally: a Bonferroni correction).
 
 Scores, from what the mechanism declares:
 
-* ``Mechanism.released_statistic`` (a synthesizer's noisy embedding): the least-squares coefficients of the
+* ``Auditable.released_statistic`` (a synthesizer's noisy embedding): the least-squares coefficients of the
   noisy statistic on the canaries' noise-free effects (each slot switched on alone, the others off). The
   effects are computed from the canary design, not from the draw of slots, so the guesses are post-processing.
 * ``Mechanism.membership_score`` (a released model, e.g. DP-SGD): how well the model fits each canary's
@@ -40,7 +40,7 @@ from scipy import optimize, stats
 
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Mechanism
+from privpix.mechanisms.base import Auditable, Mechanism
 from privpix.mechanisms.kinds import ModelMechanism
 
 CONFIDENCE = 0.95
@@ -147,6 +147,8 @@ def statistic_scores(mech: Mechanism, base: ImageSet, canary_set: ImageSet, repl
                      progress: Callable[[str], None] | None = None) -> np.ndarray:  # fmt: skip
     """Least-squares scores of the canaries on one noisy release of the mechanism's statistic: each canary's
     noise-free effect (its slot on, all others off) is a column of A; the scores solve min ‖s̃ − s_off − A·b‖."""
+    if not isinstance(mech, Auditable):
+        raise ParameterError(f"{mech.name}: has no released statistic to audit")
     m = len(canary_set)
     off = np.zeros(m, dtype=bool)
     s_off = np.asarray(mech.released_statistic(_private_set(base, canary_set, replacements, off), None, seed=fixed))
@@ -173,7 +175,7 @@ def audit_one_run(mech: Mechanism, images: ImageSet, canaries: int | None = None
     at once (see the module docstring). ``images`` (labelled, for a fitted mechanism) supply the base and the
     canaries (default: half of them, at most 1,000).
     Returns an :class:`~privpix.evaluation.audit.AuditResult` (``trials`` = 1 fit, ``pair`` naming the design)."""
-    from privpix.evaluation.audit import AuditResult, claim_fields, not_audited
+    from privpix.evaluation.audit import AuditResult, claim_fields, claimed, not_audited
 
     if not isinstance(images, ImageSet):
         # Its canaries are images; a records release is audited per release (privpix audit without --canaries).
@@ -209,14 +211,14 @@ def audit_one_run(mech: Mechanism, images: ImageSet, canaries: int | None = None
     inside = rng.random(m) < 0.5
     fixed = int(rng.integers(0, 2**31))
     noise = np.random.default_rng(int(rng.integers(0, 2**63)))
-    claim_eps, claim_delta = mech.audit_claim(images.shape)
+    claim_eps, claim_delta = claimed(mech, images)
     if batch_release:
         shown = mech.release(_private_set(base, canary_set, replacements, inside), noise).values()[n_base:]
         assert replacements is not None  # an image-by-image release is replace-one: inverted images replace canaries
         c, a = canary_set.flat().astype(np.float64), replacements.flat().astype(np.float64)
         scores = ((shown - 0.5 * (c + a)) * (c - a)).sum(axis=1)
         how = "projection of each slot's released image on (image − inverted image), centred between them"
-    elif mech.released_statistic(base, None, seed=fixed) is not None:
+    elif isinstance(mech, Auditable) and mech.released_statistic(base, None, seed=fixed) is not None:
         scores = statistic_scores(mech, base, canary_set, replacements, inside, noise, fixed, progress)
         how = "least-squares coefficients of the released statistic on the canaries' noise-free effects"
     elif not isinstance(mech, ModelMechanism) or type(mech).membership_score is ModelMechanism.membership_score:

@@ -16,7 +16,7 @@ from privpix.evaluation.audit.bounds import Candidate, fit_statistics
 from privpix.evaluation.audit.result import CONFIDENCE, SYNTHETIC_PER_TRIAL, AuditResult
 from privpix.evaluation.audit.trials import trial_selections
 from privpix.evaluation.audit.verdicts import conclude
-from privpix.mechanisms.base import Mechanism
+from privpix.mechanisms.base import Auditable, Mechanism
 from privpix.mechanisms.kinds import SyntheticImageMechanism, require_kind
 from privpix.privacy.neighbours import NeighbourPair
 from privpix.privacy.noise import make_rng
@@ -45,7 +45,9 @@ def audit_refitted(
     t_start = time.perf_counter()
     params = mech.get_params()
     fixed = int(np.random.default_rng(seed).integers(0, 2**31))
-    use_stat = target != "output" and mech.released_statistic(pairs[0].a, None, seed=fixed) is not None
+    stat = mech if isinstance(mech, Auditable) else None
+    use_stat = (target != "output" and stat is not None
+                and stat.released_statistic(pairs[0].a, None, seed=fixed) is not None)  # fmt: skip
     if target == "statistic" and not use_stat:
         raise ParameterError(f"{mech.name}: has no released statistic to audit; use target='output'")
     rng = make_rng(seed)
@@ -54,13 +56,14 @@ def audit_refitted(
     for pair in pairs:
         label = f"{pair.name} ({len(pair.a)} private images, refitted per trial)"
         if use_stat:
-            c0 = np.asarray(mech.released_statistic(pair.a, None, seed=fixed), dtype=np.float64)
-            c1 = np.asarray(mech.released_statistic(pair.b, None, seed=fixed), dtype=np.float64)
+            assert stat is not None
+            c0 = np.asarray(stat.released_statistic(pair.a, None, seed=fixed), dtype=np.float64)
+            c1 = np.asarray(stat.released_statistic(pair.b, None, seed=fixed), dtype=np.float64)
             v = c1 - c0
             if not np.any(v):
                 continue  # the two sides release the same statistic: nothing to distinguish on this pair
             ref = float(c0 @ v)
-            p0, p1 = (_projections(mech, side, v, trials, rng, fixed) for side in (pair.a, pair.b))
+            p0, p1 = (_projections(stat, side, v, trials, rng, fixed) for side in (pair.a, pair.b))
             for select, curve in selections:
                 candidates += [
                     Candidate(label, "projection of the released statistic on its noise-free difference", p0, p1,
@@ -82,7 +85,7 @@ def audit_refitted(
     return conclude(mech, images, candidates, trials, t_start, pairs, confidence)
 
 
-def _projections(mech: Mechanism, side: ImageSet, v: np.ndarray, trials: int, rng, fixed: int) -> np.ndarray:
+def _projections(mech: Auditable, side: ImageSet, v: np.ndarray, trials: int, rng, fixed: int) -> np.ndarray:
     """(trials,) projections on ``v`` of the DP statistic released for ``side``, one noise draw per trial."""
     return np.array([float(mech.released_statistic(side, rng, seed=fixed) @ v) for _ in range(trials)])
 

@@ -37,7 +37,7 @@ class AuditResult:
 
     ``audited_epsilon_lower`` is the larger of ``raw_epsilon_lower`` (Clopper–Pearson on one test's two error
     rates, no assumption) and ``curve_epsilon_lower`` (the balanced error of a second test read through
-    ``curve``, valid under ``curve_assumption``; NaN when the mechanism declares no noise family). ``refuted_by``
+    ``curve``, valid under ``curve_assumption``; NaN when its claim declares no noise a curve follows). ``refuted_by``
     names the bound(s) above the claim. ``refutable`` is false when the claimed ε is at or above
     ``max_auditable_epsilon`` (the larger of the two bounds' ceilings): then "consistent" carries no
     information. ``kind``: ``"trials"`` (releases per side of neighbour pairs) or ``"one-run"``

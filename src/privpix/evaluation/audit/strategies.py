@@ -16,7 +16,7 @@ from privpix.evaluation.audit.refit import audit_refitted
 from privpix.evaluation.audit.result import CONFIDENCE, MAX_ADAPTIVE_TRIALS, NOT_AUDITED_MODEL, TARGETS, AuditResult
 from privpix.evaluation.audit.trials import pair_candidates, trial_outputs, trial_selections
 from privpix.evaluation.audit.verdicts import conclude, not_audited
-from privpix.mechanisms.base import Mechanism
+from privpix.mechanisms.base import Auditable, Mechanism
 from privpix.privacy.neighbours import NeighbourPair
 from privpix.privacy.noise import make_rng
 
@@ -36,14 +36,14 @@ def audit(
 
     A mechanism that fits on the private set under a dataset-level relation (a DP synthesizer) is refitted on
     each side of a pair in every trial: ``target="statistic"`` compares the one DP release its fit makes
-    (:meth:`~privpix.mechanisms.Mechanism.released_statistic`, e.g. the noisy embedding: the strongest test, as
+    (:meth:`~privpix.mechanisms.base.Auditable.released_statistic`, e.g. the noisy embedding: the strongest test, as
     everything after it is post-processing), ``"output"`` the images it then synthesizes (a whole fit per trial,
     so use few trials), ``"auto"`` the statistic when the mechanism has one. A mechanism that declares a white-box
-    experiment (:attr:`~privpix.mechanisms.Mechanism.white_box`: DP-SGD's model, dp-teacher) runs it for
+    experiment (:attr:`~privpix.mechanisms.base.Auditable.white_box`: DP-SGD's model, dp-teacher) runs it for
     ``"auto"`` and ``"statistic"``, on the pair the experiment builds (``pairs`` is refused).
 
     ``trials`` releases per side of every pair (a share choose the tests, the rest measure them). Returns the
-    lower bounds with ``confidence`` (95 % by default), the claim they are compared to (``mech.audit_claim``)
+    lower bounds with ``confidence`` (95 % by default), the claim they are compared to (``mech.privacy``)
     and the verdict: ``violated`` when a bound exceeds the claimed ε, ``consistent`` otherwise, ``no-claim``
     when the mechanism states no ε, ``not-audited`` (NaN bounds, no trials, ``statistic`` saying why) for a
     mechanism whose output is a model.
@@ -91,7 +91,8 @@ def _audit_once(mech: Mechanism, images: ImageSet | RecordSet, trials: int, seed
     t_start = time.perf_counter()
     # A released model is only ever audited white-box (none declared: not audited); a mechanism that declares a
     # white-box experiment runs it, unless the output itself was asked for.
-    if mech.capabilities().output == "model" or (mech.white_box and target != "output"):
+    white_box = isinstance(mech, Auditable) and mech.white_box
+    if mech.capabilities().output == "model" or (white_box and target != "output"):
         if pairs is not None:
             raise ParameterError(
                 f"pairs: {mech.name} is audited white-box, on the pair its own experiment builds; give no pairs"
@@ -117,9 +118,9 @@ def _audit_once(mech: Mechanism, images: ImageSet | RecordSet, trials: int, seed
 def _audit_white_box(mech: Mechanism, images: ImageSet, trials: int, seed: int,
                      progress: Callable[[str], None] | None, confidence: float) -> AuditResult:  # fmt: skip
     """A released model cannot be retrained thousands of times: the mechanism's own white-box experiment
-    (:meth:`~privpix.mechanisms.Mechanism.white_box_trials`) gives the trials, read like any other pair's."""
+    (:meth:`~privpix.mechanisms.base.Auditable.white_box_trials`) gives the trials, read like any other pair's."""
     t_start = time.perf_counter()
-    wb = mech.white_box_trials(images, trials, seed)
+    wb = mech.white_box_trials(images, trials, seed) if isinstance(mech, Auditable) else None
     if wb is None:
         return not_audited(mech, images, NOT_AUDITED_MODEL)
     if progress is not None:

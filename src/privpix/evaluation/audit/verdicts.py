@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from privpix.data.imageset import ImageSet, RecordSet
+from privpix.errors import ParameterError
 from privpix.evaluation.audit.bounds import Candidate, bounds, ceiling
-from privpix.evaluation.audit.curves import AnyCurve, composed_curve, curve_for
+from privpix.evaluation.audit.curves import AnyCurve, curve_of
 from privpix.evaluation.audit.result import (
     CONFIDENCE,
     CURVE_SELECT_SHARE,
@@ -21,7 +22,7 @@ from privpix.evaluation.audit.result import (
     data_shape,
     split_trials,
 )
-from privpix.mechanisms.base import Mechanism
+from privpix.mechanisms.base import Claim, Mechanism
 from privpix.privacy.neighbours import NeighbourPair, RecordPair
 
 
@@ -29,14 +30,14 @@ def max_auditable(mech: Mechanism, images: ImageSet, trials: int, confidence: fl
     """The largest bound :func:`audit` with ``trials`` per side could show for ``mech`` (a test without a single
     held-out error), before running it: the larger of the raw and the curve ceilings."""
     held = (trials - split_trials(trials, SELECT_SHARE), trials - split_trials(trials, CURVE_SELECT_SHARE))
-    return ceiling(*held, mech.audit_claim(data_shape(images))[1], mechanism_curve(mech, images), confidence)
+    return ceiling(*held, audited_claim(mech, images).delta, mechanism_curve(mech, images), confidence)
 
 
 def trials_to_refute(mech: Mechanism, images: ImageSet, start: int, cap: int = MAX_ADAPTIVE_TRIALS) -> int:
     """The fewest of ``start``·2^j trials per side (at most ``cap``) whose audit could refute the claim, i.e. show
     a bound above it; ``start`` when there is no claim, and when even ``cap`` could not (more trials would not
     make the claim refutable, only the audit slower)."""
-    claim = mech.audit_claim(data_shape(images))[0]
+    claim = claimed(mech, images)[0]
     if claim is None:
         return start
     n = start
@@ -46,20 +47,33 @@ def trials_to_refute(mech: Mechanism, images: ImageSet, start: int, cap: int = M
     return n if n == start or max_auditable(mech, images, n) > claim else start
 
 
+def audited_claim(mech: Mechanism, images: ImageSet | RecordSet) -> Claim:
+    """What ``mech`` claims for a release of images of the shape of ``images``, their number setting what it
+    may set (a sampling rate) (:meth:`~privpix.mechanisms.Mechanism.privacy`). The images' shape, not the images:
+    an audit tests the claim for images the mechanism has not learned from."""
+    return mech.privacy(data_shape(images), len(images))
+
+
+def claimed(mech: Mechanism, images: ImageSet | RecordSet) -> tuple[float | None, float]:
+    """The (ε, δ) ``mech`` claims for one unit of its neighbours, also where its noise cannot be stated for
+    these images (a DP fit whose batch is larger than the set): the claim does not depend on it."""
+    try:
+        claim = audited_claim(mech, images)
+    except ParameterError:
+        claim = Claim(mech.guarantee(data_shape(images)))
+    return claim.epsilon, claim.delta
+
+
 def mechanism_curve(mech: Mechanism, images: ImageSet | RecordSet) -> AnyCurve | None:
-    """The trade-off curve an audit of ``mech`` on ``images`` reads its second bound through: the declared
-    composition (:meth:`~privpix.mechanisms.Mechanism.noise_composition`), else the declared noise family's curve
-    at the claim's δ; ``None`` without either, or for a mechanism whose guarantee is not sound."""
+    """The trade-off curve an audit of ``mech`` on ``images`` reads its second bound through: the one the noise
+    of its claim for one unit of its neighbours follows (:func:`~privpix.evaluation.audit.curves.curve_of`) at
+    the claim's δ; ``None`` without that noise, or for a mechanism whose guarantee is not sound."""
+    claim = audited_claim(mech, images)
     # A curve's assumption (Laplace noise with L1 sensitivity, Gaussian noise of Δ/σ) holds only for a sound
     # mechanism: a paper-faithful one with a data-derived scale is audited by the raw bound alone.
-    if not mech.guarantee(data_shape(images)).sound:
+    if not claim.guarantee.sound:
         return None
-    delta = mech.audit_claim(data_shape(images))[1]
-    # A composition is declared for the images a mechanism releases; records have none.
-    parts = mech.noise_composition(images) if isinstance(images, ImageSet) else None
-    if parts:
-        return composed_curve(parts, delta)
-    return curve_for(mech.capabilities().noise_family, delta)
+    return curve_of(claim.unit_events, claim.delta, mech.neighbours().removes)
 
 
 def conclude(mech: Mechanism, images: ImageSet | RecordSet, candidates: list[Candidate], trials: int, t_start: float,
@@ -67,7 +81,8 @@ def conclude(mech: Mechanism, images: ImageSet | RecordSet, candidates: list[Can
     """The record of :func:`bounds` on ``candidates``: the verdict against the claim and what it rests on."""
     if not candidates:
         return not_audited(mech, images, "not audited: no pair changes the released statistic")
-    claim_eps, claim_delta = mech.audit_claim(data_shape(images))
+    claim = audited_claim(mech, images)
+    claim_eps, claim_delta = claim.epsilon, claim.delta
     curve = mechanism_curve(mech, images)
     b = bounds(candidates, claim_delta, curve, confidence)
     refuted = [] if claim_eps is None else [
@@ -104,7 +119,7 @@ def conclude(mech: Mechanism, images: ImageSet | RecordSet, candidates: list[Can
 
 def claim_fields(mech: Mechanism, images: ImageSet | RecordSet) -> dict[str, Any]:
     """The fields of an :class:`AuditResult` that say what was claimed, for whom, and whether it is sound."""
-    claim_eps, claim_delta = mech.audit_claim(data_shape(images))
+    claim_eps, claim_delta = claimed(mech, images)
     return {
         "method": mech.name,
         "parameters": mech.parameters(),

@@ -1,5 +1,5 @@
-"""Local differential privacy for images (paper 000): encoders, the owner-side report format, and the encoders +
-randomized response as registered feature-release mechanisms (:mod:`~privpix.mechanisms.ldp.mechanism`:
+"""Local differential privacy for images (Wang & Chang 2020): encoders, the owner-side report format, and the
+encoders + randomized response as registered feature-release mechanisms (:mod:`~privpix.mechanisms.ldp.mechanism`:
 ``ldp-pixel-report``, ``ldp-hog-bovw``, ``ldp-dcaconv``, ``ldp-bnn``).
 Generalised randomized response itself is a privacy primitive (:mod:`privpix.privacy.grr`); what a data user
 computes from the reports, the estimators and the learners, is analysis:

@@ -1,4 +1,4 @@
-"""The binarized-network baseline of paper 000 (Courbariaux et al. 2016), in PyTorch.
+"""The binarized-network baseline of Wang & Chang 2020 (Courbariaux et al. 2016), in PyTorch.
 
 Same convolution settings as DCAConv with d = 2: conv(1 → L1, k×k) and conv(L1 → L1, k×k), 'same' padding,
 binary (sign) weights and sign activations trained with the straight-through estimator, then max pooling;
@@ -71,10 +71,10 @@ def _build(torch, n_filters: int, kernel: int, pool: int, pool_stride: int, hidd
 
 
 class BNNEncoder(Encoder):
-    """Binarized CNN features (d = 2), paper 000's baseline to DCAConv with L2 = 1."""
+    """Binarized CNN features (d = 2), Wang & Chang 2020's baseline to DCAConv with L2 = 1."""
 
     name = "bnn"
-    summary = "binarized CNN activations before the dense layer (paper 000's BNN baseline, d = 2)"
+    summary = "binarized CNN activations before the dense layer (Wang & Chang 2020's BNN baseline, d = 2)"
     needs_labels = True
     params = (
         Param("filters", int, 5, "filters per conv layer (L1 of the DCAConv it is compared with)", minimum=1),

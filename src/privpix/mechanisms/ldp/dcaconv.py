@@ -1,4 +1,4 @@
-"""DCAConv (paper 000, section "DCAConv"): a supervised PCANet-like feature extractor with a small domain.
+"""DCAConv (Wang & Chang 2020, section "DCAConv"): a supervised PCANet-like feature extractor with a small domain.
 
 Layer r convolves every incoming map with L_r filters learnt by Discriminant Component Analysis on the
 mean-removed k×k patches of the incoming maps (eqs. 45–50). After the last layer the L_R responses of each
@@ -124,7 +124,7 @@ class DCAConvEncoder(Encoder):
     there are classes (the rank of the DCA signal space)."""
 
     name = "dcaconv"
-    summary = "DCA-learnt convolution filters, binarised and max-pooled (paper 000's DCAConv)"
+    summary = "DCA-learnt convolution filters, binarised and max-pooled (Wang & Chang 2020's DCAConv)"
     needs_labels = True
     params = (
         Param("layers", str, "5,4", "filters per layer, separated by , or - (5-4); d = 2^(last)"),

@@ -125,7 +125,7 @@ class PixelEncoder(Encoder):
     """
 
     name = "pixel"
-    summary = "raw pixels quantised to d levels (paper 000's pixel baseline)"
+    summary = "raw pixels quantised to d levels (Wang & Chang 2020's pixel baseline)"
     params = (
         Param("levels", int, 16, "domain size d: number of levels per pixel", minimum=2),
         Param(
@@ -182,7 +182,7 @@ class HogBovwEncoder(Encoder):
     """
 
     name = "hog-bovw"
-    summary = "HOG descriptors, K-means vocabulary, word-count histogram (paper 000's BoVW baseline)"
+    summary = "HOG descriptors, K-means vocabulary, word-count histogram (Wang & Chang 2020's BoVW baseline)"
     params = (
         Param("words", int, 50, "vocabulary size (number of K-means clusters) = features per image", minimum=2),
         Param("orientations", int, 9, "HOG orientation bins", minimum=1),

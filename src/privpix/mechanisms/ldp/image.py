@@ -1,4 +1,4 @@
-"""Local-DP image release: every pixel value quantised to d levels and sent through GRR (paper 000's pixel
+"""Local-DP image release: every pixel value quantised to d levels and sent through GRR (Wang & Chang 2020's pixel
 baseline, published as an image instead of a report vector)."""
 
 from __future__ import annotations
@@ -6,9 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from privpix.data.imageset import ImageSet, blockwise
-from privpix.mechanisms.base import Capabilities, Param
+from privpix.mechanisms.base import Claim, shape_of
 from privpix.mechanisms.kinds import ImageMechanism
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
+from privpix.privacy.composition import PureDP
 from privpix.privacy.grr import grr_perturb
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, Pixels
@@ -25,18 +27,18 @@ class LDPPixel(ImageMechanism):
     """
 
     name = "ldp-pixel"
-    summary = "pixels quantised to d levels, each through randomized response (paper 000's pixel baseline)"
-    paper = "000 (pixel baseline)"
+    summary = "pixels quantised to d levels, each through randomized response (Wang & Chang 2020's pixel baseline)"
+    paper = "Wang & Chang 2020 (pixel baseline)"
     guarantee_model = "local-dp"
     soundness = "sound ε-LDP per pixel value; h·w·c·ε per image"
-    params = (Param("levels", int, 16, "domain size d of each pixel value", minimum=2),)
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    levels: int
+    levels: int = param(16, "domain size d of each pixel value", minimum=2)
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
 
-    def capabilities(self) -> Capabilities:
-        return Capabilities(noise_family="randomized-response")
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
+        """Charged as the bare per-image ε; one pixel value is one randomized response of ε, on the curve every
+        ε-DP mechanism is on (randomized response meets it exactly)."""
+        return Claim.of(self.guarantee(shape_of(data)), self.neighbours(), (PureDP(self.epsilon),))
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         h, w, c = shape

@@ -1,6 +1,6 @@
-"""Paper 000's encoders + generalised randomized response as registered mechanisms that release features.
+"""Wang & Chang 2020's encoders + generalised randomized response as registered mechanisms that release features.
 
-One owner's release is the report of paper 000's protocol: the image encoded into m integer features in
+One owner's release is the report of Wang & Chang 2020's protocol: the image encoded into m integer features in
 ``[0, d)`` by a published encoder, every feature perturbed with GRR at ε (:mod:`~privpix.privacy.grr`).
 :class:`LDPFeatures` is the one base class; each encoder is a subclass of a few lines naming its
 ``encoder_class`` (``ldp-pixel-report``, ``ldp-hog-bovw``, ``ldp-dcaconv``, ``ldp-bnn``). They are ordinary
@@ -23,14 +23,16 @@ from privpix.data.folders import INPUT_FOLDER
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.overlap import shared_count
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, ConformanceCase, FitsOn, Param, Release
+from privpix.mechanisms.base import Capabilities, Claim, ConformanceCase, FitsOn, Release, shape_of
 from privpix.mechanisms.kinds import FeatureMechanism, LearnerSpec
 from privpix.mechanisms.ldp.bnn import BNNEncoder
 from privpix.mechanisms.ldp.dcaconv import DCAConvEncoder
 from privpix.mechanisms.ldp.encoder_base import ENCODERS, Encoder, gray_images
 from privpix.mechanisms.ldp.encoders import HogBovwEncoder, PixelEncoder, load_encoder
 from privpix.mechanisms.ldp.reports import Reports, may_overlap, report_files
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
+from privpix.privacy.composition import PureDP
 from privpix.privacy.grr import grr_perturb
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, OneFeature, OneImage
@@ -54,7 +56,7 @@ def register_ldp(cls: type[LDPFeatures]) -> type[LDPFeatures]:
 
 class LDPFeatures(FeatureMechanism):
     """Encode each image with a published encoder into m integer features in ``[0, d)``, then perturb every
-    feature with generalised randomized response at ε per feature (paper 000). Output: ``"features"``, a
+    feature with generalised randomized response at ε per feature (Wang & Chang 2020). Output: ``"features"``, a
     :class:`~privpix.mechanisms.base.Release` whose ``features`` are the (n, m) reports (``Release.values()``
     gives them as float32).
 
@@ -88,7 +90,7 @@ class LDPFeatures(FeatureMechanism):
       view ``Release.values()``) and ``score(encode(test), test_labels)``.
     """
 
-    paper = "000"
+    paper = "Wang & Chang 2020"
     guarantee_model = "local-dp"
     soundness = (
         "sound ε-LDP per encoded feature (unit=feature) or m·ε per image (unit=image), for images the encoder "
@@ -96,21 +98,12 @@ class LDPFeatures(FeatureMechanism):
     )
     encoder_class: ClassVar[type[Encoder]]
     accepts_infinite_epsilon = True  # the reports without randomized response: the paper's ε = ∞ column
-    params: ClassVar[tuple[Param, ...]] = (
-        Param("unit", str, "feature", "feature: ε per encoded feature value (paper); image: m·ε per report", UNITS),
-        Param("model", str, "", "encoder file (privpix ldp fit-encoder); the encoder parameters come from it"),
-        Param("public", str, "", "NAME[:SPLIT] of public labelled images to fit the encoder on"),
-        Param("fit_images", int, 0, "fit on a seeded random subset of at most this many images; 0 = all", minimum=0),
-        Param("learner", str, "nb", "utility classifier on the reports: nb, ncc or knn", ("nb", "ncc", "knn")),
-        Param("n_neighbors", int, 100, "k of learner=knn", minimum=1),
-    )
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    unit: str
-    model: str
-    public: str
-    fit_images: int
-    learner: str
-    n_neighbors: int
+    unit: str = param("feature", "feature: ε per encoded feature value (paper); image: m·ε per report", UNITS)
+    model: str = param("", "encoder file (privpix ldp fit-encoder); the encoder parameters come from it")
+    public: str = param("", "NAME[:SPLIT] of public labelled images to fit the encoder on")
+    fit_images: int = param(0, "fit on a seeded random subset of at most this many images; 0 = all", minimum=0)
+    learner: str = param("nb", "utility classifier on the reports: nb, ncc or knn", ("nb", "ncc", "knn"))
+    n_neighbors: int = param(100, "k of learner=knn", minimum=1)
 
     # Learned by fit(): the encoder, the file it came from ("" when fitted here), the configuration it was
     # fitted with, and fingerprints of the fitting images (content digests and names; only when fitted here).
@@ -123,11 +116,17 @@ class LDPFeatures(FeatureMechanism):
     epsilon: float
 
     def __init_subclass__(cls, **kw: Any) -> None:
+        """The parameters: the mechanism's (declared here), then its encoder's, declared once by the encoder class
+        (:attr:`Encoder.params <privpix.mechanisms.ldp.encoder_base.Encoder.params>`)."""
         super().__init_subclass__(**kw)
-        names = [p.name for p in cls.params]
+        encoder = vars(cls).get("encoder_class")
+        if encoder is None:
+            return
+        names = [p.name for p in cls.params] + [p.name for p in encoder.params]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise TypeError(f"{cls.__qualname__}: parameter(s) {', '.join(dup)} declared twice")
+        cls.params = (*cls.params, *encoder.params)
 
     # ------------------------------------------------------------------------------------------ parameters
 
@@ -165,7 +164,6 @@ class LDPFeatures(FeatureMechanism):
             public_data=self.public or None,
             fixed_shape=None if enc is None else (*enc.fitted_hw(), 1),
             output="features",
-            noise_family="randomized-response",
         )
 
     def _fit_hint(self) -> str:
@@ -319,8 +317,17 @@ class LDPFeatures(FeatureMechanism):
         rel.extra.update(domain_size=int(enc.fitted_d()), n_features=int(enc.fitted_m()), encoder=enc.describe())
         return rel
 
-    def guarantee_for(self, images: ImageSet) -> Guarantee:
-        return self._guarantee(images.shape, self._overlap(images))
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
+        """Of these very images, the guarantee is marked not sound when they may be among the encoder's fitting
+        images (what a release states, and the ledger charges). Charged as the bare per-image ε; the unit (one
+        feature, or a whole report of m) is m or one randomized responses of ε each, read through the curve every
+        ε-DP mechanism is on (randomized response meets it exactly)."""
+        shape = shape_of(data)
+        g = self._guarantee(shape, self._overlap(data) if isinstance(data, ImageSet) else "")
+        if not g.sound:
+            return Claim(g)
+        m = 1 if self.unit == "feature" else int(self._encoder(shape).fitted_m())
+        return Claim.of(g, self.neighbours(), (PureDP(float(self.epsilon), count=m),))
 
     def feature_files(self, release: Release, labels: np.ndarray | None) -> tuple[dict[str, bytes], dict[str, Any]]:
         """A report folder's ``reports.npz`` and its manifest fields (:mod:`privpix.mechanisms.ldp.reports`), the
@@ -333,8 +340,9 @@ class LDPFeatures(FeatureMechanism):
         if enc is None or not enc.uses_fitting_data:
             return ""
         if self.loaded_from_ == "":
-            # An overlap makes the guarantee unsound rather than refusing the release: paper 000's protocol fits the
-            # encoder on data that may hold the reported images, and stays reproducible; the guarantee says why.
+            # An overlap makes the guarantee unsound rather than refusing the release: Wang & Chang 2020's protocol
+            # fits the encoder on data that may hold the reported images, and stays reproducible; the guarantee says
+            # why.
             if shared_count(self.fit_digests_, gray_images(images)):
                 return "some released images are among the encoder's fitting images"
             if images.names is not None and self.fit_names_ & set(map(str, images.names)):
@@ -430,20 +438,18 @@ class LDPPixelReport(LDPFeatures):
     vector (``ldp-pixel`` releases the same as an image). ``scaling=fixed`` needs no data at all."""
 
     name = "ldp-pixel-report"
-    summary = "pixel levels → randomized response, released as a report vector (paper 000's pixel baseline)"
+    summary = "pixel levels → randomized response, released as a report vector (Wang & Chang 2020's pixel baseline)"
+    paper = "Wang & Chang 2020 (pixel baseline)"
     encoder_class = PixelEncoder
-    params = (*LDPFeatures.params, *PixelEncoder.params)
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    levels: int
-    scaling: str
     conformance_params: ClassVar[dict[str, Any]] = {"scaling": "minmax"}
 
     def _fits_nothing(self) -> bool:
-        return self.scaling == "fixed" and not self.model
+        # The encoder's parameters are declared by PixelEncoder, not on this class: read them as the encoder does.
+        return self._encoder_params()["scaling"] == "fixed" and not self.model
 
     @property
     def d(self) -> int:
-        return int(self.levels) if self._fits_nothing() else super().d
+        return int(self._encoder_params()["levels"]) if self._fits_nothing() else super().d
 
     def _encoder(self, shape: tuple[int, int, int] | None) -> Encoder:
         if not self._fits_nothing():
@@ -476,15 +482,9 @@ class LDPHogBovw(LDPFeatures):
     """HOG descriptors → K-means visual words → per-image word counts (m = words), each through GRR."""
 
     name = "ldp-hog-bovw"
-    summary = "HOG bag-of-visual-words counts → randomized response (paper 000's BoVW baseline)"
+    summary = "HOG bag-of-visual-words counts → randomized response (Wang & Chang 2020's BoVW baseline)"
+    paper = "Wang & Chang 2020 (BoVW baseline)"
     encoder_class = HogBovwEncoder
-    params = (*LDPFeatures.params, *HogBovwEncoder.params)
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    words: int
-    orientations: int
-    cell: int
-    block: int
-    max_descriptors: int
     conformance_params: ClassVar[dict[str, Any]] = {"words": 8, "max_descriptors": 2000}
 
     @classmethod
@@ -504,41 +504,23 @@ class LDPHogBovw(LDPFeatures):
 
 @register_ldp
 class LDPDCAConv(LDPFeatures):
-    """DCAConv codes (m = L1·pooled h·pooled w, d = 2^L_R), each through GRR (paper 000's method)."""
+    """DCAConv codes (m = L1·pooled h·pooled w, d = 2^L_R), each through GRR (Wang & Chang 2020's method)."""
 
     name = "ldp-dcaconv"
-    summary = "DCAConv binarised convolution codes → randomized response (paper 000)"
+    summary = "DCAConv binarised convolution codes → randomized response (Wang & Chang 2020)"
+    paper = "Wang & Chang 2020 (DCAConv)"
     encoder_class = DCAConvEncoder
-    params = (*LDPFeatures.params, *DCAConvEncoder.params)
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    layers: str
-    kernel: int
-    stride: int
-    pool: int
-    pool_stride: int
-    rho: float
-    rho_prime: float
-    fit_limit: int
     conformance_params: ClassVar[dict[str, Any]] = {"layers": "3,2", "kernel": 3}
 
 
 @register_ldp
 class LDPBNN(LDPFeatures):
-    """Binarized-CNN activations (d = 2), each through GRR (paper 000's BNN baseline; needs PyTorch)."""
+    """Binarized-CNN activations (d = 2), each through GRR (Wang & Chang 2020's BNN baseline; needs PyTorch)."""
 
     name = "ldp-bnn"
-    summary = "binarized CNN activations → randomized response (paper 000's BNN baseline; needs PyTorch)"
+    summary = "binarized CNN activations → randomized response (Wang & Chang 2020's BNN baseline; needs PyTorch)"
+    paper = "Wang & Chang 2020 (BNN baseline)"
     encoder_class = BNNEncoder
-    params = (*LDPFeatures.params, *BNNEncoder.params)
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    filters: int
-    kernel: int
-    pool: int
-    pool_stride: int
-    hidden: int
-    epochs: int
-    batch_size: int
-    lr: float
     conformance_params: ClassVar[dict[str, Any]] = {
         "filters": 2,
         "kernel": 3,

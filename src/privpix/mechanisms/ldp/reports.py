@@ -1,4 +1,4 @@
-"""The owner side of paper 000's two-party protocol: encode, perturb with GRR, and write reports.
+"""The owner side of Wang & Chang 2020's two-party protocol: encode, perturb with GRR, and write reports.
 
 A report folder holds ``reports.npz`` (``values``: (n, m) integers in [0, d); ``labels`` when known) and
 ``manifest.json`` (encoder, d, m, ε per feature and per image, the guarantee, the sha256 of the npz).

@@ -1,4 +1,4 @@
-"""``ae-obfuscator``: paper 003's trained obfuscator as a registered mechanism (see :mod:`.obfuscator`)."""
+"""``ae-obfuscator``: Jamshidi et al. 2023's trained obfuscator as a registered mechanism (see :mod:`.obfuscator`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Param
+from privpix.mechanisms.base import Capabilities, ConformanceCase
 from privpix.mechanisms.kinds import ImageMechanism, RecordMechanism
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
 from privpix.mechanisms.trained import TrainedModel
 from privpix.privacy.guarantees import Guarantee
@@ -29,43 +30,33 @@ class AEObfuscator(TrainedModel, ImageMechanism, RecordMechanism):
     """
 
     name = "ae-obfuscator"
-    summary = "autoencoder obfuscator with adjustable f (K) and g (noise) (paper 003); empirical only"
-    paper = "003"
+    summary = "autoencoder obfuscator with adjustable f (K) and g (noise) (Jamshidi et al. 2023); empirical only"
+    paper = "Jamshidi et al. 2023"
     guarantee_model = "empirical"
     soundness = "empirical only: privacy is the measured adversary accuracy"
     uses_epsilon = False
-    params = (
-        Param("model", str, "", "obfuscator model file; empty: fit() trains one on the data it is given"),
-        Param("sigma2", float, 0.0, "g: noise multiplier on the R output (× its mean |activation|)", minimum=0.0),
-        Param("K", float, 3000.0, "f: the non-true class's log-probability is set to −K", minimum=0.0),
-        Param("use_f", bool, True, "apply f (needs the utility labels)"),
-        Param("utility", str, "", "utility feature: an image attribute (training default Smiling) or the records' "
-              "label column; at release, the attribute holding each image's utility label (default: the model's)"),
-        Param("keep_label", bool, True, "records: publish the utility label column beside the features"),
-        Param("private", str, "", "training: the private feature recorded in the model (default Male / sex)"),
-        Param("epochs", int, 20, "training: epochs (Algorithm 1)", minimum=1),
-        Param("batch_size", int, 64, "training: minibatch size", minimum=1),
-        Param("lr", float, 1e-3, "training: Adam learning rate", minimum=1e-12),
-        Param("patience", int, 3, "training: early stopping on validation loss", minimum=1),
-        Param("val_fraction", float, 0.1, "training: fraction held out for validation", minimum=1e-9),
-        Param("measure", str, "", "training: comma-separated σ² values at which weak/strong adversaries and the "
-              "utility provider are measured on the validation split and stored in the model file"),
-        Param("measure_k", float, 0.0, "training: K for measure (0: 3000 for images, 50 for records)", minimum=0.0),
-    )  # fmt: skip
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    sigma2: float
-    K: float
-    use_f: bool
-    utility: str
-    keep_label: bool
-    private: str
-    epochs: int
-    batch_size: int
-    lr: float
-    patience: int
-    val_fraction: float
-    measure: str
-    measure_k: float
+    model: str = param("", "obfuscator model file; empty: fit() trains one on the data it is given")
+    sigma2: float = param(0.0, "g: noise multiplier on the R output (× its mean |activation|)", minimum=0.0)
+    K: float = param(3000.0, "f: the non-true class's log-probability is set to −K", minimum=0.0)
+    use_f: bool = param(True, "apply f (needs the utility labels)")
+    utility: str = param(
+        "",
+        "utility feature: an image attribute (training default Smiling) or the records' "
+        "label column; at release, the attribute holding each image's utility label (default: the model's)",
+    )
+    keep_label: bool = param(True, "records: publish the utility label column beside the features")
+    private: str = param("", "training: the private feature recorded in the model (default Male / sex)")
+    epochs: int = param(20, "training: epochs (Algorithm 1)", minimum=1)
+    batch_size: int = param(64, "training: minibatch size", minimum=1)
+    lr: float = param(1e-3, "training: Adam learning rate", minimum=1e-12)
+    patience: int = param(3, "training: early stopping on validation loss", minimum=1)
+    val_fraction: float = param(0.1, "training: fraction held out for validation", minimum=1e-9)
+    measure: str = param(
+        "",
+        "training: comma-separated σ² values at which weak/strong adversaries and the "
+        "utility provider are measured on the validation split and stored in the model file",
+    )
+    measure_k: float = param(0.0, "training: K for measure (0: 3000 for images, 50 for records)", minimum=0.0)
 
     # Parameters that only shape training; the model file records them (utility and private at its top level).
     training: ClassVar[dict[str, str]] = {

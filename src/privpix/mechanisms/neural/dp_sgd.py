@@ -5,9 +5,9 @@ privacy", CCS), with a sound (ε, δ) guarantee per (image, label) of the traini
 The mechanism, as implemented here with Opacus (Yousefpour et al. 2021):
 
 1. The classifier: Tramèr & Boneh's (2021) end-to-end MNIST CNN with tanh activations (Papernot et al. 2021),
-   see :class:`privpix.mechanisms.dp_sgd_net.TanhCNN`; or (``features=scatternet``) their ScatterNet + linear, a
+   see :class:`privpix.mechanisms.dp_sgd_training.TanhCNN`; or (``features=scatternet``) their ScatterNet + linear, a
    fixed scattering transform (kymatio) whose features a dense layer is trained on
-   (:class:`privpix.mechanisms.dp_sgd_net.ScatterNetLinear`); its weights drawn from the seed. The transform is
+   (:class:`privpix.mechanisms.dp_sgd_training.ScatterNetLinear`); its weights drawn from the seed. The transform is
    data-independent, so DP-SGD on the features is DP-SGD on the images through a fixed first layer.
 2. T = ``epochs`` x round(n / ``batch_size``) steps. Each step draws a batch by Poisson sampling: every training
    example independently with probability q = ``batch_size`` / n (Opacus's ``UniformWithReplacementSampler``),
@@ -53,12 +53,13 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import ConformanceCase, Param, WhiteBoxTrials
+from privpix.mechanisms.base import Auditable, ConformanceCase, WhiteBoxTrials
 from privpix.mechanisms.kinds import ModelMechanism
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
 from privpix.mechanisms.trained import CalibratedModel, sampling
 from privpix.privacy import sgm_rdp
-from privpix.privacy.composition import NoiseEvent
+from privpix.privacy.composition import NoiseEvent, SampledGaussianNoise
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import NeighbourPair, Neighbours
 from privpix.privacy.noise import make_rng, torch_seed
@@ -148,7 +149,7 @@ class OneExampleAddedOrRemoved(Neighbours):
 
 
 @register
-class DPSGD(CalibratedModel, ModelMechanism):
+class DPSGD(CalibratedModel, ModelMechanism, Auditable):
     """A classifier trained on the private images with DP-SGD (Opacus): the choice of publishing no images. A
     release is the trained model (``output == "model"``): ``save_model`` writes it, :meth:`predict` applies it;
     :meth:`release` refuses, since there are no images to publish. See the module docstring for the algorithm, the
@@ -164,31 +165,20 @@ class DPSGD(CalibratedModel, ModelMechanism):
     soundness = "sound (ε, δ)-DP per example (add/remove, Poisson sampling); z from Opacus's RDP accountant"
     uses_epsilon = True
     uses_delta = True
-    params = (
-        Param("model", str, "", "fitted model file; empty: fit() trains on the private images it is given"),
-        Param("n_classes", int, 0, "K, public: 0 takes the data set's declared class names (its schema); labels "
-              "lie in 0..K-1", minimum=0),
-        Param("features", str, "pixels", "pixels: Tramèr & Boneh's Tanh CNN trained end to end; scatternet: their "
-              "ScatterNet + linear (fixed wavelet features, kymatio; only the dense layer trained), with e.g. "
-              "batch_size=4096, lr=4, epochs=15 (ε = 1) or 30 (ε = 3)", choices=("pixels", "scatternet")),
-        Param("epochs", int, 15, "training: epochs of round(n / batch_size) noisy steps", minimum=1),
-        Param("batch_size", int, 256, "training: expected batch size (Poisson sampling, q = batch_size / n)",
-              minimum=1),
-        Param("lr", float, 2.0, "training: SGD learning rate (on the clipped, noised mean gradient)",
-              minimum=1e-12),
-        Param("lr_decay", float, 1.0, "training: learning-rate factor after each epoch, in (0, 1]", minimum=1e-6),
-        Param("momentum", float, 0.9, "training: SGD momentum in [0, 1)", minimum=0.0),
-        Param("max_grad_norm", float, 0.1, "training: C, the L2 norm each example's gradient is clipped to",
-              minimum=1e-12),
-    )  # fmt: skip
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    features: str
-    epochs: int
-    batch_size: int
-    lr: float
-    lr_decay: float
-    momentum: float
-    max_grad_norm: float
+    model: str = param("", "fitted model file; empty: fit() trains on the private images it is given")
+    features: str = param(
+        "pixels",
+        "pixels: Tramèr & Boneh's Tanh CNN trained end to end; scatternet: their "
+        "ScatterNet + linear (fixed wavelet features, kymatio; only the dense layer trained), with e.g. "
+        "batch_size=4096, lr=4, epochs=15 (ε = 1) or 30 (ε = 3)",
+        choices=("pixels", "scatternet"),
+    )
+    epochs: int = param(15, "training: epochs of round(n / batch_size) noisy steps", minimum=1)
+    batch_size: int = param(256, "training: expected batch size (Poisson sampling, q = batch_size / n)", minimum=1)
+    lr: float = param(2.0, "training: SGD learning rate (on the clipped, noised mean gradient)", minimum=1e-12)
+    lr_decay: float = param(1.0, "training: learning-rate factor after each epoch, in (0, 1]", minimum=1e-6)
+    momentum: float = param(0.9, "training: SGD momentum in [0, 1)", minimum=0.0)
+    max_grad_norm: float = param(0.1, "training: C, the L2 norm each example's gradient is clipped to", minimum=1e-12)
 
     training: ClassVar[dict[str, str]] = {k: k for k in TRAINING}
     calibration_tolerance: ClassVar[float] = TOLERANCE
@@ -218,7 +208,7 @@ class DPSGD(CalibratedModel, ModelMechanism):
                 "--n N, or --dataset)"
             )
         q, _, steps, z = self._calibration(n)
-        return (NoiseEvent.sampled_gaussian(z, q, steps),)
+        return (SampledGaussianNoise(z, q, steps),)
 
     def _recompute(self, meta: dict) -> tuple[float, tuple[NoiseEvent, ...]]:
         """q = batch_size / n and T = epochs · round(n / batch_size) from the recorded training parameters, and ε
@@ -238,7 +228,7 @@ class DPSGD(CalibratedModel, ModelMechanism):
         epsilon = epsilon_of(z, q, steps, delta)
         if not math.isclose(float(meta["epsilon_spent"]), epsilon, rel_tol=1e-9):
             raise ValueError(f"epsilon_spent={meta['epsilon_spent']!r} is not the accountant's {epsilon:.6g}")
-        return epsilon, (NoiseEvent.sampled_gaussian(z, q, steps),)
+        return epsilon, (SampledGaussianNoise(z, q, steps),)
 
     def neighbours(self) -> Neighbours:
         """Add/remove one (image, label) of the training set."""
@@ -276,25 +266,19 @@ class DPSGD(CalibratedModel, ModelMechanism):
         q, _, steps, z = self._calibration(len(images))
         return q, steps, z
 
-    def noise_composition(self, images: ImageSet) -> tuple[tuple[Any, ...], ...]:
-        """T steps of the Gaussian mechanism on a Poisson sample of rate q, noise multiplier z (add/remove): the
-        fitted model's, or those a fit on ``images`` would take."""
-        q, steps, z = self._audited_run(images)
-        return (("sampled-gaussian", z, q, steps),)
-
     white_box: ClassVar[bool] = True
 
     def white_box_trials(self, images: ImageSet, trials: int, seed: int) -> WhiteBoxTrials:
-        """Dirac gradient canaries through the real training loop (:func:`dp_sgd_net.dirac_canary_scores`): the
+        """Dirac gradient canaries through the real training loop (:func:`dp_sgd_training.dirac_canary_scores`): the
         adversary sees every noisy gradient (the guarantee covers every iterate) and crafts the rest of the
         training set, the strongest threat model DP-SGD's accounting covers. It tests the sampler, the clipping,
         the noise, the step count and the calibration of z for the fitted model's (q, T) or, unfitted, for a fit
         on ``images``; not the CNN, whose forward pass does not touch the privacy argument."""
-        from privpix.mechanisms import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_training
 
         q, steps, z = self._audited_run(images)
         rng = make_rng(seed)
-        scores = dp_sgd_net.dirac_canary_scores(
+        scores = dp_sgd_training.dirac_canary_scores(
             trials,
             noise_multiplier=z,
             max_grad_norm=self.max_grad_norm,
@@ -309,7 +293,7 @@ class DPSGD(CalibratedModel, ModelMechanism):
             scores.s0,
             scores.s1,
             f"white-box: a Dirac gradient canary added or removed ({trials} canaries in "
-            f"{-(-trials // dp_sgd_net.CANARY_CHUNK)} run(s), crafted linear "
+            f"{-(-trials // dp_sgd_training.CANARY_CHUNK)} run(s), crafted linear "
             f"model, q = {q:.4g}, {steps} steps, z = {z:.4g})",
             "log-likelihood ratio of the canary coordinate's noisy gradients over all steps",
         )
@@ -340,16 +324,16 @@ class DPSGD(CalibratedModel, ModelMechanism):
         if self.n_classes < 2:
             raise ParameterError(f"{self.name}: a classifier needs at least 2 classes, the data set declares 1")
         n, (h, w, c) = len(data), data.shape
-        from privpix.mechanisms import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_training
 
-        if self.features == "pixels" and min(dp_sgd_net.conv_sides(h, w)) < 1:
+        if self.features == "pixels" and min(dp_sgd_training.conv_sides(h, w)) < 1:
             raise ParameterError(f"{self.name}: images of {h}x{w} are too small for the CNN (at least 14x14)")
         q, _, steps, z = self._calibration(n)
         seeded = seed is not None
         rng = make_rng(int(seed)) if seed is not None else None
         seeds = (torch_seed(rng), torch_seed(rng), torch_seed(rng))
         t0 = time.perf_counter()
-        net, history, accountant = dp_sgd_net.fit_classifier(
+        net, history, accountant = dp_sgd_training.fit_classifier(
             data.as_float(), labels, self.n_classes, self.features, steps=steps, epochs=self.epochs, seeds=seeds,
             on_epoch=self._on_epoch, noise_multiplier=z, max_grad_norm=self.max_grad_norm,
             batch_size=float(self.batch_size), lr=self.lr, lr_decay=self.lr_decay, momentum=self.momentum,
@@ -391,7 +375,7 @@ class DPSGD(CalibratedModel, ModelMechanism):
 
     def predict(self, images: ImageSet) -> np.ndarray:
         """(n,) int64 labels the released model predicts for ``images`` (of the shape it was trained on)."""
-        from privpix.mechanisms import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_training
 
         net, meta = self._load()
         if not isinstance(images, ImageSet):
@@ -399,17 +383,17 @@ class DPSGD(CalibratedModel, ModelMechanism):
         h, w, c = meta["shape"]
         if tuple(images.shape) != (h, w, c):
             raise ParameterError(f"{self.name}: the model takes {h}x{w} images with {c} channel(s), got {images.shape}")
-        return dp_sgd_net.predict(net, images.as_float())
+        return dp_sgd_training.predict(net, images.as_float())
 
     def membership_score(self, images: ImageSet) -> np.ndarray:
         """(n,) minus the released model's cross-entropy on each labelled image (post-processing of the model):
         the one-run audit's score for its canaries."""
-        from privpix.mechanisms import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_training
 
         if not isinstance(images, ImageSet) or images.labels is None:
             raise ParameterError(f"{self.name}: membership_score needs labelled images")
         net, _ = self._load()
-        z = dp_sgd_net.logits(net, images.as_float()).astype(np.float64)
+        z = dp_sgd_training.logits(net, images.as_float()).astype(np.float64)
         z -= z.max(axis=1, keepdims=True)
         log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
         return log_p[np.arange(len(images)), np.asarray(images.labels, dtype=np.int64)]
@@ -448,10 +432,11 @@ def load_model(path: str | Path):
     state, meta = load_model_file(path, FORMAT, "dp-sgd")
 
     def build():
-        from privpix.mechanisms import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_training
 
         features = meta.get("features", "pixels")  # files written before ScatterNet are the CNN's
-        net = dp_sgd_net.build_network(tuple(meta["shape"]), int(meta["n_classes"]), 0, features)  # the file's weights
+        # Seed 0: the drawn weights are replaced by the file's.
+        net = dp_sgd_training.build_network(tuple(meta["shape"]), int(meta["n_classes"]), 0, features)
         net.load_state_dict({k.removeprefix("network."): v for k, v in state.items()})
         return net
 

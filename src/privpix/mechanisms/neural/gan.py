@@ -1,4 +1,5 @@
-"""``ppsgan``, ``ppapnet``, ``acgan``: paper 004's trained models as registered mechanisms (see :mod:`.ppsgan`)."""
+"""``ppsgan``, ``ppapnet``, ``acgan``: the trained models of Kim & Yang 2020 as registered mechanisms (see
+:mod:`.ppsgan`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, ConformanceCase, Param
+from privpix.mechanisms.base import Capabilities, ConformanceCase
 from privpix.mechanisms.kinds import ImageMechanism
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
 from privpix.mechanisms.trained import TrainedModel
 from privpix.privacy.guarantees import Guarantee
@@ -32,41 +34,29 @@ _TRAINING = {
 
 
 class _TrainedGAN(TrainedModel, ImageMechanism):
-    """Release images through a trained paper-004 model: the model file named by ``model``, or a model that
+    """Release images through a trained PPSGAN, PPAPNet or ACGAN: the model file named by ``model``, or a model that
     :meth:`fit` trains on the images it is given (``model`` empty). Training is this mechanism's fit:
     ``privpix fit --method ppsgan --dataset mnist:train --output m.pt`` trains and writes the file, and every
     training parameter below is recorded in it. With a model file, the training parameters in force are the
     file's (``get_params`` reports them after :meth:`fit`), and giving a different one is an error."""
 
-    paper = "004"
+    paper = "Kim & Yang 2020"
     guarantee_model = "empirical"
     uses_epsilon = False
-    params = (
-        Param("model", str, "", "trained model file; empty: fit() trains one on the images it is given"),
-        Param("noise_epsilon", float, 1.0, "training: the paper's ε, a noise-scale knob (not a DP ε)", minimum=1e-12),
-        Param("noise_delta", float, 0.0, "training: the paper's δ knob; 0 → Laplace, > 0 → Gaussian", minimum=0.0),
-        Param("d", int, 128, "training: latent size d", minimum=1),
-        Param("width", int, 128, "training: first conv width (paper 128; 32 on a CPU)", minimum=1),
-        Param("ae_epochs", int, 5, "training: autoencoder pretraining epochs", minimum=0),
-        Param("epochs", int, 5, "training: adversarial epochs (Algorithm 1)", minimum=1),
-        Param("batch_size", int, 256, "training: minibatch size", minimum=1),
-        Param("n_critic", int, 5, "training: critic steps per generator step", minimum=1),
-        Param("recipe", str, "paper", "training: paper (§3.4 as written) or authors (the released code's losses)",
-              choices=("paper", "authors")),
-        Param("resensitize_every", int, 1000, "training, recipe=authors: generator steps between s_e updates",
-              minimum=1),
-    )  # fmt: skip
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    noise_epsilon: float
-    noise_delta: float
-    d: int
-    width: int
-    ae_epochs: int
-    epochs: int
-    batch_size: int
-    n_critic: int
-    recipe: str
-    resensitize_every: int
+    noise_epsilon: float = param(1.0, "training: the paper's ε, a noise-scale knob (not a DP ε)", minimum=1e-12)
+    noise_delta: float = param(0.0, "training: the paper's δ knob; 0 → Laplace, > 0 → Gaussian", minimum=0.0)
+    d: int = param(128, "training: latent size d", minimum=1)
+    width: int = param(128, "training: first conv width (paper 128; 32 on a CPU)", minimum=1)
+    ae_epochs: int = param(5, "training: autoencoder pretraining epochs", minimum=0)
+    epochs: int = param(5, "training: adversarial epochs (Algorithm 1)", minimum=1)
+    batch_size: int = param(256, "training: minibatch size", minimum=1)
+    n_critic: int = param(5, "training: critic steps per generator step", minimum=1)
+    recipe: str = param(
+        "paper",
+        "training: paper (§3.4 as written) or authors (the released code's losses)",
+        choices=("paper", "authors"),
+    )
+    resensitize_every: int = param(1000, "training, recipe=authors: generator steps between s_e updates", minimum=1)
 
     training = _TRAINING
     # A subclass's one line on where its noise goes (none for a plain GAN).
@@ -172,7 +162,8 @@ class _TrainedGAN(TrainedModel, ImageMechanism):
 @register
 class PPSGAN(_TrainedGAN):
     name = "ppsgan"
-    summary = "PPSGAN selective latent anonymization with self-attention noise (paper 004); empirical only"
+    summary = "PPSGAN selective latent anonymization with self-attention noise (Kim & Yang 2020); empirical only"
+    paper = "Kim & Yang 2020 (PPSGAN)"
     noise_caveat = "the self-attention reweights the noise per image"
     soundness = "empirical only: ε, δ scale the latent noise; s_e is data-derived"
 
@@ -180,7 +171,8 @@ class PPSGAN(_TrainedGAN):
 @register
 class PPAPNet(_TrainedGAN):
     name = "ppapnet"
-    summary = "PPAPNet: noise on the whole latent vector (paper 004's baseline); empirical only"
+    summary = "PPAPNet: noise on the whole latent vector (Kim & Yang 2020's baseline); empirical only"
+    paper = "Kim & Yang 2020 (PPAPNet baseline)"
     noise_caveat = "the noise is on the whole latent vector"
     soundness = "empirical only: ε, δ scale the latent noise; s_e is data-derived"
 
@@ -188,6 +180,7 @@ class PPAPNet(_TrainedGAN):
 @register
 class ACGAN(_TrainedGAN):
     name = "acgan"
-    summary = "ACGAN class-conditional synthetic images (paper 004's baseline); empirical only"
+    summary = "ACGAN class-conditional synthetic images (Kim & Yang 2020's baseline); empirical only"
+    paper = "Kim & Yang 2020 (ACGAN baseline)"
     needs_labels = True
     soundness = "empirical only: a non-private GAN trained on the data"

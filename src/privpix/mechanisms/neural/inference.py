@@ -1,4 +1,4 @@
-"""Neural attribute inferrers: paper 003's adversary and utility provider (PyTorch, CPU).
+"""Neural attribute inferrers: Jamshidi et al. 2023's adversary and utility provider (PyTorch, CPU).
 
 Both have the same structure and differ only in what they are trained to infer:
 

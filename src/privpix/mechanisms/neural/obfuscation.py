@@ -1,4 +1,4 @@
-"""Paper 003's measurement protocol for obfuscated releases: adversaries and utility provider.
+"""Jamshidi et al. 2023's measurement protocol for obfuscated releases: adversaries and utility provider.
 
 The obfuscator's fit runs it (its ``measure`` parameter) and keeps the accuracies in the model file, which is why
 it lives with the mechanism; the experiments that only analyse releases (the noise baseline, decorrelation) are in

@@ -1,4 +1,4 @@
-"""The adjustable-privacy autoencoder obfuscator (paper 003).
+"""The adjustable-privacy autoencoder obfuscator (Jamshidi et al. 2023).
 
 An encoder E maps x to a latent h; a classifier head C gives log-probabilities of the utility feature (two
 classes, LogSoftmax) and a head R the "rest" of h; the decoder D rebuilds x from [C(h), R(h)]. Training

@@ -1,4 +1,4 @@
-"""Tabular records as the obfuscator's feature vectors (paper 003, UCI Adult).
+"""Tabular records as the obfuscator's feature vectors (Jamshidi et al. 2023, UCI Adult).
 
 The paper one-hot encodes the categorical columns, min–max normalises the numeric ones, and removes the
 utility (income) and private (gender) columns: 102 features for Adult after rows with missing values are

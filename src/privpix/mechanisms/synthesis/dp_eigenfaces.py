@@ -39,9 +39,9 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Param
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
-from privpix.mechanisms.synthesis.embedding import LABELS, MODEL, RELEASE, MeanEmbeddingSynthesizer
+from privpix.mechanisms.synthesis.embedding import GENERATOR_PARAMS, MeanEmbeddingSynthesizer
 
 FORMAT = "privpix-dp-eigenfaces-1"
 TRAINING = ("components", "clip_quantile", "public", "n_classes", "count_share", "secure")
@@ -124,7 +124,9 @@ def class_gaussians(means: np.ndarray, probs: np.ndarray, k: int, n: int) -> tup
 
 
 @register
-class DPEigenfaces(MeanEmbeddingSynthesizer):
+class DPEigenfaces(
+    MeanEmbeddingSynthesizer, params_before="n_classes", drop_params=(*GENERATOR_PARAMS, "public_epochs")
+):
     """A Gaussian per class in the span of a public set's principal components; one noisy release of the private
     set's class-wise coefficient moments (see the module docstring for the construction and the guarantee).
     ``public`` is required when fitting; a model file carries the basis, so a release from it needs no public set."""
@@ -132,23 +134,26 @@ class DPEigenfaces(MeanEmbeddingSynthesizer):
     name = "dp-eigenfaces"
     summary = ("public eigenfaces + one Gaussian release of the private class-wise coefficient moments → a Gaussian "
                "per class; (ε, δ)-DP per image, faces at any ε")  # fmt: skip
-    paper = "privpix (issue 29): DP moments in a public PCA basis (eigenfaces: Turk & Pentland 1991)"
+    paper = "privpix: DP moments in a public PCA basis (eigenfaces: Turk & Pentland 1991)"
     soundness = "sound (ε, δ)-DP per image (replace-one, n public); the public set is not protected"
-    params = (
-        MODEL,
-        Param("components", int, 50, "k: principal components of the public set the images are drawn in (the "
-              "release holds k + k(k+1)/2 values per class)", minimum=1),
-        Param("clip_quantile", float, 0.9, "each private image's coefficients are scaled by this quantile of the "
-              "public coefficient norms and clipped to norm 1", minimum=1e-6),
-        Param("public", str, "", "required to fit: public images spanning the synthetic ones (a dataset name such "
-              "as lfw-gender, orl, yale, or an image folder; labels not needed). It must really be public and "
-              "distinct from the private set: it is not protected"),
-        *LABELS,
-        *RELEASE,
-    )  # fmt: skip
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    components: int
-    clip_quantile: float
+    components: int = param(
+        50,
+        "k: principal components of the public set the images are drawn in (the "
+        "release holds k + k(k+1)/2 values per class)",
+        minimum=1,
+    )
+    clip_quantile: float = param(
+        0.9,
+        "each private image's coefficients are scaled by this quantile of the "
+        "public coefficient norms and clipped to norm 1",
+        minimum=1e-6,
+    )
+    public: str = param(
+        "",
+        "required to fit: public images spanning the synthetic ones (a dataset name such "
+        "as lfw-gender, orl, yale, or an image folder; labels not needed). It must really be public and "
+        "distinct from the private set: it is not protected",
+    )
     training: ClassVar[dict[str, str]] = {k: k for k in TRAINING}
     FORMAT = FORMAT
     features_word = "eigenface-moment"

@@ -41,17 +41,12 @@ from typing import ClassVar
 import numpy as np
 
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Param
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
+from privpix.mechanisms.synthesis.embedding import TRAINING as SHARED_TRAINING
 from privpix.mechanisms.synthesis.embedding import (
-    GENERATOR,
-    LABELS,
-    MODEL,
-    PUBLIC,
-    RELEASE,
     MeanEmbeddingSynthesizer,
 )
-from privpix.mechanisms.synthesis.embedding import TRAINING as SHARED_TRAINING
 
 FORMAT = "privpix-dp-hp-1"
 FEATURES = ("order", "length_scale", "prod_sets", "prod_dims", "prod_order", "prod_share", "rff_features",
@@ -108,7 +103,7 @@ def featurizer(rho: float, order: int, sets: np.ndarray, prod_order: int, omega:
 
 
 @register
-class DPHP(MeanEmbeddingSynthesizer):
+class DPHP(MeanEmbeddingSynthesizer, params_before="n_classes"):
     """DP-HP synthetic images: one Gaussian release of a Hermite-polynomial mean embedding of the labelled private
     set (sum kernel over pixels, optionally product kernels on fixed pixel sets and DP-MERF's Fourier features),
     then a generator trained on it. See the module docstring for the features and their norm bound, and
@@ -119,38 +114,24 @@ class DPHP(MeanEmbeddingSynthesizer):
     summary = "DP-HP (Vinaroz et al. 2022): noisy Hermite-feature mean embedding + generator; (ε, δ)-DP per image"
     paper = "Vinaroz et al. 2022 (DP-HP)"
     soundness = "sound (ε, δ)-DP per image (replace-one, n public); σ from dp-accounting"
-    params = (
-        MODEL,
-        Param("order", int, 20, "C: Hermite order of the per-pixel (sum) kernel; D = d·(C + 1) features",
-              minimum=1),
-        Param("length_scale", float, 0.5, "ℓ of the per-pixel Gaussian kernel exp(−(s − t)²/(2ℓ²)), pixel values "
-              "in [0, 1] (the Mehler ρ solves ρ/(1 − ρ²) = 1/(2ℓ²)); public, never from data", minimum=1e-3),
-        Param("prod_sets", int, 0, "G: product kernels on G fixed random sets of prod_dims pixels (0: none)",
-              minimum=0),
-        Param("prod_dims", int, 2, "P: pixels per product-kernel set", minimum=1),
-        Param("prod_order", int, 10, "C': Hermite order of the product kernels; (C' + 1)^P features per set",
-              minimum=1),
-        Param("prod_share", float, 0.2, "norm² share of the product kernels (when prod_sets > 0)", minimum=0.0),
-        Param("rff_features", int, 0, "D': DP-MERF's random Fourier features of the whole image added (even; 0: "
-              "none)", minimum=0),
-        Param("rff_length_scale", float, 0.0, "ℓ of the Fourier features' Gaussian kernel; 0: dp-merf's default",
-              minimum=0.0),
-        Param("rff_share", float, 0.5, "norm² share of the Fourier features (when rff_features > 0)", minimum=0.0),
-        *LABELS,
-        *GENERATOR,
-        *RELEASE,
-        *PUBLIC,
-    )  # fmt: skip
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    order: int
-    length_scale: float
-    prod_sets: int
-    prod_dims: int
-    prod_order: int
-    prod_share: float
-    rff_features: int
-    rff_length_scale: float
-    rff_share: float
+    order: int = param(20, "C: Hermite order of the per-pixel (sum) kernel; D = d·(C + 1) features", minimum=1)
+    length_scale: float = param(
+        0.5,
+        "ℓ of the per-pixel Gaussian kernel exp(−(s − t)²/(2ℓ²)), pixel values "
+        "in [0, 1] (the Mehler ρ solves ρ/(1 − ρ²) = 1/(2ℓ²)); public, never from data",
+        minimum=1e-3,
+    )
+    prod_sets: int = param(0, "G: product kernels on G fixed random sets of prod_dims pixels (0: none)", minimum=0)
+    prod_dims: int = param(2, "P: pixels per product-kernel set", minimum=1)
+    prod_order: int = param(10, "C': Hermite order of the product kernels; (C' + 1)^P features per set", minimum=1)
+    prod_share: float = param(0.2, "norm² share of the product kernels (when prod_sets > 0)", minimum=0.0)
+    rff_features: int = param(
+        0, "D': DP-MERF's random Fourier features of the whole image added (even; 0: none)", minimum=0
+    )
+    rff_length_scale: float = param(
+        0.0, "ℓ of the Fourier features' Gaussian kernel; 0: dp-merf's default", minimum=0.0
+    )
+    rff_share: float = param(0.5, "norm² share of the Fourier features (when rff_features > 0)", minimum=0.0)
 
     training: ClassVar[dict[str, str]] = {k: k for k in TRAINING}
     FORMAT = FORMAT

@@ -48,22 +48,10 @@ from typing import ClassVar
 import numpy as np
 
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Param
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
-from privpix.mechanisms.synthesis.embedding import (  # noqa: F401  (dp-merf's API before the shared base)
-    GENERATOR,
-    LABELS,
-    MODEL,
-    PUBLIC,
-    RELEASE,
-    UNIT,
-    MeanEmbeddingSynthesizer,
-    sample_labels,
-    sensitivity,
-    split_embedding,
-)
 from privpix.mechanisms.synthesis.embedding import TRAINING as SHARED_TRAINING
-from privpix.privacy.gaussian_release import ANALYTIC as ACCOUNTANT  # noqa: F401  (the float mode's accountant)
+from privpix.mechanisms.synthesis.embedding import MeanEmbeddingSynthesizer
 from privpix.privacy.gaussian_release import analytic_epsilon, analytic_noise_multiplier
 
 FORMAT = "privpix-dp-merf-1"  # unchanged by the secure mode: a file without "secure" was fitted in float mode
@@ -117,7 +105,7 @@ def feature_map(x: np.ndarray, omega: np.ndarray) -> np.ndarray:
 
 
 @register
-class DPMERF(MeanEmbeddingSynthesizer):
+class DPMERF(MeanEmbeddingSynthesizer, params_before="n_classes"):
     """DP-MERF synthetic images: one Gaussian release of a random-feature mean embedding of the labelled private
     set, then a generator trained on it (see the module docstring for the construction, the replace-one relation,
     what is public and the calibration). ``fit`` reads the private images once; a release draws new images and
@@ -130,20 +118,13 @@ class DPMERF(MeanEmbeddingSynthesizer):
     summary = "DP-MERF (Harder et al. 2021): noisy random-feature mean embedding + generator; (ε, δ)-DP per image"
     paper = "Harder et al. 2021 (DP-MERF)"
     soundness = "sound (ε, δ)-DP per image (replace-one, n public); σ from dp-accounting"
-    # The base's type, not this tuple's length: dp-teacher extends it.
-    params: ClassVar[tuple[Param, ...]] = (
-        MODEL,
-        Param("n_features", int, 10000, "D: random Fourier features (even; D/2 frequencies)", minimum=2),
-        Param("length_scale", float, 0.0, "kernel length ℓ in [0, 1] pixel units; 0: sqrt(105·d/784) for d values "
-              "per image (DP-MERF's MNIST kernel), never from data", minimum=0.0),
-        *LABELS,
-        *GENERATOR,
-        *RELEASE,
-        *PUBLIC,
-    )  # fmt: skip
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    n_features: int
-    length_scale: float
+    n_features: int = param(10000, "D: random Fourier features (even; D/2 frequencies)", minimum=2)
+    length_scale: float = param(
+        0.0,
+        "kernel length ℓ in [0, 1] pixel units; 0: sqrt(105·d/784) for d values "
+        "per image (DP-MERF's MNIST kernel), never from data",
+        minimum=0.0,
+    )
 
     training: ClassVar[dict[str, str]] = {k: k for k in TRAINING}
     FORMAT = FORMAT

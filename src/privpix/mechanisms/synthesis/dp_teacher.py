@@ -42,12 +42,13 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import ConformanceCase, Param, WhiteBoxTrials
+from privpix.mechanisms.base import ConformanceCase, WhiteBoxTrials
+from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
 from privpix.mechanisms.synthesis import embedding
 from privpix.mechanisms.synthesis.dp_merf import DPMERF
 from privpix.mechanisms.trained import sampling
-from privpix.privacy.composition import NoiseEvent, compose
+from privpix.privacy.composition import GaussianNoise, NoiseEvent, SampledGaussianNoise, compose
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.noise import RNG, make_rng, torch_seed
 
@@ -57,18 +58,9 @@ TOLERANCE = 1e-3  # the composed ε of the calibrated noise lies in [(1 − TOLE
 # The largest teacher noise multiplier tried is 2^MAX_DOUBLINGS (65,536); none larger is ever needed.
 MAX_DOUBLINGS = 16
 
-TEACHER = (
-    Param("teacher_share", float, 0.75, "share of ε the teacher is given: the embedding is calibrated alone to "
-          "(1 − share)·ε, then the teacher's noise so that both together are (ε, δ)-DP", minimum=1e-3),
-    Param("teacher_epochs", int, 15, "teacher: epochs of round(n / teacher_batch_size) DP-SGD steps", minimum=1),
-    Param("teacher_batch_size", int, 4096, "teacher: expected batch (Poisson sampling, q = batch / n); at most n",
-          minimum=1),
-    Param("teacher_lr", float, 4.0, "teacher: SGD learning rate", minimum=1e-12),
-    Param("teacher_momentum", float, 0.9, "teacher: SGD momentum in [0, 1)", minimum=0.0),
-    Param("teacher_max_grad_norm", float, 0.1, "teacher: C, the L2 norm each example's gradient is clipped to",
-          minimum=1e-12),
-)  # fmt: skip
-TEACHER_TRAINING = tuple(p.name for p in TEACHER)
+# The teacher's parameters, all training ones (after DP-MERF's).
+TEACHER_TRAINING = ("teacher_share", "teacher_epochs", "teacher_batch_size", "teacher_lr", "teacher_momentum",
+                    "teacher_max_grad_norm")  # fmt: skip
 
 
 def teacher_sampling(n: int, batch_size: int, epochs: int) -> tuple[float, int]:
@@ -84,7 +76,7 @@ def teacher_sampling(n: int, batch_size: int, epochs: int) -> tuple[float, int]:
 
 def events(z_embedding: float, z_teacher: float, q: float, steps: int) -> tuple[NoiseEvent, ...]:
     """The fit's two releases: one Gaussian (replace-one, sensitivity-normalised) and T sampled Gaussian steps."""
-    return (NoiseEvent.gaussian(z_embedding), NoiseEvent.sampled_gaussian(z_teacher, q, steps))
+    return (GaussianNoise(z_embedding), SampledGaussianNoise(z_teacher, q, steps))
 
 
 def composed_epsilon(z_embedding: float, z_teacher: float, q: float, steps: int, delta: float) -> float:
@@ -147,14 +139,21 @@ class DPTeacher(DPMERF):
                "image")  # fmt: skip
     paper = "Harder et al. 2021 (DP-MERF); Tramèr & Boneh 2021 (ScatterNet DP-SGD); Papernot et al. 2017 (teacher)"
     soundness = "sound (ε, δ)-DP per image (replace-one, n public); the two releases composed by dp-accounting's PLD"
-    params = (*DPMERF.params, *TEACHER)
-    # The params as the attributes Mechanism.__init__ sets, for type checkers.
-    teacher_share: float
-    teacher_epochs: int
-    teacher_batch_size: int
-    teacher_lr: float
-    teacher_momentum: float
-    teacher_max_grad_norm: float
+    teacher_share: float = param(
+        0.75,
+        "share of ε the teacher is given: the embedding is calibrated alone to "
+        "(1 − share)·ε, then the teacher's noise so that both together are (ε, δ)-DP",
+        minimum=1e-3,
+    )
+    teacher_epochs: int = param(15, "teacher: epochs of round(n / teacher_batch_size) DP-SGD steps", minimum=1)
+    teacher_batch_size: int = param(
+        4096, "teacher: expected batch (Poisson sampling, q = batch / n); at most n", minimum=1
+    )
+    teacher_lr: float = param(4.0, "teacher: SGD learning rate", minimum=1e-12)
+    teacher_momentum: float = param(0.9, "teacher: SGD momentum in [0, 1)", minimum=0.0)
+    teacher_max_grad_norm: float = param(
+        0.1, "teacher: C, the L2 norm each example's gradient is clipped to", minimum=1e-12
+    )
     training: ClassVar[dict[str, str]] = {**DPMERF.training, **{k: k for k in TEACHER_TRAINING}}
     FORMAT = FORMAT
     calibration_tolerance = TOLERANCE
@@ -257,12 +256,6 @@ class DPTeacher(DPMERF):
                     self._embedding_noise_multiplier(), float(meta["teacher_noise_multiplier"]))  # fmt: skip
         return self._calibration(len(images))
 
-    def noise_composition(self, images: ImageSet) -> tuple[tuple[Any, ...], ...]:
-        """The embedding's Gaussian release (replace-one: sensitivity 2/n against σ = z_g·2/n, so μ = 1/z_g) and
-        the teacher's T steps on a Poisson sample of rate q, replace-one, as the ledger composes them."""
-        q, steps, z_g, z_t = self._audited_run(images)
-        return (("gaussian", 1.0 / z_g), ("sampled-gaussian", z_t, q, steps, "replace-one"))
-
     def white_box_trials(self, images: ImageSet, trials: int, seed: int) -> WhiteBoxTrials:
         """Both releases of a fit, each through its real code, under one replaced record; the score of a trial is
         the sum of the two log-likelihood ratios, the most powerful test of the composed pair.
@@ -272,12 +265,12 @@ class DPTeacher(DPMERF):
           noise-free embeddings lie furthest apart; its statistic is the noisy embedding's projection on that
           difference, N(0, 1) against N(μ, 1) in units of σ, μ = ‖difference‖ / σ ≤ 1/z_g.
         - The teacher: a Dirac gradient canary replaced by its opposite, through the real DP-SGD loop at the
-          teacher's (q, T, z_t, C) (:func:`dp_sgd_net.dirac_canary_scores`, ``relation="replace-one"``): the
+          teacher's (q, T, z_t, C) (:func:`dp_sgd_training.dirac_canary_scores`, ``relation="replace-one"``): the
           adversary crafts the gradients and sees every step, the strongest threat model the accounting covers.
 
         The record is one whose embedding features are those of the pair's replaced image and whose clipped
         gradient is the canary's: a record the guarantee covers, since it holds for any images and any loss."""
-        from privpix.mechanisms import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_training
 
         q, steps, z_g, z_t = self._audited_run(images)
         rng = make_rng(seed)
@@ -297,7 +290,7 @@ class DPTeacher(DPMERF):
             return np.array([float((release(side, rng, seed=fixed) - c0) @ u) / sigma for _ in range(trials)])
 
         e0, e1 = projections(pair.a), projections(pair.b)
-        canary = dp_sgd_net.dirac_canary_scores(
+        canary = dp_sgd_training.dirac_canary_scores(
             trials, noise_multiplier=z_t, max_grad_norm=self.teacher_max_grad_norm, sample_rate=q,
             steps_per_epoch=steps, epochs=1, sample_seed=torch_seed(rng), noise_seed=torch_seed(rng),
             relation="replace-one",
@@ -329,13 +322,13 @@ class DPTeacher(DPMERF):
         n = len(data)
         q, steps, _, z_t = self._calibration(n)  # refused (batch > n, budget) before the private images are read
         gen, meta = super()._train(data, seed)
-        from privpix.mechanisms import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_training
 
         # Its own stream: the generator's draws stay those of a dp-merf fit with the same seed.
         rng = np.random.default_rng([int(seed), 29]) if seed is not None else None
         t0 = time.perf_counter()
         # Its accountant only counts the steps the optimizer takes (its ε is not the claim's: the PLD composition is).
-        self.teacher_, history, accountant = dp_sgd_net.fit_classifier(
+        self.teacher_, history, accountant = dp_sgd_training.fit_classifier(
             data.as_float(), labels, self.n_classes, "scatternet", steps=steps, epochs=self.teacher_epochs,
             seeds=(torch_seed(rng), torch_seed(rng), torch_seed(rng)), noise_multiplier=z_t,
             max_grad_norm=self.teacher_max_grad_norm, batch_size=float(self.teacher_batch_size), lr=self.teacher_lr,
@@ -361,9 +354,9 @@ class DPTeacher(DPMERF):
         from privpix.mechanisms.modelfile import build_from_file
 
         def build():
-            from privpix.mechanisms import dp_sgd_net
+            from privpix.mechanisms import dp_sgd_training
 
-            net = dp_sgd_net.build_network(tuple(meta["shape"]), int(meta["n_classes"]), 0, "scatternet")
+            net = dp_sgd_training.build_network(tuple(meta["shape"]), int(meta["n_classes"]), 0, "scatternet")
             net.load_state_dict({k.removeprefix("teacher."): v for k, v in state.items() if k.startswith("teacher.")})
             return net
 
@@ -378,21 +371,21 @@ class DPTeacher(DPMERF):
 
     def predict(self, images: ImageSet) -> np.ndarray:
         """(n,) int64 labels the released teacher gives ``images`` (of the fitted shape): post-processing."""
-        from privpix.mechanisms import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_training
 
         _, meta = self._load()
         if tuple(images.shape) != tuple(meta["shape"]):
             raise ParameterError(f"{self.name}: the teacher takes images of shape {tuple(meta['shape'])}, got "
                                  f"{images.shape}")  # fmt: skip
-        return dp_sgd_net.predict(self.teacher_, images.as_float())
+        return dp_sgd_training.predict(self.teacher_, images.as_float())
 
     def _synthesize(self, n: int, shape: tuple[int, int, int], rng: RNG) -> tuple[np.ndarray, np.ndarray | None]:
         """dp-merf's images, drawn class by class from the DP class proportions, published with the teacher's
         labels (post-processing of the two releases; the input images are not read)."""
-        from privpix.mechanisms import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_training
 
         images, _ = super()._synthesize(n, shape, rng)
-        return images, dp_sgd_net.predict(self.teacher_, images)  # in chunks, as the teacher's own predict
+        return images, dp_sgd_training.predict(self.teacher_, images)  # in chunks, as the teacher's own predict
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """(ε, δ)-DP for one image and its label of the private set replaced: the embedding release and the

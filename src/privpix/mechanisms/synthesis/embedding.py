@@ -46,11 +46,12 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError, PrivpixWarning
-from privpix.mechanisms.base import ConformanceCase, Param
+from privpix.mechanisms.base import Auditable, ConformanceCase
 from privpix.mechanisms.kinds import SyntheticImageMechanism
+from privpix.mechanisms.params import param
 from privpix.mechanisms.trained import CalibratedModel
 from privpix.privacy import gaussian_release
-from privpix.privacy.composition import NoiseEvent
+from privpix.privacy.composition import ApproxDP, GaussianNoise, NoiseEvent, approx
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, OneOfBatch
 from privpix.privacy.noise import RNG, gaussian, make_rng, torch_seed
@@ -59,38 +60,8 @@ UNIT = "one image and its label of the private set"
 ANALYTIC, RDP = gaussian_release.ANALYTIC, gaussian_release.RDP
 LATTICE_BITS = 20  # secure mode: rows rounded to multiples of 2^-20 (FixedPointSum's default)
 
-MODEL = Param("model", str, "", "fitted model file; empty: fit() fits on the private images it is given")
-LABELS = (
-    Param("n_classes", int, 0, "K, public: 0 takes the data set's declared class names (its schema; unlabelled "
-          "images: one class); labels lie in 0..K-1", minimum=0),
-    Param("count_share", float, 0.05, "share a² of each image's unit-norm contribution spent on its label "
-          "(the DP class proportions); the rest on φ ⊗ y", minimum=1e-6),
-)  # fmt: skip
-GENERATOR = (
-    Param("generator", str, "conv", "conv (DP-MERF's ConvCondGen; h, w divisible by 4) or mlp",
-          choices=("conv", "mlp")),
-    Param("code_dim", int, 5, "generator: latent code size", minimum=1),
-    Param("width", int, 200, "generator: hidden width of the first layer", minimum=1),
-    Param("channels", int, 16, "generator (conv): feature maps before upsampling", minimum=2),
-    Param("epochs", int, 5, "training: epochs of ceil(n / batch_size) generator steps", minimum=1),
-    Param("batch_size", int, 500, "training: generated images per step (balanced over the K classes)",
-          minimum=1),
-    Param("lr", float, 0.01, "training: Adam learning rate", minimum=1e-12),
-    Param("lr_decay", float, 0.9, "training: learning-rate factor after each epoch", minimum=1e-6),
-)  # fmt: skip
-RELEASE = (
-    Param("secure", bool, False, "exact discrete Gaussian noise on a fixed-point sum of the embedding (z from the "
-          "RDP accountant); false: floating-point Gaussian noise, z from the analytic Gaussian mechanism"),
-    Param("n", int, 0, "synthetic images a published release writes; 0: as many as the input images", minimum=0),
-)  # fmt: skip
-PUBLIC = (
-    Param("public", str, "", "labelled public images to pretrain the generator on before the private training: a "
-          "dataset name (digits, lfw-gender:train, ...) or a folder with one subfolder per class. It must really "
-          "be public and distinct from the private set: the guarantee covers the private set only, the public set "
-          "is not protected. Empty: no pretraining"),
-    Param("public_epochs", int, 5, "pretraining (with public): epochs, each as many steps as a private epoch, on "
-          "the public set's noise-free embedding", minimum=1),
-)  # fmt: skip
+# The generator's parameters (a synthesizer without one drops them, with public_epochs).
+GENERATOR_PARAMS = ("generator", "code_dim", "width", "channels", "epochs", "batch_size", "lr", "lr_decay")
 # Parameters that only shape the fit (a model file records them, and they become the ones in force); the feature
 # map's come first, from the subclass.
 TRAINING = ("n_classes", "count_share", "generator", "code_dim", "width", "channels", "epochs", "batch_size", "lr",
@@ -145,10 +116,10 @@ def sample_labels(probs: np.ndarray, n: int, rng: RNG) -> np.ndarray:
 # ------------------------------------------------------------------------------------------ mechanism
 
 
-class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism):
-    """The embed-once pipeline of the module docstring; a subclass names itself, declares ``params`` (``MODEL``,
-    its feature parameters, ``LABELS``, ``GENERATOR``, ``RELEASE``) and ``training`` (its feature parameters,
-    then ``TRAINING``), and implements the feature map: :meth:`_featurizer`, :meth:`_feature_width`,
+class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism, Auditable):
+    """The embed-once pipeline of the module docstring; a subclass names itself, declares its feature parameters
+    (placed before the shared ones declared here: ``params_before="n_classes"``) and ``training`` (its feature
+    parameters, then ``TRAINING``), and implements the feature map: :meth:`_featurizer`, :meth:`_feature_width`,
     :meth:`_check_features`.
 
     ``model=FILE`` loads a fitted model (``save_model``): generator weights, the noisy embedding and the (ε, δ, n)
@@ -164,21 +135,49 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism):
     conformance_tiny: ClassVar[dict[str, Any]] = {}
     # Generating: about 0.17 ms per 28×28 digit on one core (the generator's forward pass), a shard-planning hint.
     seconds_per_value: ClassVar[float] = 2.2e-7
-    # The shared parameter groups above (LABELS, GENERATOR, RELEASE, PUBLIC) as the attributes Mechanism.__init__
-    # sets, for type checkers: a subclass declares the groups it has (dp-eigenfaces trains no generator).
-    count_share: float
-    generator: str
-    code_dim: int
-    width: int
-    channels: int
-    epochs: int
-    batch_size: int
-    lr: float
-    lr_decay: float
-    secure: bool
-    n: int
-    public: str
-    public_epochs: int
+    # The parameters every subclass has, in this order after its feature map's own, which it declares first
+    # (``params_before="n_classes"``); one without a generator drops GENERATOR_PARAMS and public_epochs.
+    model: str = param("", "fitted model file; empty: fit() fits on the private images it is given")
+    n_classes: int = param(
+        0,
+        "K, public: 0 takes the data set's declared class names (its schema; unlabelled "
+        "images: one class); labels lie in 0..K-1",
+        minimum=0,
+    )
+    count_share: float = param(
+        0.05,
+        "share a² of each image's unit-norm contribution spent on its label (the DP "
+        "class proportions); the rest on φ ⊗ y",
+        minimum=1e-6,
+    )
+    generator: str = param("conv", "conv (DP-MERF's ConvCondGen; h, w divisible by 4) or mlp", ("conv", "mlp"))
+    code_dim: int = param(5, "generator: latent code size", minimum=1)
+    width: int = param(200, "generator: hidden width of the first layer", minimum=1)
+    channels: int = param(16, "generator (conv): feature maps before upsampling", minimum=2)
+    epochs: int = param(5, "training: epochs of ceil(n / batch_size) generator steps", minimum=1)
+    batch_size: int = param(500, "training: generated images per step (balanced over the K classes)", minimum=1)
+    lr: float = param(0.01, "training: Adam learning rate", minimum=1e-12)
+    lr_decay: float = param(0.9, "training: learning-rate factor after each epoch", minimum=1e-6)
+    secure: bool = param(
+        False,
+        "exact discrete Gaussian noise on a fixed-point sum of the embedding (z from the "
+        "RDP accountant); false: floating-point Gaussian noise, z from the analytic Gaussian "
+        "mechanism",
+    )
+    n: int = param(0, "synthetic images a published release writes; 0: as many as the input images", minimum=0)
+    public: str = param(
+        "",
+        "labelled public images to pretrain the generator on before the private training: a "
+        "dataset name (digits, lfw-gender:train, ...) or a folder with one subfolder per class. It "
+        "must really be public and distinct from the private set: the guarantee covers the "
+        "private set only, the public set is not protected. Empty: no pretraining",
+    )
+    public_epochs: int = param(
+        5,
+        "pretraining (with public): epochs, each as many steps as a private epoch, on "
+        "the public set's noise-free embedding",
+        minimum=1,
+    )
 
     guarantee_model = "central-dp"
     uses_epsilon = True
@@ -222,7 +221,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism):
         self._check_features()
 
     def _check_generator(self) -> None:
-        """Validation of the generator's parameters (``GENERATOR``); a subclass without them has nothing here."""
+        """Validation of the generator's parameters (``GENERATOR_PARAMS``); a subclass without them has nothing here."""
         if self.lr_decay > 1:
             raise ParameterError(f"{self.name}: lr_decay must be <= 1, got {self.lr_decay}")
 
@@ -250,6 +249,12 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism):
         in the secure mode, the exact discrete Gaussian's RDP-derived (ε, δ)."""
         self._check_delta()
         return (_event(self._embedding_noise_multiplier(), self.delta, self.secure),)
+
+    def _unit_events(self, events: tuple[NoiseEvent, ...]) -> tuple[NoiseEvent, ...]:
+        # The secure mode's exact discrete Gaussian is charged by its RDP-derived (ε, δ), a bound that covers it;
+        # an audit reads it through the Gaussian curve of the continuous release it approximates, as the float mode.
+        z = self._embedding_noise_multiplier()
+        return tuple(GaussianNoise(z) if isinstance(e, ApproxDP) else e for e in events)
 
     def _embedding_noise_multiplier(self) -> float:
         """z of the one embedding release: calibrated to the whole (ε, δ) here; a mechanism that spends part of
@@ -610,8 +615,8 @@ def _event(z: float, delta: float, secure: bool) -> NoiseEvent:
     """The ledger's event for one release of the embedding: a continuous Gaussian of noise multiplier z, or for the
     exact discrete Gaussian (whose (ε, δ) curve is not the continuous one's) the (ε, δ) its RDP bound gives."""
     if secure:
-        return NoiseEvent.approx(gaussian_release.rdp_epsilon(z, delta), delta)
-    return NoiseEvent.gaussian(z)
+        return approx(gaussian_release.rdp_epsilon(z, delta), delta)
+    return GaussianNoise(z)
 
 
 @dataclass(frozen=True)

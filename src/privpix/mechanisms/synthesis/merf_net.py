@@ -1,6 +1,6 @@
 """The PyTorch half of ``dp-merf``: random Fourier features of the Gaussian kernel and the mean embedding they
 give (Harder et al. 2021). The generator, its training and sampling are shared with ``dp-hp`` and live in
-:mod:`~privpix.mechanisms.synthesis.embed_net` (re-exported here). Imported only when a fit or a release needs it."""
+:mod:`~privpix.mechanisms.synthesis.embed_net`. Imported only when a fit or a release needs it."""
 
 from __future__ import annotations
 
@@ -8,15 +8,8 @@ import math
 
 import numpy as np
 
-from privpix.mechanisms.synthesis.embed_net import (  # noqa: F401  (re-exported: dp-merf's torch API)
-    CondGenerator,
-    build_generator,
-    nn,
-    sample,
-    torch,
-    train_generator,
-)
 from privpix.mechanisms.synthesis.embed_net import mean_embedding as _mean_embedding
+from privpix.mechanisms.synthesis.embed_net import torch
 
 
 def features(x: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""PPSGAN selective feature anonymization (paper 004), with PPAPNet and ACGAN baselines (PyTorch, CPU).
+"""PPSGAN selective feature anonymization (Kim & Yang 2020), with PPAPNet and ACGAN baselines (PyTorch, CPU).
 
 Networks (§3.1), for (c, h, w) images with h, w ∈ {28, 32}:
 

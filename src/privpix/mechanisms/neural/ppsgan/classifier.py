@@ -15,7 +15,7 @@ from privpix.mechanisms.neural.ppsgan.networks import (
 
 
 class TrunkClassifier:
-    """The C_c-shaped classifier paper 004 uses for utility: the critic's conv trunk plus a dense softmax layer.
+    """The C_c-shaped classifier Kim & Yang 2020 use for utility: the critic's conv trunk plus a dense softmax layer.
 
     ``fit(images, labels)`` (Adam, lr 1e-3, ``epochs``), ``predict``, ``score``, and ``features`` (the trunk's
     flattened output, for re-identification in feature space and the Fréchet distance).
