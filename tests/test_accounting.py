@@ -67,7 +67,7 @@ def test_ten_gaussians_compose_as_an_independent_pld_accountant_computes(delta):
     book = PrivacyLedger(100.0, delta)
     for _ in range(10):
         book.spend(_merf_guarantee(), events=_merf_events())
-    spent = book.spent()
+    spent = book.spent
     want = _independent_gaussians(z, 10, delta)
     assert want * (1 - 1e-9) <= spent.epsilon <= want * 1.01  # never below it, up to float rounding
     assert spent.basic_epsilon == pytest.approx(10.0) and spent.basic_delta == pytest.approx(1e-4)
@@ -182,7 +182,7 @@ def test_old_format_ledgers_still_load_and_count_as_bare_events(tmp_path):
     book = PrivacyLedger.load(path)
     assert [e.id for e in book.entries] == [1, 2] and book.next_id == 3
     assert [e.noise() for e in book.entries] == [[PureDP(1.0)], [ApproxDP(0.5, 1e-6)]]
-    assert book.spent().basic_epsilon == 1.5 and book.spent_epsilon <= 1.5
+    assert book.spent.basic_epsilon == 1.5 and book.spent_epsilon <= 1.5
     with open_ledger(path) as session:
         session.add(Guarantee(model="central-dp", epsilon=1.0, per_image_epsilon=1.0, sound=True), "c",
                     status="charged")  # fmt: skip
@@ -219,7 +219,7 @@ def test_fifteen_fits_fit_a_budget_of_four_and_the_sixteenth_is_refused_before_t
                             limit=60, seed=0, quiet=True, ledger=str(ledger))  # fmt: skip
             monkeypatch.undo()
     # Basic composition (ε adds up) would have stopped at 4 fits.
-    assert book.spent_epsilon == pytest.approx(3.98, abs=0.005) and book.spent().basic_epsilon == 15
+    assert book.spent_epsilon == pytest.approx(3.98, abs=0.005) and book.spent.basic_epsilon == 15
     monkeypatch.setattr(embedding.MeanEmbeddingSynthesizer, "_train", _no_training)
     with pytest.raises(BudgetExceededError, match=r"ε=4\.13"):
         _fit(tmp_path, "m16.pt", ledger)

@@ -3,6 +3,7 @@ a missing anchor or a link to a repository file that is gone fails the suite."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,24 @@ def test_the_site_builds_with_no_warning(tmp_path):
     # A link from docs/ to a benchmark result outside it is checked and printed as its repository path.
     synthesis = (tmp_path / "site" / "synthesis" / "index.html").read_text(encoding="utf-8")
     assert "<code>benchmarks/results/" in synthesis
+    # The docstrings' cross-references render as code, linked where the page documents the target; none is raw.
+    for role in (":func:", ":meth:", ":class:", ":attr:", ":mod:"):
+        assert role not in api, role
+    assert '<a href="#privpix.privacy.accounting.open_ledger"><code>open_ledger</code></a>' in api
+    # The build's hooks are not a page of the site.
+    assert not (tmp_path / "site" / "hooks.py").exists()
+    # Every list renders as a list: no page shows a "- " item as text.
+    pages = sorted((tmp_path / "site").glob("*/index.html"))
+    assert pages
+    for page in pages:
+        html = re.sub(r"<pre.*?</pre>", "", page.read_text(encoding="utf-8"), flags=re.S)
+        assert not re.search(r"^- \S|<p>- ", html, re.M), page
+    # A reader starts from the guide: the getting-started and which-method pages, and a nav grouped by purpose.
+    home = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    for group in ("Guide", "Methods", "Privacy", "Reference"):
+        assert group in home, group
+    assert (tmp_path / "site" / "getting_started" / "index.html").exists()
+    assert (tmp_path / "site" / "which_method" / "index.html").exists()
 
 
 @pytest.mark.parametrize(

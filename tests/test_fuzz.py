@@ -303,8 +303,8 @@ def test_fuzz_ledger_files_are_validated_or_refused(doc):
         after = PrivacyLedger.load(path)
         assert after.spent_epsilon <= max(book.epsilon_budget * (1 + 1e-9), book.spent_epsilon) + 1e-9
         # Never more than the basic sum (when its δ fits the budget's): the PLD figure is the smaller valid bound.
-        if after.spent().basic_delta <= after.delta_budget:
-            assert after.spent_epsilon <= after.spent().basic_epsilon + 1e-9
+        if after.spent.basic_delta <= after.delta_budget:
+            assert after.spent_epsilon <= after.spent.basic_epsilon + 1e-9
 
 
 @FUZZ

@@ -282,15 +282,58 @@ def _staged_shards(out: Path) -> int:
     return sum(len(list((p / SHARDS).glob("*.json"))) for p in out.glob(f"{STAGING_PREFIX}*"))
 
 
-def _kill_mid_release(args: list, out: Path, *, shards: int, delay: float) -> None:
-    """Start a real release, slowed by ``delay`` seconds per shard, and SIGKILL it once ``shards`` are finished."""
+def _kill_mid_release(args: list, out: Path, *, shards: int, delay: float, sig: int = signal.SIGKILL) -> int:
+    """Start a real release, slowed by ``delay`` seconds per shard, and send it ``sig`` once ``shards`` are
+    finished; returns its exit code."""
     proc = _cli(*args, "-q", env={DELAY_ENV: str(delay)})
     deadline = time.time() + 120
     while _staged_shards(out) < shards and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
-    assert proc.poll() is None, proc.communicate()  # still running: the kill lands mid-release
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    assert proc.poll() is None, proc.communicate()  # still running: the signal lands mid-release
+    proc.send_signal(sig)
+    return proc.wait(timeout=60)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_sigterm_is_handled_as_ctrl_c_and_leaves_no_reservation(tmp_path, run):
+    """A release stopped by SIGTERM (timeout, a job scheduler): exit 143, nothing published, its reservation
+    rolled back (Ctrl-C's semantics), its finished shards kept for --resume, which then charges once."""
+    images = np.random.default_rng(11).integers(0, 256, size=(64, 16, 16, 3), dtype=np.uint8)
+    _write_pngs(tmp_path / "in", images)
+    out, ledger = tmp_path / "out", tmp_path / "ledger.json"
+    args = ["release", "--input", tmp_path / "in", *WHOLE_IMAGE, "--seed", "2", "--shard-size", "8", "--block-size",
+            "8", "--workers", "1", "--output", out, "--ledger", ledger]  # fmt: skip
+    code = _kill_mid_release([*args, "--budget", "3"], out, shards=1, delay=0.3, sig=signal.SIGTERM)
+    assert code == 143
+    assert not (out / "manifest.json").exists() and _staged_shards(out) >= 1
+    assert PrivacyLedger.load(ledger).entries == []
+    r = run(*args, "--resume")
+    assert r.exit_code == 0, r.output
+    book = PrivacyLedger.load(ledger)
+    assert [e.status for e in book.entries] == ["charged"] and book.spent_epsilon == 1.0
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_verify_repair_releases_the_reservation_of_a_killed_run_that_published_nothing(tmp_path, run):
+    """SIGKILL mid-release keeps the reservation (a killed run may have published); `verify --repair` removes its
+    uncommitted staging and releases the reservation, recording why; a release that did commit is never touched."""
+    images = np.random.default_rng(12).integers(0, 256, size=(64, 16, 16, 3), dtype=np.uint8)
+    _write_pngs(tmp_path / "in", images)
+    out, ledger = tmp_path / "out", tmp_path / "ledger.json"
+    args = ["release", "--input", tmp_path / "in", *WHOLE_IMAGE, "--shard-size", "8", "--block-size", "8",
+            "--workers", "1", "--ledger", ledger]  # fmt: skip
+    assert run(*args, "--output", tmp_path / "done", "--budget", "3").exit_code == 0
+    _kill_mid_release([*args, "--output", out], out, shards=1, delay=0.3)
+    assert [e.status for e in PrivacyLedger.load(ledger).entries] == ["charged", "reserved"]
+    r = run("verify", "--repair", out)
+    assert "reservation" in r.output and "released" in r.output
+    book = PrivacyLedger.load(ledger)
+    assert [e.status for e in book.entries] == ["charged", "released"] and book.spent_epsilon == 1.0
+    assert "published nothing" in book.entries[1].proof and not list(out.glob(f"{STAGING_PREFIX}*"))
+    shown = run("ledger", "show", ledger, "--json")
+    assert json.loads(shown.output)["entries"][1]["proof"] == book.entries[1].proof
 
 
 @pytest.mark.integration
@@ -335,7 +378,8 @@ def test_a_killed_release_resumes_redoing_only_unfinished_shards(tmp_path, run):
     assert r.exit_code == 0, r.output
     assert f"resuming: {done} of 12 shard(s) were finished; redoing {12 - done}" in r.output
     book = PrivacyLedger.load(ledger)
-    assert [e.status for e in book.entries] == ["charged"] and book.spent_epsilon == 1.0
+    assert [e.status for e in book.entries] == ["released", "charged"] and book.spent_epsilon == 1.0
+    assert "published nothing" in book.entries[0].proof
     assert not verify_manifest(out)
     assert _pixels(out) == _pixels(whole)
     released = {(out / f["name"]).stat().st_ino for f in read_manifest(out)["files"]}
@@ -366,7 +410,8 @@ def test_a_failed_release_keeps_its_shards_and_resumes_after_the_fix(tmp_path, r
     assert r.exit_code == 0, r.output
     assert f"resuming: {failed_at} of 6 shard(s) were finished; redoing {6 - failed_at}" in r.output
     book = PrivacyLedger.load(ledger)
-    assert [e.status for e in book.entries] == ["charged"] and book.spent_epsilon == 1.0
+    assert [e.status for e in book.entries] == ["released", "charged"] and book.spent_epsilon == 1.0
+    assert "published nothing" in book.entries[0].proof
 
 
 @pytest.mark.integration
@@ -384,7 +429,8 @@ def test_a_fresh_run_drops_the_killed_runs_reservation(tmp_path, run):
     assert r.exit_code == 0, r.output
     assert "reservation" in r.output and "released" in r.output
     book = PrivacyLedger.load(ledger)
-    assert [e.status for e in book.entries] == ["charged"] and book.spent_epsilon == 1.0
+    assert [e.status for e in book.entries] == ["released", "charged"] and book.spent_epsilon == 1.0
+    assert "published nothing" in book.entries[0].proof
 
 
 @pytest.mark.integration

@@ -2,12 +2,13 @@
 
 The user API, importable from here::
 
-    from privpix import load_dataset, get_mechanism, release, fit, audit, PrivacyLedger, Guarantee
+    from privpix import load_dataset, get_mechanism, release, fit, evaluate, audit, PrivacyLedger, Guarantee
 
 ``release`` is :func:`privpix.publishing.release.release_to_dir` (a mechanism's release of every batch into a folder,
 with its manifest, charged to a ledger when given one); ``fit`` is :func:`privpix.publishing.fit.fit` (a mechanism
-fitted and its model file written, the fit charged to a ledger when it is a DP release); ``audit`` is
-:func:`privpix.evaluation.audit.audit` (an empirical lower bound on ε). They load on first use, so
+fitted and its model file written, the fit charged to a ledger when it is a DP release); ``evaluate`` is
+:func:`privpix.evaluation.grid.evaluate` (utility and image quality of releases over a grid of methods and ε);
+``audit`` is :func:`privpix.evaluation.audit.audit` (an empirical lower bound on ε). They load on first use, so
 ``import privpix`` stays light (no torch, no scikit-learn).
 """
 
@@ -24,6 +25,7 @@ _LAZY = {
     "release": ("privpix.publishing.release", "release_to_dir"),
     "fit": ("privpix.publishing.fit", "fit"),
     "audit": ("privpix.evaluation.audit", "audit"),
+    "evaluate": ("privpix.evaluation.grid", "evaluate"),
 }
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "PrivpixError",
     "__version__",
     "audit",
+    "evaluate",
     "fit",
     "get_mechanism",
     "load_dataset",
@@ -44,6 +47,7 @@ __all__ = [
 if TYPE_CHECKING:  # type checkers and IDEs see the real objects
     from privpix.data import load_dataset
     from privpix.evaluation.audit import audit
+    from privpix.evaluation.grid import evaluate
     from privpix.mechanisms import get_mechanism
     from privpix.privacy.accounting import PrivacyLedger
     from privpix.publishing.fit import fit

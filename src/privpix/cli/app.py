@@ -7,9 +7,13 @@ The command modules (:mod:`privpix.cli.evaluate`, ``release``, ``bench``, ``ldp`
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 import click
@@ -29,7 +33,8 @@ class _Group(click.Group):
     """The one place errors reach the user: every failure is one line on stderr, never a traceback.
 
     Exit codes: 2 for what the user or the environment can fix (bad arguments and files, permissions, full or
-    read-only disks, too little memory), 1 for an internal error (a bug: please report it), 130 for Ctrl-C.
+    read-only disks, too little memory), 1 for an internal error (a bug: please report it), 130 for Ctrl-C, 143
+    for SIGTERM (handled as Ctrl-C is).
     ``--debug`` (or ``PRIVPIX_DEBUG=1``) re-raises instead, so the traceback shows.
     """
 
@@ -62,14 +67,40 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with _terminate_as_interrupt():
+                return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise  # click's own: main() above reports them
+        except Terminated:
+            err_console.print("terminated: nothing partial was published")
+            sys.exit(128 + signal.SIGTERM)
         except KeyboardInterrupt:
             err_console.print("interrupted: nothing partial was published")
             sys.exit(130)
         except Exception as exc:
             _report(exc, _debug(bool(ctx.find_root().params.get("debug"))))
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, a job scheduler, ``kill``) raised where the command is, as Ctrl-C is: every cleanup
+    runs (a ledger reservation of a run that published nothing is rolled back, a release's staging is removed or
+    kept for ``--resume``), where the default action would end the process with its reservation held."""
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may install a handler; a command run elsewhere keeps the default
+        return
+
+    def raise_terminated(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _report(exc: Exception, debug: bool) -> None:

@@ -143,6 +143,8 @@ def audit(
             write_text_atomic(Path(json_path), strict_json.dumps(out, indent=2, default=float))
     if quiet:
         return
+    from privpix.report.summaries import verdict_text
+
     one_run = res.kind == "one-run"
     how = (
         "one run" if one_run else f"{res.trials} trials per side" + (f", round {res.rounds}" if res.rounds > 1 else "")
@@ -180,8 +182,7 @@ def audit(
         *tests,
         (
             "verdict",
-            res.verdict
-            + (f" (refuted by the {res.refuted_by} bound)" if res.refuted_by else "")
+            verdict_text(res.to_dict())
             + (f"; {100 * res.overall_confidence:g} % over the {res.rounds} rounds" if res.rounds > 1 else ""),
         ),
     ]:
@@ -194,7 +195,7 @@ def audit(
         )
     if res.verdict == "consistent" and not res.refutable:
         console.print(
-            f"consistent only because the claim is above what {trials} trials can refute "
+            f"not refutable with {trials} trials: the claim is above what they can refute "
             f"({res.max_auditable_epsilon:.2f}); rerun with more --trials or a smaller ε."
         )
     elif res.verdict == "consistent":
@@ -316,7 +317,7 @@ def bench(
 def print_audit_table(res: dict, title: str) -> None:
     """The bench's summary on the console: per (method, ε) the claim, the audited bound, the verdict, and the
     mean utility and re-identification over repeats."""
-    from privpix.report.summaries import bound_text, cell_means, verdict_text
+    from privpix.report.summaries import bound_text, cell_means, num, verdict_text
 
     table = Table(title=title)
     for col in ("method", "ε", "sound", "claimed (unit)", "audited ≥", "verdict", "accuracy", "re-id (best)"):
@@ -334,8 +335,8 @@ def print_audit_table(res: dict, title: str) -> None:
             f"{claimed} ({a['unit']})",
             bound_text(a),
             verdict_text(a),
-            f"{mean[0]:.3f}",
-            f"{mean[1]:.3f}",
+            num(mean[0]),
+            num(mean[1]),
         )
     console.print(table)
 

@@ -181,7 +181,7 @@ def _run_evaluation(train, test, methods, epsilons, repeats, seed, common, datas
 def _print_summary(rows, quiet):
     if quiet:
         return
-    from privpix.report.summaries import summary_rows
+    from privpix.report.summaries import num, summary_rows
 
     table = Table(title="evaluation (mean over repeats)")
     for col in ("method", "ε", "accuracy", "F1", "acc. release-all", "PSNR", "SSIM", "entropy", "guarantee"):
@@ -190,12 +190,12 @@ def _print_summary(rows, quiet):
         table.add_row(
             escape(s["method"]),  # name[key=value] labels are not markup
             "—" if s["epsilon"] is None else f"{s['epsilon']:g}",
-            f"{s['accuracy']:.3f}",
-            f"{s['f1']:.3f}",
-            f"{s['accuracy_release_all']:.3f}",
-            f"{s['psnr']:.1f}",
-            f"{s['ssim']:.3f}",
-            f"{s['entropy']:.2f}",
+            num(s["accuracy"]),
+            num(s["f1"]),
+            num(s["accuracy_release_all"]),
+            num(s["psnr"], ".1f"),
+            num(s["ssim"]),
+            num(s["entropy"], ".2f"),
             escape(s["guarantee_compact"]),
         )
     console.print(table)

@@ -27,7 +27,7 @@ def ledger() -> None:
 
 def ledger_json(book) -> dict:
     """The document ``privpix ledger show --json`` prints (keys fixed by docs/accounting.md)."""
-    spent = book.spent()
+    spent = book.spent
     return {
         "budget": {"epsilon": book.epsilon_budget, "delta": book.delta_budget},
         "spent": spent.to_dict(),
@@ -45,6 +45,7 @@ def ledger_json(book) -> dict:
                 "noise_declared": e.events is not None,
                 "time": e.time,
                 "model_sha256": e.model_sha256,
+                "proof": e.proof,
                 "guarantee": e.guarantee,
             }
             for e in book.entries
@@ -64,7 +65,7 @@ def show(file: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(doc, indent=2, allow_nan=False))
         return
-    s = book.spent()
+    s = book.spent
     plain(f"ledger {file}: budget ε={book.epsilon_budget:g} at δ={book.delta_budget:g}, one image replaced")
     plain(f"spent ε={s.epsilon:.4g} ({s.accountant}); basic sum ε={s.basic_epsilon:.4g}, δ={s.basic_delta:.3g}")
     plain(f"remaining ε={doc['remaining_epsilon']:.4g}")
@@ -147,7 +148,7 @@ def charge(file: str, model: str, budget: float | None, delta_budget: float | No
         entry = session.add(g, f"model {Path(model).name} (charged after its fit)", status="charged",
                             events=events_from_dicts(fit["events"], model), kind="model",
                             model_sha256=fit["sha256"])  # fmt: skip
-        s = book.spent()
+        s = book.spent
         plain(f"charged the fit of {model} as entry {entry.id} of {session.path}: spent ε={s.epsilon:.4g} of "
                f"{book.epsilon_budget:g} at δ={book.delta_budget:g} ({s.accountant}; basic sum "
                f"ε={s.basic_epsilon:.4g})")  # fmt: skip

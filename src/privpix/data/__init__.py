@@ -3,12 +3,12 @@
 from privpix.data.files import DEFAULT_MAX_PIXELS, read_image, set_mode
 from privpix.data.folders import iter_folder, list_image_files, load_folder
 from privpix.data.imageset import ImageSet, RecordSet
+from privpix.data.load import load_dataset
 from privpix.data.loaders import (
     DATASETS,
     ENV_VAR,
     DatasetInfo,
     celeba_64,
-    load_dataset,
     parse_dataset_spec,
     resolve_data_dir,
 )

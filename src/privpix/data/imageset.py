@@ -128,6 +128,21 @@ class ImageSet:
     def __len__(self) -> int:
         return int(self.images.shape[0])
 
+    def __repr__(self) -> str:
+        # A summary, never the arrays or the file names: face file names are people's names, and a notebook or a
+        # log prints whatever repr shows.
+        parts = [f"{len(self)} images of {'x'.join(map(str, self.shape))}", str(self.images.dtype)]
+        if self.labels is not None:
+            n_classes = len(self.class_names) if self.class_names else len(np.unique(self.labels))
+            parts.append(f"labels ({n_classes} classes)")
+        if self.subjects is not None:
+            parts.append(f"subjects ({len(np.unique(self.subjects))})")
+        if self.attributes:
+            parts.append(f"attributes {sorted(self.attributes)}")
+        if self.source:
+            parts.append(f"source {self.source!r}")
+        return f"ImageSet({', '.join(parts)})"
+
     def image_names(self) -> np.ndarray:
         """``names``: optional as an argument only, since __post_init__ names every image."""
         assert self.names is not None
@@ -287,6 +302,11 @@ class RecordSet:
 
     def __len__(self) -> int:
         return len(self.frame)
+
+    def __repr__(self) -> str:
+        # A summary, never the rows: records describe people.
+        where = f", source {self.source!r}" if self.source else ""
+        return f"RecordSet({len(self)} records, {self.frame.shape[1]} columns, label {self.label_column!r}{where})"
 
     @property
     def labels(self) -> np.ndarray:

@@ -509,14 +509,14 @@ def parse_dataset_spec(spec: str) -> tuple[str, str | None]:
     return name, split
 
 
-def load_dataset(
+def load_named(
     spec: str, data_dir: str | os.PathLike | None = None, pick: Pick | None = None, **options
 ) -> ImageSet | RecordSet:
-    """Load ``name[:split]`` (see the module docstring for the splits). ``options`` go to the loader (e.g.
-    ``size=(64, 64)`` for CelebA / LFW).
+    """Load the named dataset ``name[:split]`` (see the module docstring for the splits). ``options`` go to the
+    loader (e.g. ``size=(64, 64)`` for CelebA / LFW). :func:`privpix.data.load_dataset` also takes a path.
 
     ``pick(n)``, given the number ``n`` of items in ``name[:split]``, returns the sorted positions to keep (or None
-    for all): the result equals ``load_dataset(spec).subset(pick(n))``, but the face sets decode only the picked
+    for all): the result equals ``load_named(spec).subset(pick(n))``, but the face sets decode only the picked
     images (a seeded ``--limit`` of 96 of CelebA's 3,662 training images reads 96 files, not 420 MB)."""
     name, split = parse_dataset_spec(spec)
     info = DATASETS[name]

@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from privpix.data.imageset import ImageSet
-from privpix.data.loaders import load_dataset, parse_dataset_spec
+from privpix.data.loaders import load_named, parse_dataset_spec
 from privpix.data.memory import check_resize_fits
 from privpix.errors import ParameterError
 
@@ -38,8 +38,8 @@ def load_pair(
     a resize that cannot fit in memory is refused before it starts.
     """
     name = pair_name(name)
-    train = load_dataset(f"{name}:train", data_dir)
-    test = load_dataset(f"{name}:test", data_dir)
+    train = load_named(f"{name}:train", data_dir)
+    test = load_named(f"{name}:test", data_dir)
     if not isinstance(train, ImageSet) or not isinstance(test, ImageSet):
         raise ParameterError(f"--dataset {name}: holds records, not images")
     if limit is not None:

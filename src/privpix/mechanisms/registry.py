@@ -172,9 +172,9 @@ def _fit_as_declared(mech: Mechanism, caps: Capabilities, private: ImageSet | Re
     if caps.fits_on == "public":
         if not caps.public_data:
             raise ParameterError(f"{mech.name}: fits on public images; name them (e.g. --param public=NAME:SPLIT)")
-        from privpix.data.loaders import load_dataset
+        from privpix.data.loaders import load_named
 
-        data = load_dataset(caps.public_data, data_dir)
+        data = load_named(caps.public_data, data_dir)
         if not isinstance(data, ImageSet):
             raise ParameterError(f"{mech.name}: public data {caps.public_data} holds records, not images")
         return mech.fit(data, seed=seed)

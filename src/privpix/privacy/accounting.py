@@ -40,6 +40,9 @@ from privpix.privacy.guarantees import Guarantee
 
 # What touched the private data: a release, a fit, a model's fit charged afterwards (`privpix ledger charge`).
 ENTRY_KINDS = ("release", "fit", "model")
+# "reserved" counts while its run may still publish; "released" is a reservation whose run provably published
+# nothing (its proof says how that was shown), and counts for nothing.
+STATUSES = ("charged", "reserved", "released")
 
 
 @dataclass
@@ -65,6 +68,9 @@ class LedgerEntry:
     events: list[NoiseEvent] | None = None
     time: str = ""
     model_sha256: str = ""
+    # Why a reservation was released (status "released"): what showed that its run published nothing. A released
+    # entry spends nothing; it stays in the file as the record of that decision.
+    proof: str = ""
 
     def noise(self) -> list[NoiseEvent]:
         """What the composition reads: the declared events, else the entry's (ε, δ) as one bare event."""
@@ -77,7 +83,7 @@ class LedgerEntry:
                              "delta": self.delta, "status": self.status}  # fmt: skip
         if self.events is not None:
             d["events"] = [e.to_dict() for e in self.events]
-        for key in ("run", "time", "model_sha256"):
+        for key in ("run", "time", "model_sha256", "proof"):
             if getattr(self, key):
                 d[key] = getattr(self, key)
         d["guarantee"] = self.guarantee
@@ -89,7 +95,7 @@ class LedgerEntry:
         if not isinstance(d, dict):
             raise DataError(f"{where}: not an object")
         known = {"label", "epsilon", "delta", "guarantee", "status", "run", "id", "kind", "events", "time",
-                 "model_sha256"}  # fmt: skip
+                 "model_sha256", "proof"}  # fmt: skip
         unknown = set(d) - known
         if unknown:
             raise DataError(f"{where}: unknown field(s) {sorted(unknown)}")
@@ -104,9 +110,11 @@ class LedgerEntry:
         if not isinstance(guarantee, dict):
             raise DataError(f"{where}: guarantee must be an object")
         status = d.get("status", "charged")
-        if status not in ("charged", "reserved"):
-            raise DataError(f"{where}: status must be 'charged' or 'reserved', got {status!r}")
-        for key in ("run", "time", "model_sha256"):
+        if status not in STATUSES:
+            raise DataError(f"{where}: status must be one of {', '.join(STATUSES)}, got {status!r}")
+        if status == "released" and not d.get("proof"):
+            raise DataError(f"{where}: a released entry must say why (proof)")
+        for key in ("run", "time", "model_sha256", "proof"):
             if not isinstance(d.get(key, ""), str):
                 raise DataError(f"{where}: {key} must be a string, got {d[key]!r}")
         kind = d.get("kind", "release")
@@ -119,7 +127,7 @@ class LedgerEntry:
         if events is not None:
             events = events_from_dicts(events, where)
         return cls(label, eps, delta, guarantee, status, d.get("run", ""), ident, kind, events, d.get("time", ""),
-                   d.get("model_sha256", ""))  # fmt: skip
+                   d.get("model_sha256", ""), d.get("proof", ""))  # fmt: skip
 
 
 def _number(value: Any, what: str) -> float:
@@ -160,7 +168,8 @@ def _json_number(x: float) -> float | None:
 
 
 def spend_of(entries: list[LedgerEntry], delta: float) -> Spend:
-    """:class:`Spend` of ``entries`` at ``delta`` (module docstring)."""
+    """:class:`Spend` of ``entries`` at ``delta`` (module docstring); released reservations spend nothing."""
+    entries = [e for e in entries if e.status != "released"]
     basic_eps = float(math.fsum(e.epsilon for e in entries))
     basic_delta = float(math.fsum(e.delta for e in entries))
     pld_eps, interval = compose([ev for e in entries for ev in e.noise()], delta)
@@ -198,16 +207,19 @@ class PrivacyLedger:
         self.epsilon_budget = check_positive("epsilon_budget", self.epsilon_budget)
         self.delta_budget = check_delta(self.delta_budget)
 
+    @property
     def spent(self) -> Spend:
-        """What every entry (charges and reservations) spends together, at the δ budget."""
+        """What every entry (charges and reservations) spends together, at the δ budget (computed on each read)."""
         return spend_of(self.entries, self.delta_budget)
 
     @property
     def spent_epsilon(self) -> float:
-        return self.spent().epsilon
+        """The per-image ε spent: ``spent.epsilon``."""
+        return self.spent.epsilon
 
     @property
     def remaining_epsilon(self) -> float:
+        """The per-image ε left: the budget less ``spent_epsilon``."""
         return self.epsilon_budget - self.spent_epsilon
 
     def entry(self, ident: int) -> LedgerEntry | None:
@@ -248,7 +260,7 @@ class PrivacyLedger:
 
     def _admit(self, entry: LedgerEntry) -> Spend:
         tol = 1e-9
-        before = self.spent()
+        before = self.spent
         after = spend_of([*self.entries, entry], self.delta_budget)
         if after.epsilon <= self.epsilon_budget * (1 + tol):
             return after
@@ -294,7 +306,7 @@ class PrivacyLedger:
             "epsilon_budget": self.epsilon_budget,
             "delta_budget": self.delta_budget,
             "relation": "replace-one: one image and its label replaced; the number of images is public",
-            "spent": self.spent().to_dict(),
+            "spent": self.spent.to_dict(),
             "next_id": self.next_id,
             "entries": [e.to_dict() for e in self.entries],
         }
@@ -420,12 +432,18 @@ class LedgerSession:
         entry.status = "charged"
         self.ledger.save(self.path)
 
-    def drop(self, run: str) -> int:
-        """Remove the reservations of run ``run``, whose work was discarded before anything of it was published
-        (its staging removed, no commit journal): it spent nothing. Returns how many were removed."""
+    def drop(self, run: str, proof: str = "") -> int:
+        """Release the reservations of run ``run``, whose work was discarded before anything of it was published
+        (its staging removed, no commit journal): it spent nothing. With ``proof`` (how that was shown) each entry
+        stays, as ``released`` with its proof; without, it is removed (a fit stopped before it wrote any file).
+        Returns how many were released."""
         gone = [e for e in self.ledger.entries if e.run == run and e.status == "reserved"]
         if gone:
-            self.ledger.entries = [e for e in self.ledger.entries if e not in gone]
+            if proof:
+                for e in gone:
+                    e.status, e.proof = "released", f"{proof} ({_now()})"
+            else:
+                self.ledger.entries = [e for e in self.ledger.entries if e not in gone]
             self.ledger.save(self.path)
         return len(gone)
 
@@ -468,7 +486,7 @@ class FitCharge:
     def finish(self, model_sha256: str) -> LedgerEntry:
         with open_ledger(self.path, wait=self.wait) as session:
             entry = session.finish(self.entry, model_sha256, run=self.run)
-            self.spent = session.ledger.spent()
+            self.spent = session.ledger.spent
         self.finished = True
         return entry
 

@@ -83,9 +83,13 @@ def publish_job(
     def run(published: Callable[[], None] | None = None, session: LedgerSession | None = None) -> dict[str, Any]:
         def discard(earlier_plan: dict[str, Any]) -> None:
             # An interrupted run's unpublished work was removed: its reservation on this ledger spent nothing.
-            if session is not None and earlier_plan.get("ledger") == ledger_path and session.drop(earlier_plan["run"]):
-                if note is not None:
-                    note(f"the interrupted run's reservation in {ledger} was released (nothing of it was published)")
+            if session is None or earlier_plan.get("ledger") != ledger_path:
+                return
+            run_id = earlier_plan["run"]
+            proof = (f"its run {run_id} published nothing: its staging in {output} was removed uncommitted by a "
+                     "later release there")  # fmt: skip
+            if session.drop(run_id, proof=proof) and note is not None:
+                note(f"the interrupted run's reservation in {ledger} was released (nothing of it was published)")
 
         def visible() -> None:
             if published is not None:
@@ -144,7 +148,7 @@ def charge(
                     "charge": f"none: post-processing of the DP fit charged as entry {entry.id}",
                     "entry": entry.id,
                     "model_sha256": fit["sha256"],
-                    "spent": session.ledger.spent().to_dict(),
+                    "spent": session.ledger.spent.to_dict(),
                 }
             return publish(None, session), session.ledger
         held = (session.resume(guarantee, run_id, label, events) if resume
@@ -158,7 +162,7 @@ def charge(
                     "epsilon": e.epsilon,
                     "delta": e.delta,
                     "events": [ev.to_dict() for ev in e.noise()],
-                    "spent": session.ledger.spent().to_dict(),
+                    "spent": session.ledger.spent.to_dict(),
                 }
             manifest = publish(reservation.published, session)
         return manifest, session.ledger

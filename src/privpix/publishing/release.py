@@ -92,8 +92,8 @@ def release_to_dir(
             release, the charge reserved before any file is written (refused over budget, nothing written), and
             kept once the release may be visible. A release from a model file whose fit was charged to this ledger
             charges nothing more; one whose fit it does not hold is refused.
-        budget, delta_budget: the per-image ε and the δ budget of a new ledger file (they must match an existing
-            one's).
+        budget: the per-image ε budget of a new ledger file (it must match an existing one's).
+        delta_budget: the δ budget of a new ledger file (it must match an existing one's).
         label: what the ledger entry says was released (default: the mechanism and the output).
 
     The earlier release in ``output`` (with ``force``) stays whole until the new one is complete; file names are

@@ -28,13 +28,13 @@ from privpix.data.formats import Item, write_shard
 from privpix.data.formats.release_layout import RECORDS, SHARDS
 from privpix.data.imageset import RecordSet
 from privpix.errors import DataError, ParameterError
-from privpix.fileio import write_bytes_atomic
+from privpix.fileio import fsync_path, write_bytes_atomic
 from privpix.mechanisms.base import Mechanism
 from privpix.mechanisms.kinds import FeatureMechanism, RecordMechanism, SyntheticImageMechanism, require_kind
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.noise import RNG, SecureRandom, make_rng
 from privpix.publishing.records_csv import records_csv
-from privpix.publishing.staging import NoLinks, OpaqueNames, fsync_path
+from privpix.publishing.staging import NoLinks, OpaqueNames
 from privpix.threads import one_thread
 
 ATTEMPTS = ".privpix-runs"  # inside the staging folder: one folder per run (attempt) of the release

@@ -52,7 +52,7 @@ from privpix.data.formats.release_layout import (
     safe_name,
 )
 from privpix.errors import DataError, ParameterError
-from privpix.fileio import sha256_file, write_chunks_atomic, write_text_atomic
+from privpix.fileio import fsync_path, sha256_file, write_chunks_atomic, write_text_atomic
 from privpix.spill import SortedSpill
 
 # Inside the staging folder: the sorted list the commit journal points to (the manifest less its list, then one
@@ -117,7 +117,7 @@ def verify_manifest(
         except Timeout:
             return [f"{out}: a privpix release is writing there now"]
         try:
-            recover(out, note or (lambda _m: None))
+            recover(out, note or (lambda _m: None), on_discard=lambda plan: release_reservation(plan, out, note))
         finally:
             lock.release()
     manifest = read_manifest(out)
@@ -473,13 +473,28 @@ class ReleaseWriter:
                 pass
 
 
-def fsync_path(path: Path) -> None:
-    """Flush the file (or folder) at ``path`` to disk."""
-    fd = os.open(path, os.O_RDONLY)
+def release_reservation(plan: dict[str, Any], out: Path, note: Callable[[str], None] | None = None) -> int:
+    """Release, in the ledger an interrupted sharded run's ``plan`` names, that run's reservation once its staging
+    in ``out`` was removed without a commit: nothing of it was published, and its noisy files never left the
+    owner-only staging folder. The entry stays, as ``released`` with that proof. Returns how many were released;
+    a ledger that cannot be read is left as it is (its reservation keeps counting: never an overspend)."""
+    from privpix.errors import PrivpixError
+    from privpix.privacy.accounting import open_ledger
+
+    ledger, run = plan.get("ledger"), plan.get("run")
+    if not ledger or not isinstance(run, str) or not Path(ledger).is_file():
+        return 0
+    proof = f"its run {run} published nothing: its staging in {out} was removed uncommitted (no commit journal)"
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        with open_ledger(ledger, wait=note) as session:
+            released = session.drop(run, proof=proof)
+    except (PrivpixError, OSError) as exc:
+        if note is not None:
+            note(f"{ledger}: could not release the interrupted run's reservation ({exc}); it keeps counting")
+        return 0
+    if released and note is not None:
+        note(f"the interrupted run's reservation in {ledger} was released (nothing of it was published)")
+    return released
 
 
 def recover(
@@ -487,7 +502,7 @@ def recover(
     note: Callable[[str], None] = lambda _m: None,
     *,
     keep_resumable: bool = False,
-    on_discard: Callable[[dict[str, Any]], None] | None = None,
+    on_discard: Callable[[dict[str, Any]], object] | None = None,
 ) -> None:
     """Finish what a killed run left in ``out``: roll a journalled swap forward, remove dead staging (but keep a
     sharded run's staging with ``keep_resumable``, for ``--resume`` to continue). ``on_discard`` gets the plan of

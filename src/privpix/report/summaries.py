@@ -25,6 +25,16 @@ def fmt(x: Any) -> str:
     return str(x)
 
 
+def num(x: float | None, spec: str = ".3f") -> str:
+    """A table cell: ``x`` formatted by ``spec``, "—" when it is missing (``None`` or NaN: a score that was not
+    measured), "∞" when infinite; never "nan"."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    if isinstance(x, float) and math.isinf(x):
+        return "∞" if x > 0 else "-∞"
+    return format(x, spec)
+
+
 def eps_text(x: float | None) -> str:
     """An audited ε, a bound or a ceiling: all with two decimals, so a bound and the ceiling it is compared with
     never read as different precisions ("10.4" beside "10.39")."""
@@ -78,6 +88,9 @@ def verdict_text(a: dict[str, Any]) -> str:
     console, the report and the benchmarks use)."""
     text = a["verdict"]
     if text == "consistent" and not a.get("refutable", True):
+        # "Consistent" would read as evidence; a claim this audit could not have refuted is none.
+        trials = a.get("trials")
+        text = f"not refutable with {trials} trials" if trials else "not refutable by this audit"
         text += " (claim beyond the audit's range)"
     if a.get("refuted_by"):
         text += f" (by the {a['refuted_by']} bound)"

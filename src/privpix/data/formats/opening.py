@@ -21,7 +21,7 @@ from privpix.data.formats.imagefolder import FileSource, folder_source
 from privpix.data.formats.parquet import parquet_source
 from privpix.data.formats.webdataset import tar_source
 from privpix.data.imageset import ImageSet
-from privpix.data.loaders import DATASETS, celeba_index, lfw_rows, load_dataset, parse_dataset_spec, resolve_data_dir
+from privpix.data.loaders import DATASETS, celeba_index, lfw_rows, load_named, parse_dataset_spec, resolve_data_dir
 from privpix.errors import DataError, ParameterError
 
 # ------------------------------------------------------------------------------------------------ opening
@@ -104,7 +104,7 @@ def open_source(
 @lru_cache(maxsize=2)
 def _loaded(spec: str, data_dir: str | None) -> ImageSet:
     """A small dataset loaded whole, once per process (the source pickles its name, never its pixels)."""
-    data = load_dataset(spec, data_dir)
+    data = load_named(spec, data_dir)
     assert isinstance(data, ImageSet)
     return data
 
@@ -199,7 +199,7 @@ def dataset_source(
 
     CelebA and LFW-gender are read lazily from their image files, by index, so memory does not grow with the
     dataset; their images, labels (``Male`` / ``female``), subjects and attributes equal those of
-    :func:`~privpix.data.load_dataset`, ``size`` resizing the same way. The other datasets are small (IDX MNIST,
+    :func:`~privpix.data.load_named`, ``size`` resizing the same way. The other datasets are small (IDX MNIST,
     ORL, Yale, the built-ins): each process that reads loads the whole set once (the source pickles its name,
     not its pixels), and ``size`` resizes per image. Records datasets (UCI Adult) raise :class:`ParameterError`.
     """

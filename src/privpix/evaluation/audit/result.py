@@ -80,6 +80,28 @@ class AuditResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def text(self) -> str:
+        """The result in a few plain lines, worded as ``privpix audit`` and the report word it: the claim, the
+        audited lower bound (and the bounds it is the larger of), the largest bound this audit could show, and a
+        verdict that never reads as evidence where the audit could not have refuted the claim."""
+        from privpix.report.summaries import bound_parts, eps_text, verdict_text
+
+        if self.claimed_epsilon is None:
+            claim = "no ε claimed"
+        else:
+            claim = f"ε = {self.claimed_epsilon:g}" + (f", δ = {self.claimed_delta:g}" if self.claimed_delta else "")
+        if not self.sound:
+            claim += " (not sound: a noise knob, not a DP guarantee)"
+        bound, parts = bound_parts(self.to_dict())
+        lines = [
+            f"{self.method}: {claim}, for {self.unit}",
+            f"audited ε ≥ {bound} ({100 * self.confidence:g} % lower bound{f'; {parts}' if parts else ''}; "
+            f"{self.trials} trials per side, pair {self.pair})",
+            f"largest bound this audit can show: {eps_text(self.max_auditable_epsilon)}",
+            f"verdict: {verdict_text(self.to_dict())}",
+        ]
+        return "\n".join(lines)
+
 
 def split_trials(trials: int, share: float) -> int:
     """How many of ``trials`` choose the test: ``share`` of them, at least 10 and at most ``SELECT_CAP``, leaving
