@@ -43,33 +43,78 @@ def test_missing_data_sets_fail_loudly_and_name_the_way_out(tmp_path):
     assert r.returncode == 5 and "1 deselected" in r.stdout, r.stdout  # 5: nothing left to run, nothing failed
 
 
-@pytest.mark.slow
-def test_the_readme_python_examples_run_as_written(data_dir, monkeypatch, capsys, tmp_path):
-    """Every python block of the README, each in a fresh scope, in an empty folder; what each promises holds."""
-    import re
-    from pathlib import Path
+README = Path(__file__).parents[1] / "README.md"
 
+
+def _readme_blocks(lang: str) -> list[str]:
+    import re
+
+    return re.findall(rf"```{lang}\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+
+
+def test_the_readme_is_a_short_product_page_whose_quick_start_is_what_ci_runs():
+    """Every code block of the README runs in a test: the quick start's two commands are the Makefile's targets and
+    `make test` is exactly what CI runs (running them here would run the suite inside itself); the command-line
+    flow and the Python example run below."""
+    root = README.parent
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    assert "issue " not in text.lower() and "paper 00" not in text
+    blocks = _readme_blocks("bash")
+    assert len(blocks) == 2 and len(_readme_blocks("python")) == 1
+    quick = [line.split("#")[0].strip() for line in blocks[0].strip().splitlines()]
+    assert quick == ["make demo", "make test"]
+    assert (root / ".ci" / "run").read_text().strip().splitlines()[-1] == "make test"
+    makefile = (root / "Makefile").read_text()
+    assert "\ndemo: $(STAMP)" in makefile and "\ntest:\n" in makefile
+    # The first screen says which method for which data.
+    assert text.index("## Which method for my data") < text.index("## Publish a folder of faces")
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_the_readme_command_line_flow_runs_as_written(data_dir, tmp_path):
+    """The README's face-folder flow, as written, on a folder of 120 real faces (CelebA test split, one
+    sub-folder per class): the release, its verification and the ledger it charged once."""
+    from PIL import Image
+
+    from privpix.data import load_dataset
     from privpix.privacy.accounting import PrivacyLedger
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
-    assert len(blocks) >= 2, "README.md lacks its python examples"
-    monkeypatch.setenv("PRIVPIX_DATA", str(data_dir))
+    faces = load_dataset("celeba:test", data_dir)
+    for i in range(120):
+        cls = tmp_path / "faces" / ("male" if faces.attributes["Male"][i] else "female")
+        cls.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(faces.images[i]).save(cls / f"{i}.jpg")
+    env = {**os.environ, "PRIVPIX_DATA": str(data_dir),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}  # fmt: skip
+    flow = _readme_blocks("bash")[1]
+    r = subprocess.run(["bash", "-e", "-c", flow], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "every file matches its manifest" in r.stdout
+    manifest = json.loads((tmp_path / "release" / "manifest.json").read_text())
+    assert manifest["guarantee"]["per_image_epsilon"] == 1.0 and manifest["guarantee"]["sound"]
+    (entry,) = PrivacyLedger.load(tmp_path / "ledger.json").entries
+    assert entry.status == "charged" and entry.epsilon == 1.0
+
+
+@pytest.mark.slow
+def test_the_readme_python_example_runs_as_written(monkeypatch, capsys, tmp_path):
+    """The README's Python example, as written, in an empty folder: the fit charged once, the release from its
+    model file not at all, the per-image release once."""
+    from privpix.privacy.accounting import PrivacyLedger
+
+    (code,) = _readme_blocks("python")
     monkeypatch.chdir(tmp_path)
-    scopes = []
-    for code in blocks:
-        scope: dict = {}
-        exec(compile(code, "README.md", "exec"), scope)
-        scopes.append(scope)
-    first, ledgered = scopes[0], scopes[1]
-    assert first["pixels"].shape == (200, 112, 92, 1) and first["pixels"].dtype.name == "float32"
-    assert "unit" in capsys.readouterr().out
-    # The fit is charged once, the release from its model file not at all, the per-image release once.
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)
     book = PrivacyLedger.load(tmp_path / "ledger.json")
     assert [(e.kind, e.status) for e in book.entries] == [("fit", "charged"), ("release", "charged")]
     synthetic = json.loads((tmp_path / "synthetic" / "manifest.json").read_text())
     assert synthetic["ledger"]["charge"].startswith("none: post-processing of the DP fit charged as entry 1")
-    assert ledgered["manifest"]["ledger"]["charge"] == "entry 2"
+    assert scope["manifest"]["ledger"]["charge"] == "entry 2"
+    assert "Spend(" in capsys.readouterr().out
 
 
 @pytest.mark.integration

@@ -14,6 +14,7 @@ from rich.table import Table
 from privpix import strict_json
 from privpix.cli.app import console, main
 from privpix.cli.options import (
+    INPUT_PAIR_HELP,
     check_methods,
     executor_options,
     method_options,
@@ -36,6 +37,8 @@ from privpix.publishing.outputs import check_output_path, writing
     show_default=True,
     help="Images the neighbour pairs are built from (NAME[:SPLIT]; test split by default).",
 )
+@click.option("--input", "input_dir", type=click.Path(), default=None,
+              help="A folder of your own images (or Parquet / WebDataset shards) instead of --dataset.")  # fmt: skip
 @click.option("--images", "n_images", type=int, default=64, show_default=True, help="Images taken from it.")
 @click.option("--size", default=None, help="Resize them to HEIGHTxWIDTH first (audits of slow mechanisms).")
 @click.option("--trials", type=int, default=2000, show_default=True, help="Releases per side of each pair.")
@@ -74,6 +77,7 @@ def audit(
     delta,
     params,
     dataset,
+    input_dir,
     n_images,
     size,
     trials,
@@ -95,6 +99,7 @@ def audit(
     import numpy as np
 
     from privpix.data import ImageSet, load_dataset
+    from privpix.data.load import PATH_SOURCE as INPUT_FOLDER
     from privpix.data.memory import check_resize_fits
     from privpix.errors import ParameterError
     from privpix.evaluation.audit import audit as run_audit
@@ -105,8 +110,11 @@ def audit(
     hw = parse_size(size)  # a bad --size or --json fails before any data is loaded
     if json_path:
         check_output_path(json_path, "--json")
-    spec = dataset if ":" in dataset else f"{dataset}:test"
-    data = load_dataset(spec, data_dir)
+    if input_dir is not None:
+        spec, data = INPUT_FOLDER, load_dataset(input_dir)
+    else:
+        spec = dataset if ":" in dataset else f"{dataset}:test"
+        data = load_dataset(spec, data_dir)
     if n_images < 2:
         raise ParameterError(f"--images must be >= 2, got {n_images}")
     if not isinstance(data, ImageSet) and mech.capabilities().fits_on != "model-file":
@@ -222,7 +230,8 @@ GRID_MODULES = ("privpix.evaluation.grid", "privpix.evaluation.attacks", "privpi
 
 
 @main.command()
-@click.option("--dataset", required=True, help="Dataset NAME with train/test splits (e.g. orl, mnist).")
+@click.option("--dataset", default=None, help="Dataset NAME with train/test splits (e.g. orl, mnist).")
+@click.option("--input", "input_dir", type=click.Path(), default=None, help=INPUT_PAIR_HELP)
 @click.option("--methods", required=True, help="Comma-separated mechanisms, each optionally name[key=value,...].")
 @method_options(grid=True)
 @click.option("--repeats", type=int, default=1, show_default=True)
@@ -245,14 +254,15 @@ GRID_MODULES = ("privpix.evaluation.grid", "privpix.evaluation.attacks", "privpi
 @executor_options
 @click.option("--quiet", "-q", is_flag=True)
 def bench(
-    dataset, methods, epsilons, delta, repeats, output, params, attribute, audit_trials, audit_max_trials, cnn_epochs,
-    limit, size, seed, data_dir, workers, engine, scheduler, quiet,
+    dataset, input_dir, methods, epsilons, delta, repeats, output, params, attribute, audit_trials, audit_max_trials,
+    cnn_epochs, limit, size, seed, data_dir, workers, engine, scheduler, quiet,
 ) -> None:  # fmt: skip
     """Utility, quality, attacks and the ε audit for every (method, ε): tidy results and report.html.
 
     The (method, ε) points run in parallel (--workers, --engine); every cell is seeded on its own, so the
     results do not depend on where they ran."""
     from privpix.data import load_pair
+    from privpix.data.pairs import INPUT_PAIR
     from privpix.errors import ParameterError
     from privpix.evaluation.attacks import attribute_values
     from privpix.evaluation.bench import BenchConfig, run_bench
@@ -275,8 +285,10 @@ def bench(
         if value < least:
             raise ParameterError(f"{opt} must be >= {least}, got {value}")
     check_output_path(output, "--output", folder=True)
+    if (dataset is None) == (input_dir is None):
+        raise ParameterError("give exactly one of --dataset NAME and --input DIR")
     config = BenchConfig(
-        dataset=dataset,
+        dataset=dataset if dataset is not None else INPUT_PAIR,
         methods=method_list,
         epsilons=eps,
         repeats=repeats,
@@ -290,7 +302,7 @@ def bench(
         size=hw,
         delta=delta,
     )
-    train, test = load_pair(dataset, data_dir, limit, seed, hw, False)
+    train, test = load_pair(dataset, data_dir, limit, seed, hw, False, input_dir=input_dir)
     if attribute:
         try:
             attribute_values(train, attribute)

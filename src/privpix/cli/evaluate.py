@@ -13,6 +13,7 @@ from rich.table import Table
 from privpix import strict_json
 from privpix.cli.app import console, err_console, main
 from privpix.cli.options import (
+    INPUT_PAIR_HELP,
     check_methods,
     method_options,
     params_for_method,
@@ -112,7 +113,8 @@ def mechanisms(as_json: bool) -> None:
 
 
 @main.command()
-@click.option("--dataset", required=True, help="Dataset NAME with train/test splits (e.g. orl, mnist).")
+@click.option("--dataset", default=None, help="Dataset NAME with train/test splits (e.g. orl, mnist).")
+@click.option("--input", "input_dir", type=click.Path(), default=None, help=INPUT_PAIR_HELP)
 @click.option(
     "--method",
     "methods",
@@ -131,12 +133,13 @@ def mechanisms(as_json: bool) -> None:
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None)
 @click.option("--quiet", "-q", is_flag=True)
 def evaluate(
-    dataset, methods, epsilons, delta, repeats, seed, params, limit, size, grayscale, json_path, report_path, data_dir,
-    quiet,
+    dataset, input_dir, methods, epsilons, delta, repeats, seed, params, limit, size, grayscale, json_path,
+    report_path, data_dir, quiet,
 ) -> None:  # fmt: skip
-    """Utility (PCA + SVM) and quality of each (method, ε, repeat) on a dataset's train/test split."""
+    """Utility (PCA + SVM) and quality of each (method, ε, repeat) on a dataset's train/test split, or on two
+    halves of your own folder (--input)."""
     from privpix.data import load_pair
-    from privpix.data.pairs import pair_name
+    from privpix.data.pairs import INPUT_PAIR, pair_name
     from privpix.errors import ParameterError
 
     if repeats < 1:
@@ -148,8 +151,8 @@ def evaluate(
     for opt, path in (("--json", json_path), ("--report", report_path)):
         if path:
             check_output_path(path, opt)  # before the evaluation, not after it
-    name = pair_name(dataset)
-    train, test = load_pair(name, data_dir, limit, seed, parse_size(size), grayscale)
+    name = pair_name(dataset) if dataset is not None else INPUT_PAIR
+    train, test = load_pair(dataset, data_dir, limit, seed, parse_size(size), grayscale, input_dir=input_dir)
     rows, fitted = _run_evaluation(train, test, method_list, eps_list, repeats, seed, common, name, data_dir, quiet,
                                    delta)  # fmt: skip
     _print_summary(rows, quiet)

@@ -184,11 +184,13 @@ def _is_its_reservation(entry, fit: dict) -> bool:
 @click.option("--delta", type=float, default=None, help="δ of the release or fit.")
 @click.option("--param", "params", multiple=True, help="Mechanism parameter key=value (repeatable).")
 @click.option("--dataset", default=None, help="NAME[:SPLIT]: the images' shape and count are read from it.")
+@click.option("--input", "input_dir", type=click.Path(), default=None,
+              help="A folder of your own images (or shards): their shape and count are read from it.")  # fmt: skip
 @click.option("--shape", default=None, help="HEIGHTxWIDTH[xCHANNELS] of the images (instead of --dataset).")
 @click.option("--n", "count", type=int, default=None, help="Number of private images (a fit's noise may need it).")
 @click.option("--secure", is_flag=True, help="The release would use --secure (its exact noise is charged as such).")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None)
-def check(file, method, epsilon, delta, params, dataset, shape, count, secure, data_dir) -> None:
+def check(file, method, epsilon, delta, params, dataset, input_dir, shape, count, secure, data_dir) -> None:
     """Would this release (or a fit that is a DP release) fit the budget of the ledger FILE? Nothing is charged.
     Exit 0 when it fits, 1 when it does not (the reason printed), 2 on bad input."""
     from privpix.errors import BudgetExceededError, ParameterError
@@ -214,7 +216,9 @@ def check(file, method, epsilon, delta, params, dataset, shape, count, secure, d
                 sys.exit(1)
             plain(f"yes: post-processing of the DP fit charged as entry {entry.id}; nothing more is charged")
             return
-    hwc, n = _shape_and_count(dataset, shape, count, data_dir, caps.fixed_shape)
+    if dataset is not None and input_dir is not None:
+        raise ParameterError("give one of --dataset and --input, not both")
+    hwc, n = _shape_and_count(dataset or input_dir, shape, count, data_dir, caps.fixed_shape)
     claim = mech.privacy(hwc, n, secure=secure)
     guarantee, events = claim.guarantee, claim.events
     try:

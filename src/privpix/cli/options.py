@@ -12,6 +12,11 @@ from rich.markup import escape
 from privpix.cli.app import console, err_console
 from privpix.data.folders import INPUT_FOLDER  # noqa: F401  (re-exported: the commands name it from here)
 
+INPUT_PAIR_HELP = (
+    "A folder of your own images (flat, or one sub-folder per class), or Parquet / WebDataset shards, instead of "
+    "--dataset: split in two halves (train, test) by a seeded permutation within each class."
+)
+
 
 def method_options(*, grid: bool = False, epsilon_help: str = "ε the mechanism claims (for DP mechanisms)."):
     """The options that name a mechanism and its privacy parameters, declared once for every command.

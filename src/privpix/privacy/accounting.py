@@ -24,7 +24,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from privpix.errors import BudgetExceededError, DataError, ParameterError, check_delta, check_positive
+from privpix.errors import BudgetExceededError, DataError, ParameterError, PrivpixError, check_delta, check_positive
 from privpix.fileio import write_text_atomic
 from privpix.privacy.composition import (
     BASIC,
@@ -468,6 +468,28 @@ class LedgerSession:
             entry.model_sha256 = model_sha256
         self.ledger.save(self.path)
         return entry
+
+
+def release_unpublished(
+    ledger: str | os.PathLike | None, run: object, proof: str, note: Callable[[str], None] | None = None
+) -> int:
+    """Release, in ``ledger``, the reservation of the sharded run ``run`` whose work was shown to be unpublished:
+    its staging was removed without a commit, so nothing of it was published and its noisy files never left the
+    owner-only staging folder. ``proof`` says how that was shown; the entry stays, as ``released`` with it. Returns
+    how many were released; a ledger that is gone or cannot be read is left as it is (the reservation keeps
+    counting: never an overspend)."""
+    if not ledger or not isinstance(run, str) or not Path(ledger).is_file():
+        return 0
+    try:
+        with open_ledger(ledger, wait=note) as session:
+            released = session.drop(run, proof=f"its run {run} published nothing: {proof}")
+    except (PrivpixError, OSError) as exc:
+        if note is not None:
+            note(f"{ledger}: could not release the interrupted run's reservation ({exc}); it keeps counting")
+        return 0
+    if released and note is not None:
+        note(f"the interrupted run's reservation in {ledger} was released (nothing of it was published)")
+    return released
 
 
 class FitCharge:

@@ -86,8 +86,7 @@ def publish_job(
             if session is None or earlier_plan.get("ledger") != ledger_path:
                 return
             run_id = earlier_plan["run"]
-            proof = (f"its run {run_id} published nothing: its staging in {output} was removed uncommitted by a "
-                     "later release there")  # fmt: skip
+            proof = f"its run {run_id} published nothing: a later release removed its staging in {output} uncommitted"
             if session.drop(run_id, proof=proof) and note is not None:
                 note(f"the interrupted run's reservation in {ledger} was released (nothing of it was published)")
 

@@ -53,6 +53,7 @@ from privpix.data.formats.release_layout import (
 )
 from privpix.errors import DataError, ParameterError
 from privpix.fileio import fsync_path, sha256_file, write_chunks_atomic, write_text_atomic
+from privpix.privacy.accounting import release_unpublished
 from privpix.spill import SortedSpill
 
 # Inside the staging folder: the sorted list the commit journal points to (the manifest less its list, then one
@@ -117,7 +118,12 @@ def verify_manifest(
         except Timeout:
             return [f"{out}: a privpix release is writing there now"]
         try:
-            recover(out, note or (lambda _m: None), on_discard=lambda plan: release_reservation(plan, out, note))
+            proof = f"its staging in {out} was removed uncommitted (no commit journal) by `privpix verify --repair`"
+            recover(
+                out,
+                note or (lambda _m: None),
+                on_discard=lambda plan: release_unpublished(plan.get("ledger"), plan.get("run"), proof, note),
+            )
         finally:
             lock.release()
     manifest = read_manifest(out)
@@ -471,30 +477,6 @@ class ReleaseWriter:
                 self.out.rmdir()
             except OSError:
                 pass
-
-
-def release_reservation(plan: dict[str, Any], out: Path, note: Callable[[str], None] | None = None) -> int:
-    """Release, in the ledger an interrupted sharded run's ``plan`` names, that run's reservation once its staging
-    in ``out`` was removed without a commit: nothing of it was published, and its noisy files never left the
-    owner-only staging folder. The entry stays, as ``released`` with that proof. Returns how many were released;
-    a ledger that cannot be read is left as it is (its reservation keeps counting: never an overspend)."""
-    from privpix.errors import PrivpixError
-    from privpix.privacy.accounting import open_ledger
-
-    ledger, run = plan.get("ledger"), plan.get("run")
-    if not ledger or not isinstance(run, str) or not Path(ledger).is_file():
-        return 0
-    proof = f"its run {run} published nothing: its staging in {out} was removed uncommitted (no commit journal)"
-    try:
-        with open_ledger(ledger, wait=note) as session:
-            released = session.drop(run, proof=proof)
-    except (PrivpixError, OSError) as exc:
-        if note is not None:
-            note(f"{ledger}: could not release the interrupted run's reservation ({exc}); it keeps counting")
-        return 0
-    if released and note is not None:
-        note(f"the interrupted run's reservation in {ledger} was released (nothing of it was published)")
-    return released
 
 
 def recover(
