@@ -4,7 +4,8 @@ For each case an obfuscator is trained (Algorithm 1, early stopping), then every
 of f, with or without f, and the Gaussian-noise baseline) is measured with the paper's protocol
 (:mod:`privpix.mechanisms.neural.obfuscation`): weak adversary (trained on original data), strong adversary
 (trained on released data of a disjoint split), utility provider (trained on released data, tested on the
-original test data and on released test data). Convex-hull AUC with both origins; the decorrelation check.
+original test data and on released test data). Convex-hull AUC with both origins; the decorrelation check
+(:mod:`privpix.evaluation.obfuscator_experiments`, with the noise baseline).
 
 Data: Adult, the official train (30,162 complete records) and test (15,060) files; CelebA, the 4,559-image
 subset split by identity (3,662 train / 897 test), 64×64 centre crops. The paper trained on all of CelebA
@@ -26,15 +27,9 @@ import numpy as np
 
 from _results import RENDER_HELP, RENDER_ONLY, Col, Output, rerender, table, write
 from privpix.data import celeba_64, load_dataset
+from privpix.evaluation.obfuscator_experiments import decorrelation, gaussian_noise_release
 from privpix.evaluation.tradeoff import convex_hull_auc
-from privpix.mechanisms.neural.obfuscation import (
-    AttributeData,
-    decorrelation,
-    gaussian_noise_release,
-    measure_release,
-    obfuscator_release,
-    train_inferrer,
-)
+from privpix.mechanisms.neural.obfuscation import AttributeData, measure_release, obfuscator_release, train_inferrer
 from privpix.mechanisms.neural.obfuscator import train_obfuscator
 from privpix.mechanisms.neural.records import encode_records, fit_record_encoding
 

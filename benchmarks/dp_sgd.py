@@ -102,14 +102,14 @@ def run_one(
 ) -> dict[str, Any]:
     """One DP-SGD fit on ``train``; the validation curve, and (unless ``test`` is None) the test accuracy at the
     epoch chosen on validation and at the last epoch."""
-    from privpix.mechanisms.neural import dp_sgd_net
+    from privpix.mechanisms import dp_sgd_training
 
     curve: list[float] = []
     states: list[dict] = []
     xval = val.as_float()
 
     def on_epoch(epoch: int, net) -> None:
-        curve.append(accuracy(dp_sgd_net.predict(net, xval), val.labels))
+        curve.append(accuracy(dp_sgd_training.predict(net, xval), val.labels))
         states.append({k: v.detach().clone() for k, v in net.state_dict().items()})
         log(f"  ε={epsilon:g} seed {seed} epoch {epoch}: validation {curve[-1]:.4f}")
 
@@ -139,7 +139,7 @@ def run_one(
         net = mech.network()
         row["test_last"] = accuracy(mech.predict(test), test.labels)
         net.load_state_dict(states[row["chosen_epoch"] - 1])
-        row["test_chosen"] = accuracy(dp_sgd_net.predict(net, test.as_float()), test.labels)
+        row["test_chosen"] = accuracy(dp_sgd_training.predict(net, test.as_float()), test.labels)
     return row
 
 

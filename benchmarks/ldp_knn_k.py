@@ -17,7 +17,8 @@ from sklearn.neighbors import NearestNeighbors
 
 from _results import write_json
 from privpix.data import load_dataset
-from privpix.mechanisms.ldp import grr_perturb, make_encoder
+from privpix.mechanisms.ldp import make_encoder
+from privpix.privacy.grr import grr_perturb
 
 KS = [1, 5, 10, 30, 100, 300, 1000]
 EPSILONS = [0.5, 1.0, 2.0, math.inf]

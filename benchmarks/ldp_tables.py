@@ -23,8 +23,9 @@ import numpy as np
 
 from _results import RENDER_HELP, RENDER_ONLY, Output, rerender, table, write
 from privpix.data import load_dataset
-from privpix.mechanisms.ldp import grr_perturb, make_encoder
-from privpix.mechanisms.ldp.learners import make_classifier
+from privpix.evaluation.ldp_learners import make_classifier
+from privpix.mechanisms.ldp import make_encoder
+from privpix.privacy.grr import grr_perturb
 
 OUT = Path(__file__).parent / "results"
 EPSILONS = [0.1, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, math.inf]

@@ -1,5 +1,5 @@
 """White-box audit of DP-SGD (``privpix.evaluation.audit.audit`` on an unfitted ``dp-sgd``): Dirac gradient canaries
-through the real Opacus training loop (:func:`privpix.mechanisms.neural.dp_sgd_net.dirac_canary_scores`), calibrated
+through the real Opacus training loop (:func:`privpix.mechanisms.dp_sgd_training.dirac_canary_scores`), calibrated
 as a fit on n images would be, read raw and through the composed curve of T sampled Gaussian steps (PLD).
 
 Settings (δ = 1e-5, claimed ε ∈ {1, 2, 4, 8, 10}, seeds 0..4):

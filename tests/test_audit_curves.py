@@ -273,7 +273,7 @@ def test_categorical_reports_get_a_likelihood_ratio_on_the_right_coordinate():
     """Randomized response over d = 37 values (a HOG-BoVW count feature): x₀ reports 1, x₁ reports 0 on coordinate
     3, five other coordinates report the same value on both sides. A mean shift hides coordinate 3 among the
     others; the categorical statistic finds it, and its held-out test bounds ε near the true 4."""
-    from privpix.evaluation.audit.bounds import _statistics
+    from privpix.evaluation.audit.bounds import fit_statistics
 
     rng, eps, d, n = np.random.default_rng(0), 4.0, 37, 4000
 
@@ -286,11 +286,11 @@ def test_categorical_reports_get_a_likelihood_ratio_on_the_right_coordinate():
         return np.stack([grr(5) for _ in range(3)] + [grr(v)] + [grr(5) for _ in range(2)], axis=1)
 
     x0, x1 = side(1), side(0)
-    stats_ = _statistics(x0[:2000], x1[:2000])
+    stats_ = fit_statistics(x0[:2000], x1[:2000])
     [name] = [k for k in stats_ if "categorical" in k]
     assert "released value 3" in name
     llr = stats_[name]
     b = bounds_from_samples(llr(x0[2000:]), llr(x1[2000:]), 0.0, "randomized-response")
     assert 2.8 < b.raw_epsilon_lower <= eps
     # Continuous outputs get no categorical statistic.
-    assert not any("categorical" in k for k in _statistics(rng.random((200, 4)), rng.random((200, 4))))
+    assert not any("categorical" in k for k in fit_statistics(rng.random((200, 4)), rng.random((200, 4))))

@@ -13,6 +13,7 @@ from privpix.data import ImageSet
 from privpix.errors import ParameterError
 from privpix.mechanisms import get_mechanism
 from privpix.mechanisms.neural import dp_sgd as dps
+from privpix.mechanisms.trained import sampling
 from privpix.privacy.composition import SampledGaussianNoise
 
 TINY = {"epochs": 1, "batch_size": 10}
@@ -41,7 +42,7 @@ def test_noise_multiplier_gives_the_target_epsilon_by_the_accountant(epsilon):
     independent computation of the same Poisson-sampled Gaussian composition) agrees to 3 %."""
     import dp_accounting
 
-    q, per_epoch = dps.sampling(55_000, 256)
+    q, per_epoch = sampling(55_000, 256)
     steps = 20 * per_epoch
     z = dps.noise_multiplier(epsilon, 1e-5, q, steps)
     eps = dps.epsilon_of(z, q, steps, 1e-5)
@@ -53,10 +54,10 @@ def test_noise_multiplier_gives_the_target_epsilon_by_the_accountant(epsilon):
 
 
 def test_sampling_rate_and_steps():
-    assert dps.sampling(55_000, 256) == (256 / 55_000, 215)
-    assert dps.sampling(60, 10) == (1 / 6, 6)
+    assert sampling(55_000, 256) == (256 / 55_000, 215)
+    assert sampling(60, 10) == (1 / 6, 6)
     with pytest.raises(ParameterError, match="batch_size"):
-        dps.sampling(50, 64)
+        sampling(50, 64)
 
 
 # ------------------------------------------------------------------------------------------ the guarantee
@@ -120,18 +121,18 @@ def test_same_seed_same_weights_other_seed_others_and_no_global_torch_state(fitt
 def test_noise_is_really_added():
     """With ε = 1 on 60 images the noise (σ = z·C per coordinate, divided by the expected batch size) dominates the
     clipped gradients: two seeds that share the weights' initialisation still end far apart."""
-    from privpix.mechanisms.neural import dp_sgd_net
+    from privpix.mechanisms import dp_sgd_training
 
-    net = dp_sgd_net.build_network((28, 28, 1), 10, 0)
+    net = dp_sgd_training.build_network((28, 28, 1), 10, 0)
     start = {k: v.clone() for k, v in net.state_dict().items()}
-    x = dp_sgd_net.to_tensor(np.zeros((60, 28, 28, 1), np.float32))
-    y = dp_sgd_net.torch.zeros(60, dtype=dp_sgd_net.torch.long)
+    x = dp_sgd_training.to_tensor(np.zeros((60, 28, 28, 1), np.float32))
+    y = dp_sgd_training.torch.zeros(60, dtype=dp_sgd_training.torch.long)
     from opacus.accountants import RDPAccountant
 
     moved = []
     for noise_seed in (1, 2):
         net.load_state_dict(start)
-        dp_sgd_net.train_dp_sgd(net, x, y, noise_multiplier=5.0, max_grad_norm=0.1, batch_size=10.0,
+        dp_sgd_training.train_dp_sgd(net, x, y, noise_multiplier=5.0, max_grad_norm=0.1, batch_size=10.0,
                                 steps_per_epoch=1, epochs=1, lr=1.0, momentum=0.0, sample_seed=0,
                                 noise_seed=noise_seed, accountant=RDPAccountant())  # fmt: skip
         moved.append(net.fc2.bias.detach().numpy() - start["fc2.bias"].numpy())
@@ -144,14 +145,14 @@ def test_empty_poisson_batches_still_take_their_noisy_step():
     step that the optimizer takes and the accountant counts."""
     from opacus.accountants import RDPAccountant
 
-    from privpix.mechanisms.neural import dp_sgd_net
+    from privpix.mechanisms import dp_sgd_training
 
-    torch = dp_sgd_net.torch
-    net = dp_sgd_net.build_network((28, 28, 1), 10, 0)
+    torch = dp_sgd_training.torch
+    net = dp_sgd_training.build_network((28, 28, 1), 10, 0)
     start = net.fc2.bias.detach().clone()
-    x, y = dp_sgd_net.to_tensor(np.random.default_rng(0).random((30, 28, 28, 1))), torch.arange(30) % 10
+    x, y = dp_sgd_training.to_tensor(np.random.default_rng(0).random((30, 28, 28, 1))), torch.arange(30) % 10
     acc = RDPAccountant()
-    dp_sgd_net.train_dp_sgd(net, x, y, noise_multiplier=1.0, max_grad_norm=0.1, batch_size=1.0, steps_per_epoch=30,
+    dp_sgd_training.train_dp_sgd(net, x, y, noise_multiplier=1.0, max_grad_norm=0.1, batch_size=1.0, steps_per_epoch=30,
                             epochs=1, lr=0.1, momentum=0.0, sample_seed=0, noise_seed=0, accountant=acc)  # fmt: skip
     assert acc.history == [(1.0, 1 / 30, 30)]
     assert all(torch.isfinite(p).all() for p in net.parameters()) and not torch.equal(net.fc2.bias, start)
@@ -232,17 +233,17 @@ def test_dirac_canaries_count_sampled_steps_and_carry_the_stated_noise():
     false-alarm rate of 1e-4, fixed seeds)."""
     from scipy import stats
 
-    from privpix.mechanisms.neural import dp_sgd_net
+    from privpix.mechanisms import dp_sgd_training
 
     common = {"max_grad_norm": 0.1, "sample_rate": 0.2, "steps_per_epoch": 5, "epochs": 2, "sample_seed": 1,
               "noise_seed": 2}  # fmt: skip
-    quiet = dp_sgd_net.dirac_canary_scores(1000, noise_multiplier=1e-5, **common)
+    quiet = dp_sgd_training.dirac_canary_scores(1000, noise_multiplier=1e-5, **common)
     counts = np.round(quiet.sum1)
     np.testing.assert_allclose(quiet.sum1, counts, atol=1e-3)
     np.testing.assert_allclose(quiet.sum0, 0.0, atol=1e-3)
     assert abs(counts.mean() - 10 * 0.2) < 4 * math.sqrt(10 * 0.2 * 0.8 / 1000)
     assert quiet.s1.mean() > quiet.s0.max()  # the likelihood ratio separates every sampled canary
-    noisy = dp_sgd_net.dirac_canary_scores(1000, noise_multiplier=1.0, **common)
+    noisy = dp_sgd_training.dirac_canary_scores(1000, noise_multiplier=1.0, **common)
     chi2 = float(np.sum(noisy.sum0**2) / 10)
     assert stats.chi2(1000).ppf(5e-5) < chi2 < stats.chi2(1000).isf(5e-5)
 
@@ -324,10 +325,10 @@ def scatter_fit(digits):
 def test_scatternet_features_train_a_linear_head_far_above_chance(scatter_fit, digits):
     """Tramèr & Boneh's ScatterNet + linear on 1,000 built-in digits at ε = 3: the fixed scattering transform (81 ×
     7 × 7 coefficients) and a dense layer trained with DP-SGD. Far above chance (0.1) on 1,000 other digits."""
-    from privpix.mechanisms.neural import dp_sgd_net
+    from privpix.mechanisms import dp_sgd_training
 
     net = scatter_fit.network()
-    assert isinstance(net, dp_sgd_net.ScatterNetLinear)
+    assert isinstance(net, dp_sgd_training.ScatterNetLinear)
     assert set(net.state_dict()) == {"head.2.weight", "head.2.bias"}  # only the dense layer: the wavelets are fixed
     test = digits.subset(np.arange(1, 5000, 5))
     assert np.mean(scatter_fit.predict(test) == test.labels) > 0.7

@@ -204,9 +204,9 @@ def test_dp_synth_is_an_alias_resolved_at_construction():
     assert type(mech) is mechanism_class("dp-teacher") and mech.name == "dp-teacher" and mech.n == 10
     assert parse_method_spec("dp-synth[teacher_share=0.5]") == ("dp-teacher", {"teacher_share": "0.5"})
     assert canonical_spec("dp-synth[n=10]") == "dp-teacher[n=10]" and canonical_spec("dp-merf") == "dp-merf"
-    from privpix.cli.options import _split_methods
+    from privpix.cli.options import split_methods
 
-    assert _split_methods("dp-synth,dp-merf[epochs=2]") == ["dp-teacher", "dp-merf[epochs=2]"]
+    assert split_methods("dp-synth,dp-merf[epochs=2]") == ["dp-teacher", "dp-merf[epochs=2]"]
 
 
 def test_an_alias_that_pins_a_parameter_refuses_a_contradiction(monkeypatch):
@@ -266,10 +266,10 @@ def test_replace_one_canaries_score_the_likelihood_ratio_of_a_gradient_replaced_
     by a χ² test at a two-sided false-alarm rate of 1e-4 (fixed seeds)."""
     from scipy import stats
 
-    from privpix.mechanisms.neural import dp_sgd_net
+    from privpix.mechanisms import dp_sgd_training
 
     z, steps, n = 2.0, 20, 1000
-    s = dp_sgd_net.dirac_canary_scores(n, noise_multiplier=z, max_grad_norm=0.1, sample_rate=1.0,
+    s = dp_sgd_training.dirac_canary_scores(n, noise_multiplier=z, max_grad_norm=0.1, sample_rate=1.0,
                                        steps_per_epoch=steps, epochs=1, sample_seed=1, noise_seed=2,
                                        relation="replace-one")  # fmt: skip
     mean, sd = 2 * steps / z**2, math.sqrt(4 * steps / z**2)
@@ -281,14 +281,15 @@ def test_replace_one_canaries_score_the_likelihood_ratio_of_a_gradient_replaced_
         assert abs(sums.mean() - sign * steps) < 4 * math.sqrt(steps * z**2 / n)
     # With Poisson sampling (q < 1) the score is a true log-likelihood ratio only if E₀[e^L] = E₁[e^−L] = 1:
     # checked within 4 standard errors (fixed seeds).
-    s = dp_sgd_net.dirac_canary_scores(n, noise_multiplier=1.0, max_grad_norm=0.1, sample_rate=0.3,
+    s = dp_sgd_training.dirac_canary_scores(n, noise_multiplier=1.0, max_grad_norm=0.1, sample_rate=0.3,
                                        steps_per_epoch=10, epochs=1, sample_seed=3, noise_seed=4,
                                        relation="replace-one")  # fmt: skip
     for ratio in (np.exp(s.s0), np.exp(-s.s1)):
         assert abs(ratio.mean() - 1) < 4 * ratio.std() / math.sqrt(n)
     with pytest.raises(ParameterError, match="relation"):
-        dp_sgd_net.dirac_canary_scores(10, noise_multiplier=z, max_grad_norm=0.1, sample_rate=1.0, steps_per_epoch=1,
-                                       epochs=1, sample_seed=1, noise_seed=2, relation="swap")  # fmt: skip
+        dp_sgd_training.dirac_canary_scores(10, noise_multiplier=z, max_grad_norm=0.1, sample_rate=1.0,
+                                            steps_per_epoch=1, epochs=1, sample_seed=1, noise_seed=2,
+                                            relation="swap")  # fmt: skip
 
 
 def test_the_replace_one_curve_is_the_ledgers_accountant():
@@ -333,10 +334,10 @@ def test_the_embedding_part_is_the_real_release_projected_on_the_pairs_differenc
     """With the teacher's part switched off (scores 0), the composite's scores are the embedding's log-likelihood
     ratio μ·s − μ²/2 with s ~ N(0, 1) on one side and N(μ, 1) on the other: the real release's noise in units of
     its calibrated σ (means within 4 standard errors, fixed seed)."""
-    from privpix.mechanisms.neural import dp_sgd_net
+    from privpix.mechanisms import dp_sgd_training
 
-    monkeypatch.setattr(dp_sgd_net, "dirac_canary_scores",
-                        lambda trials, **kw: dp_sgd_net.DiracScores(*(np.zeros(trials),) * 4))  # fmt: skip
+    monkeypatch.setattr(dp_sgd_training, "dirac_canary_scores",
+                        lambda trials, **kw: dp_sgd_training.DiracScores(*(np.zeros(trials),) * 4))  # fmt: skip
     monkeypatch.setattr(dp_teacher, "teacher_noise", lambda *a: 5.0)  # its calibration: seconds, and unused here
     mech = get_mechanism("dp-teacher", epsilon=8.0, delta=1e-5, **AUDITED)
     wb = mech.white_box_trials(sixty, 2000, seed=0)

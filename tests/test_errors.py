@@ -371,7 +371,7 @@ def model_files(tmp_path) -> dict[str, Path]:
 
 
 def test_damaged_model_files_raise_data_error_naming_them(model_files):
-    from privpix.mechanisms.neural.modelfile import load_model_file
+    from privpix.mechanisms.modelfile import load_model_file
 
     for what, path in model_files.items():
         with pytest.raises(DataError) as info:

@@ -1,4 +1,5 @@
-"""The package's shape: no import circles in src/privpix, benchmarks on the public API only, the CLI a package."""
+"""The package's shape: no import circles in src/privpix, no module using another's private names, benchmarks on the
+public API only, the CLI a package."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ def _imports(mods: dict[str, Path], name: str) -> set[str]:
 @pytest.mark.integration
 def test_the_layers_hold():
     """pyproject.toml's import-linter contracts: each layer imports only from the layers below it (lazy imports
-    inside functions included), and mechanisms never reach evaluation, report, publishing or the command line."""
+    inside functions included), mechanisms never reach evaluation, report, publishing or the command line, the
+    mechanism families import one another only through the shared modules, and generic code imports no family."""
     exe = Path(sys.executable).parent / "lint-imports"
     assert exe.is_file(), "import-linter is a dev dependency: pip install -e '.[dev]'"
     r = subprocess.run([str(exe), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -65,6 +67,83 @@ def test_no_import_circles_in_the_package():
         if start in seen:
             circles.append(start)
     assert not circles, f"modules in an import circle: {sorted(circles)}"
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_imports(mods: dict[str, Path], root: Path = ROOT) -> list[str]:
+    """Every place a module of the package reaches into another module's ``_``-name: ``from privpix.x import _name``
+    (relative forms included) or ``x._name`` where ``x`` names a module of the package. A package's ``__init__``
+    counts as a module like any other: it re-exports its submodules' public names only, and a submodule takes
+    nothing private from its ``__init__``. A private module (``_name.py``) is imported by its own package only.
+    Dunder names (``__version__``) are public."""
+    found = []
+    for name, path in sorted(mods.items()):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        where = path.relative_to(root).as_posix()
+        modules: dict[str, str] = {}  # local name -> the package module it is bound to
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    pkg = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                    base = ".".join(pkg[: len(pkg) - node.level + 1] + ([base] if base else []))
+                if base.split(".")[0] != "privpix":
+                    continue
+                for a in node.names:
+                    if f"{base}.{a.name}" in mods:
+                        modules[a.asname or a.name] = f"{base}.{a.name}"
+                        # A private module is its own package's.
+                        if _private(a.name) and not (name == base or name.startswith(base + ".")):
+                            found.append(f"{where}:{node.lineno} imports {base}.{a.name}")
+                    elif _private(a.name) and base != name:
+                        found.append(f"{where}:{node.lineno} imports {base}.{a.name}")
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] == "privpix":
+                        modules[a.asname or "privpix"] = a.name if a.asname else "privpix"
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and _private(node.attr)):
+                continue
+            chain, value = [], node.value
+            while isinstance(value, ast.Attribute):
+                chain.append(value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in modules:
+                target = ".".join([modules[value.id], *reversed(chain)])
+                if target in mods and target != name:
+                    found.append(f"{where}:{node.lineno} reads {target}.{node.attr}")
+    return found
+
+
+def test_no_module_uses_another_modules_private_names(tmp_path):
+    """A ``_``-name is its module's own: what another module needs is public, with a docstring for its callers.
+    The check itself is tried on a planted package, so that it is known to catch each form."""
+    assert not private_imports(_modules()), private_imports(_modules())
+    pkg = tmp_path / "privpix"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("__version__ = '1'\n")
+    (pkg / "a.py").write_text("_hidden = 1\nshown = 2\nfrom privpix.sub import _inner\n")
+    (pkg / "sub" / "_inner.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from privpix import _own\n")
+    (pkg / "_own.py").write_text("")
+    (pkg / "sub" / "b.py").write_text(
+        "import privpix.a\nfrom privpix import __version__, a\nfrom privpix.a import _hidden, shown\n"
+        "from .. import a as aa\nx = a._hidden + privpix.a._hidden + aa._hidden + shown\n"
+    )
+    planted = {"privpix": pkg / "__init__.py", "privpix.a": pkg / "a.py", "privpix._own": pkg / "_own.py",
+               "privpix.sub": pkg / "sub" / "__init__.py", "privpix.sub._inner": pkg / "sub" / "_inner.py",
+               "privpix.sub.b": pkg / "sub" / "b.py"}  # fmt: skip
+    got = private_imports(planted, tmp_path)
+    assert got == [
+        "privpix/a.py:3 imports privpix.sub._inner",
+        "privpix/sub/b.py:3 imports privpix.a._hidden",
+        "privpix/sub/b.py:5 reads privpix.a._hidden",
+        "privpix/sub/b.py:5 reads privpix.a._hidden",
+        "privpix/sub/b.py:5 reads privpix.a._hidden",
+    ], got
 
 
 def test_benchmarks_use_the_public_api_only():

@@ -11,22 +11,20 @@ from sklearn.neighbors import KNeighborsClassifier, NearestCentroid
 
 from conftest import ReplayedSecure
 from privpix.errors import DataError, ParameterError
-from privpix.mechanisms import get_mechanism
-from privpix.mechanisms.ldp import (
+from privpix.evaluation.ldp_estimators import (
     frequency_estimate,
     frequency_variance,
-    grr_perturb,
-    grr_probabilities,
-    load_encoder,
-    make_encoder,
     mean_estimate,
     mean_estimate_rr,
     mean_variance_exact,
     value_counts,
 )
+from privpix.evaluation.ldp_learners import LDPKNN, LDPNaiveBayes, LDPNearestCentroid
+from privpix.mechanisms import get_mechanism
+from privpix.mechanisms.ldp import load_encoder, make_encoder
 from privpix.mechanisms.ldp.dcaconv import convolve, dca_filters
-from privpix.mechanisms.ldp.learners import LDPKNN, LDPNaiveBayes, LDPNearestCentroid
 from privpix.mechanisms.ldp.reports import ldp_guarantee, perturb, read_reports
+from privpix.privacy.grr import grr_perturb, grr_probabilities
 from privpix.privacy.noise import make_rng
 from privpix.publishing.release import release_to_dir as release
 
@@ -461,7 +459,7 @@ def test_cli_two_party_workflow_on_mnist(run, data_dir, tmp_path):
 
 def test_grr_with_a_huge_epsilon_keeps_every_value():
     """Found by the fuzz suite: at ε = 40 the keep probability rounds to 1 and 1 - p divided by zero."""
-    from privpix.mechanisms.ldp.rr import grr_perturb
+    from privpix.privacy.grr import grr_perturb
 
     v = np.arange(16) % 4
     np.testing.assert_array_equal(grr_perturb(v, 4, 40.0, np.random.default_rng(0)), v)

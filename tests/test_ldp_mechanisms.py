@@ -19,8 +19,8 @@ from privpix.mechanisms import MECHANISMS, get_mechanism, register
 from privpix.mechanisms.ldp import ENCODERS, load_encoder, make_encoder
 from privpix.mechanisms.ldp.encoders import PixelEncoder
 from privpix.mechanisms.ldp.mechanism import LDPDCAConv, LDPFeatures, LDPPixelReport, register_ldp
-from privpix.mechanisms.ldp.rr import grr_probabilities
 from privpix.privacy.composition import PureDP
+from privpix.privacy.grr import grr_probabilities
 from privpix.privacy.neighbours import OneFeature, OneImage
 
 NAMES = ("ldp-pixel-report", "ldp-hog-bovw", "ldp-dcaconv", "ldp-bnn")
@@ -249,14 +249,16 @@ def test_cli_audit_of_hog_bovw_at_both_units(run, data_dir, tmp_path):
 
 @pytest.mark.slow
 def test_bench_utility_hooks(mnist, dca):
-    """What the bench's cell asks a feature mechanism: the released reports train ``utility_model()``, which is
-    scored on the clean encodings of test images (the paper's protocol)."""
+    """What the bench's cell asks a feature mechanism: the released reports train the learner ``utility_learner()``
+    names, which is scored on the clean encodings of test images (the paper's protocol)."""
+    from privpix.evaluation.ldp_learners import learner_for
+
     train, test = mnist
     rel = dca.release(spread(train, 1000), 5)
-    clf = dca.utility_model().fit(rel.values(), rel.source.labels)
+    clf = learner_for(dca.utility_learner()).fit(rel.values(), rel.source.labels)
     assert clf.get_params()["epsilon"] == 2.0 and clf.get_params()["d"] == 2
     held_out = spread(test, 500)
     acc = clf.score(dca.encode(held_out), held_out.labels)
     assert acc > 0.35, acc  # 1,000 reports of 3,645 features at ε = 2 (chance: 0.1)
     knn = get_mechanism("ldp-dcaconv", 2.0, layers="5-1", learner="knn", n_neighbors=5)
-    assert type(knn.fit(spread(train, 200)).utility_model()).__name__ == "LDPKNN"
+    assert type(learner_for(knn.fit(spread(train, 200)).utility_learner())).__name__ == "LDPKNN"

@@ -163,14 +163,8 @@ def test_inferrer_learns_and_is_reproducible():
 
 @pytest.mark.slow
 def test_protocol_noise_baseline_and_decorrelation():
-    from privpix.mechanisms.neural.obfuscation import (
-        AttributeData,
-        decorrelation,
-        gaussian_noise_release,
-        measure_release,
-        obfuscator_release,
-        train_inferrer,
-    )
+    from privpix.evaluation.obfuscator_experiments import decorrelation, gaussian_noise_release
+    from privpix.mechanisms.neural.obfuscation import AttributeData, measure_release, obfuscator_release, train_inferrer
 
     x, y, priv = _toy_records(1200, seed=1)
     train, test = AttributeData(x[:900], y[:900], priv[:900]), AttributeData(x[900:], y[900:], priv[900:])

@@ -576,7 +576,7 @@ def test_a_record_naming_a_file_outside_its_run_is_refused_before_anything_moves
     """A shard record is read back from disk: a name in it that leaves its run's folder (``../``) is never hashed
     at a resume nor moved at the commit (the review of issue 31, item 5)."""
     from privpix.errors import DataError
-    from privpix.publishing.shard_worker import _read_record, _write_record
+    from privpix.publishing.shard_worker import _write_record, read_record
     from privpix.publishing.shards import _adopt
     from privpix.publishing.staging import ReleaseWriter
 
@@ -588,7 +588,7 @@ def test_a_record_naming_a_file_outside_its_run_is_refused_before_anything_moves
         (stage / ATTEMPTS / "ab12").mkdir(parents=True)
         record = {"shard": 0, "attempt": "ab12", "files": [["../../../thesis.txt", "0" * 64]]}
         _write_record(stage, 0, record)
-        assert _read_record(stage, 0) is None
+        assert read_record(stage, 0) is None
         with pytest.raises(DataError, match="points outside the release"):
             _adopt(writer, stage, record)
     assert victim.read_text() == "years of work"

@@ -96,6 +96,15 @@ class _SourceError(Exception):
         self.error = error
 
 
+def fsync_path(path: Path) -> None:
+    """Flush the file (or folder) at ``path`` to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def sha256_file(path: Path) -> str:
     """The sha256 of a file's bytes, read in blocks (a release folder's check and the duplicate finder's)."""
     import hashlib

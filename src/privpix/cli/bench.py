@@ -15,16 +15,16 @@ from privpix import strict_json
 from privpix.cli.app import console, main
 from privpix.cli.options import (
     INPUT_PAIR_HELP,
-    _check_methods,
-    _floats,
-    _method_params,
-    _params,
-    _plain,
-    _progress,
-    _size,
-    _split_methods,
+    check_methods,
     executor_options,
     method_options,
+    params_for_method,
+    parse_floats,
+    parse_params,
+    parse_size,
+    plain,
+    progress_bar,
+    split_methods,
 )
 from privpix.publishing.outputs import check_output_path, writing
 
@@ -106,8 +106,8 @@ def audit(
     from privpix.fileio import write_text_atomic
     from privpix.mechanisms import fit_as_declared, get_mechanism
 
-    mech = get_mechanism(method, epsilon, delta, **_params(params))
-    hw = _size(size)  # a bad --size or --json fails before any data is loaded
+    mech = get_mechanism(method, epsilon, delta, **parse_params(params))
+    hw = parse_size(size)  # a bad --size or --json fails before any data is loaded
     if json_path:
         check_output_path(json_path, "--json")
     if input_dir is not None:
@@ -138,12 +138,12 @@ def audit(
 
         if not isinstance(data, ImageSet):
             raise ParameterError(f"--one-run: its canaries are images; --dataset {dataset} holds records")
-        res = audit_one_run(mech, data, canaries=canaries, seed=seed, progress=None if quiet else _plain)
+        res = audit_one_run(mech, data, canaries=canaries, seed=seed, progress=None if quiet else plain)
     else:
         from privpix.executor import make_executor, using
 
         with make_executor(engine, workers, scheduler) as ex, using(ex):
-            res = run_audit(mech, data, trials=trials, seed=seed, progress=None if quiet else _plain, target=target,
+            res = run_audit(mech, data, trials=trials, seed=seed, progress=None if quiet else plain, target=target,
                             budget_seconds=budget_seconds)  # fmt: skip
     out = {"dataset": spec, **res.to_dict()}
     if json_path:
@@ -213,7 +213,7 @@ def audit(
     elif res.verdict == "violated":
         console.print("[red]violated[/red]: the claimed ε is refuted with 95 % confidence.")
     if json_path:
-        _plain(f"wrote {json_path}")
+        plain(f"wrote {json_path}")
 
 
 def _ceiling_text(ceiling: float) -> str:
@@ -269,11 +269,11 @@ def bench(
     from privpix.executor import make_executor
     from privpix.mechanisms import mechanism_class
 
-    method_list = _split_methods(methods)
-    common = _params(params)
-    _check_methods(method_list, common, "--methods")
-    eps = _floats(epsilons, "epsilon")
-    hw = _size(size)
+    method_list = split_methods(methods)
+    common = parse_params(params)
+    check_methods(method_list, common, "--methods")
+    eps = parse_floats(epsilons, "epsilon")
+    hw = parse_size(size)
     # Checked here, not by the run: it writes config.json into --output first, and a later run with the
     # corrected value would then be refused as "a benchmark with different" settings.
     for opt, value, least in (
@@ -293,7 +293,7 @@ def bench(
         epsilons=eps,
         repeats=repeats,
         seed=seed,
-        params={m: _method_params(m, common) for m in method_list},
+        params={m: params_for_method(m, common) for m in method_list},
         attribute=attribute,
         audit_trials=audit_trials,
         audit_max_trials=audit_max_trials,
@@ -309,10 +309,10 @@ def bench(
         except ParameterError as exc:
             raise ParameterError(f"--attribute: {exc}") from None
     steps = sum((repeats + 1) * (len(eps) if mechanism_class(m).uses_epsilon else 1) for m in method_list)
-    bar, step = _progress(steps, "bench", "step", quiet)
+    bar, step = progress_bar(steps, "bench", "step", quiet)
 
     if not quiet:
-        _plain(
+        plain(
             f"privpix bench: {dataset} ({len(train)} train / {len(test)} test), {len(method_list)} methods, "
             f"ε ∈ {eps}, {repeats} repeat(s) → {output}"
         )
@@ -323,7 +323,7 @@ def bench(
     if quiet:
         return
     print_audit_table(res, "claimed versus audited ε")
-    _plain(f"wrote {Path(output) / 'report.html'}, results.csv, results.json in {time.perf_counter() - t0:.0f} s")
+    plain(f"wrote {Path(output) / 'report.html'}, results.csv, results.json in {time.perf_counter() - t0:.0f} s")
 
 
 def print_audit_table(res: dict, title: str) -> None:
@@ -396,7 +396,7 @@ def demo(output, dataset, epsilons, limit, audit_trials, audit_max_trials, seed,
 
     t0 = time.perf_counter()
     out = Path(output)
-    eps = _floats(epsilons, "epsilon")
+    eps = parse_floats(epsilons, "epsilon")
     train, test = load_pair(dataset, None, limit, seed, None, False)
     fit_set = demo_fit_set(dataset, test, seed)
     cfg = out / "config.json"
@@ -433,7 +433,7 @@ def demo(output, dataset, epsilons, limit, audit_trials, audit_max_trials, seed,
             ),
             highlight=False,
         )
-    bar, step = _progress(2 * len(DEMO_METHODS) * len(eps), "demo", "step", quiet)
+    bar, step = progress_bar(2 * len(DEMO_METHODS) * len(eps), "demo", "step", quiet)
     with make_executor(engine, workers, scheduler, GRID_MODULES) as executor:
         res = run_bench(train, test, config, out, progress=step, fit_train=fit_set, executor=executor)
     bar.close()

@@ -14,14 +14,14 @@ from privpix import strict_json
 from privpix.cli.app import console, err_console, main
 from privpix.cli.options import (
     INPUT_PAIR_HELP,
-    _check_methods,
-    _floats,
-    _method_params,
-    _params,
-    _progress,
-    _size,
-    _split_methods,
+    check_methods,
     method_options,
+    params_for_method,
+    parse_floats,
+    parse_params,
+    parse_size,
+    progress_bar,
+    split_methods,
 )
 from privpix.errors import PrivpixError
 from privpix.publishing.outputs import check_output_path, writing
@@ -144,15 +144,15 @@ def evaluate(
 
     if repeats < 1:
         raise ParameterError(f"--repeats must be >= 1, got {repeats}")
-    method_list = [m for spec in methods for m in _split_methods(spec)]
-    eps_list = _floats(epsilons, "epsilon")
-    common = _params(params)
-    _check_methods(method_list, common, "--method")
+    method_list = [m for spec in methods for m in split_methods(spec)]
+    eps_list = parse_floats(epsilons, "epsilon")
+    common = parse_params(params)
+    check_methods(method_list, common, "--method")
     for opt, path in (("--json", json_path), ("--report", report_path)):
         if path:
             check_output_path(path, opt)  # before the evaluation, not after it
     name = pair_name(dataset) if dataset is not None else INPUT_PAIR
-    train, test = load_pair(dataset, data_dir, limit, seed, _size(size), grayscale, input_dir=input_dir)
+    train, test = load_pair(dataset, data_dir, limit, seed, parse_size(size), grayscale, input_dir=input_dir)
     rows, fitted = _run_evaluation(train, test, method_list, eps_list, repeats, seed, common, name, data_dir, quiet,
                                    delta)  # fmt: skip
     _print_summary(rows, quiet)
@@ -173,9 +173,9 @@ def evaluate(
 def _run_evaluation(train, test, methods, epsilons, repeats, seed, common, dataset, data_dir, quiet, delta=None):
     from privpix.evaluation.grid import FittedMechanisms, grid_points, run_grid
 
-    fitted = FittedMechanisms({m: _method_params(m, common) for m in methods}, train, seed, data_dir, delta)
+    fitted = FittedMechanisms({m: params_for_method(m, common) for m in methods}, train, seed, data_dir, delta)
     points = grid_points(methods, epsilons)
-    bar, step = _progress(repeats * len(points), "evaluate", "cell", quiet)
+    bar, step = progress_bar(repeats * len(points), "evaluate", "cell", quiet)
     rows = run_grid(train, test, points, fitted, dataset=dataset, repeats=repeats, seed=seed, progress=step)
     bar.close()
     return rows, fitted

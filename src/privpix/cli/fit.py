@@ -15,13 +15,13 @@ import numpy as np
 
 from privpix.cli.app import main
 from privpix.cli.options import (
-    _note,
-    _params,
-    _plain,
-    _size,
     executor_options,
     method_options,
     notes_from_warnings,
+    parse_params,
+    parse_size,
+    plain,
+    print_note,
 )
 
 if TYPE_CHECKING:
@@ -79,25 +79,25 @@ def fit_to_file(
     what = dataset if dataset is not None else "the --input folder"
     if not quiet:
         how = "OS entropy" if seed is None else f"seed {seed}"
-        _plain(f"privpix fit: {method} on {what} ({len(data)} items), {how} → {out}")
+        plain(f"privpix fit: {method} on {what} ({len(data)} items), {how} → {out}")
     t0 = time.perf_counter()
 
     def reserved(entry: int, path: Path) -> None:
-        _plain(f"reserved as entry {entry} of {path} before training")
+        plain(f"reserved as entry {entry} of {path} before training")
 
     # One torch thread, as in every fit privpix runs: the same seed then gives the same model on any machine.
     with notes_from_warnings(), one_thread():
         done = fit_model(mech, data, out, ledger=ledger, budget=budget, delta_budget=delta_budget, seed=seed,
                          force=force, label=f"fit {mech.name} on {what} → {out}", option="--output",
-                         note=_note, on_reserved=None if quiet else reserved)  # fmt: skip
+                         note=print_note, on_reserved=None if quiet else reserved)  # fmt: skip
     if not quiet:
         if done.spent is not None:
             s = done.spent
-            _plain(f"charged as entry {done.entry} of {done.ledger}: spent ε={s.epsilon:.4g} at δ={s.delta:g} "
+            plain(f"charged as entry {done.entry} of {done.ledger}: spent ε={s.epsilon:.4g} at δ={s.delta:g} "
                    f"({s.accountant}; basic sum ε={s.basic_epsilon:.4g})")  # fmt: skip
-        _plain(f"wrote {out} in {time.perf_counter() - t0:.0f} s; its releases carry: {done.guarantee.compact()}")
+        plain(f"wrote {out} in {time.perf_counter() - t0:.0f} s; its releases carry: {done.guarantee.compact()}")
         for caveat in done.guarantee.caveats:
-            _plain(f"  {caveat}")
+            plain(f"  {caveat}")
     return out
 
 
@@ -198,10 +198,10 @@ def fit(method, dataset, input_dir, size, params, epsilon, delta, limit, ledger,
     from privpix.executor import make_executor, using
 
     with make_executor(engine, workers, scheduler) as executor, using(executor):
-        executor.note = _note
-        fit_to_file(method, dataset, output, _params(params), epsilon=epsilon, delta=delta, limit=limit, seed=seed,
+        executor.note = print_note
+        fit_to_file(method, dataset, output, parse_params(params), epsilon=epsilon, delta=delta, limit=limit, seed=seed,
                     data_dir=data_dir, force=force, quiet=quiet, ledger=ledger, budget=budget,
-                    delta_budget=delta_budget, input_dir=input_dir, size=_size(size))  # fmt: skip
+                    delta_budget=delta_budget, input_dir=input_dir, size=parse_size(size))  # fmt: skip
 
 
 class _ParamValue(click.ParamType):

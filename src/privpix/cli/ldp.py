@@ -18,7 +18,7 @@ import click
 
 from privpix import strict_json
 from privpix.cli.app import err_console, main
-from privpix.cli.options import INPUT_FOLDER, _params, _plain, _size
+from privpix.cli.options import INPUT_FOLDER, parse_params, parse_size, plain
 from privpix.publishing.outputs import check_output_path, writing
 
 RECORD_SOURCE = click.option(
@@ -108,7 +108,7 @@ def fit_encoder(
     check_output_path(out, "--output")
     if out.exists() and not force:
         raise ParameterError(f"--output {out}: exists; pass --force to replace it")
-    kw = _params(params)
+    kw = parse_params(params)
     if levels is not None:
         if name != "pixel":
             raise ParameterError(f"--levels is for the pixel encoder; {name} sets d itself (see --param)")
@@ -118,17 +118,19 @@ def fit_encoder(
     if shape is not None:
         if name != "pixel" or dataset or input_dir:
             raise ParameterError("--shape makes a pixel encoder without data; do not combine it with --dataset/--input")
-        hw = _size(shape, "--shape")
+        hw = parse_size(shape, "--shape")
         if hw is None:
             raise ParameterError("--shape: empty; expected HEIGHTxWIDTH, e.g. 28x28")
         enc.fit_unsupervised_shape(*hw)
     else:
-        data, source = _images(dataset, input_dir, data_dir, _size(size), limit, seed, "fitting images", record_source)
+        data, source = _images(
+            dataset, input_dir, data_dir, parse_size(size), limit, seed, "fitting images", record_source
+        )
         enc.fit(data, source=source, seed=seed, progress=not quiet)
     with writing(out, "--output"):
         enc.save(out)
     if not quiet:
-        _plain(
+        plain(
             f"wrote {out}: encoder {enc.name}, d = {enc.d}, m = {enc.n_features} features per "
             f"{enc.image_shape[0]}x{enc.image_shape[1]} image, fitted on {enc.fitted_on} in "
             f"{time.perf_counter() - t0:.1f} s"
@@ -182,7 +184,7 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
     inputs = [Path(input_dir)] if input_dir is not None else []
     check_output(out, force, inputs)
     if seed is not None and not quiet:
-        _plain("note: --seed makes the randomized response reproducible by anyone who knows the seed")
+        plain("note: --seed makes the randomized response reproducible by anyone who knows the seed")
     # No seed in the manifest: with it, anyone could recompute the responses' randomness.
     metadata = {
         "source": source,
@@ -224,10 +226,10 @@ def train(
     import numpy as np
 
     from privpix.errors import ParameterError
+    from privpix.evaluation.ldp_learners import CLASSIFIERS, make_classifier
     from privpix.fileio import write_text_atomic
     from privpix.mechanisms.base import Param
     from privpix.mechanisms.ldp import load_encoder
-    from privpix.mechanisms.ldp.learners import CLASSIFIERS, make_classifier
     from privpix.mechanisms.ldp.reports import MANIFEST, read_reports
 
     if json_path:
@@ -237,7 +239,7 @@ def train(
         raise ParameterError(f"--reports {reports_dir}: the reports carry no labels, so no classifier can be fitted")
     kinds = {"n_neighbors": int, "alpha": float, "p": float}
     kw = {}
-    for k, v in _params(params).items():
+    for k, v in parse_params(params).items():
         if k not in kinds or k not in CLASSIFIERS[classifier]().get_params():
             raise ParameterError(f"--param {k}: not a parameter of classifier {classifier}")
         kw[k] = Param(k, kinds[k], None, "").parse(v)
@@ -291,5 +293,5 @@ def train(
         line = f"{classifier} on {len(reports)} reports (d = {reports.d}, m = {reports.n_features}, ε/feature = {eps})"
         if "accuracy" in result:
             line += f": accuracy {result['accuracy']:.4f} on {result['n_test']} images of {result['test']}"
-        _plain(line)
-        _plain(reports.guarantee.text())
+        plain(line)
+        plain(reports.guarantee.text())

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from privpix.cli.app import console, main
-from privpix.cli.options import _note, _params, _plain, _size
+from privpix.cli.options import parse_params, parse_size, plain, print_note
 
 
 @main.group()
@@ -66,9 +66,9 @@ def show(file: str, as_json: bool) -> None:
         click.echo(json.dumps(doc, indent=2, allow_nan=False))
         return
     s = book.spent
-    _plain(f"ledger {file}: budget ε={book.epsilon_budget:g} at δ={book.delta_budget:g}, one image replaced")
-    _plain(f"spent ε={s.epsilon:.4g} ({s.accountant}); basic sum ε={s.basic_epsilon:.4g}, δ={s.basic_delta:.3g}")
-    _plain(f"remaining ε={doc['remaining_epsilon']:.4g}")
+    plain(f"ledger {file}: budget ε={book.epsilon_budget:g} at δ={book.delta_budget:g}, one image replaced")
+    plain(f"spent ε={s.epsilon:.4g} ({s.accountant}); basic sum ε={s.basic_epsilon:.4g}, δ={s.basic_delta:.3g}")
+    plain(f"remaining ε={doc['remaining_epsilon']:.4g}")
     table = Table(show_lines=False)
     for col in ("id", "kind", "status", "ε", "δ", "noise", "time", "model sha256", "label"):
         table.add_column(col)
@@ -77,7 +77,7 @@ def show(file: str, as_json: bool) -> None:
         table.add_row(str(e.id), e.kind, e.status, f"{e.epsilon:.4g}", f"{e.delta:g}", escape(noise), e.time,
                       e.model_sha256[:12], escape(e.label))  # fmt: skip
     console.print(table)
-    _plain(
+    plain(
         "The PLD figure assumes each entry's noise parameters were not chosen by looking at earlier outputs (which "
         "mechanism runs next may be). Ledgers of Gaussian entries only are exempt (a Gaussian-DP filter); for other "
         "mixes whose ε was chosen from earlier outputs, the basic sum is the figure that holds. docs/accounting.md"
@@ -89,7 +89,7 @@ def load_fitted_model(path: str):
     number checked against the noise it records."""
     from privpix.errors import DataError
     from privpix.mechanisms import MECHANISMS, get_mechanism
-    from privpix.mechanisms.neural.modelfile import read_model_meta
+    from privpix.mechanisms.modelfile import read_model_meta
 
     meta = read_model_meta(path)
     kind = meta.get("kind")
@@ -126,11 +126,11 @@ def charge(file: str, model: str, budget: float | None, delta_budget: float | No
         raise BudgetExceededError(
             f"--model {model}: its fit is not a DP release ({mech.guarantee_model} guarantee), nothing can be charged"
         )
-    with open_ledger(file, budget=budget, delta_budget=delta_budget, wait=_note) as session:
+    with open_ledger(file, budget=budget, delta_budget=delta_budget, wait=print_note) as session:
         book = session.ledger
         found = book.entry_for_model(fit["sha256"])
         if found is not None:
-            _plain(f"{model}: its fit is already charged as entry {found.id} of {session.path}; nothing charged")
+            plain(f"{model}: its fit is already charged as entry {found.id} of {session.path}; nothing charged")
             return
         named = _named_entry(book, fit, session.path)
         if named is not None and named.model_sha256:
@@ -142,14 +142,14 @@ def charge(file: str, model: str, budget: float | None, delta_budget: float | No
         if named is not None and _is_its_reservation(named, fit):
             # A fit killed after writing its file but before recording it: its reservation already counts.
             session.finish(named.id, fit["sha256"], run=named.run)
-            _plain(f"{model}: recorded as entry {named.id} (the reservation of its fit); nothing more charged")
+            plain(f"{model}: recorded as entry {named.id} (the reservation of its fit); nothing more charged")
             return
         g = Guarantee.from_dict(fit["guarantee"])
         entry = session.add(g, f"model {Path(model).name} (charged after its fit)", status="charged",
                             events=events_from_dicts(fit["events"], model), kind="model",
                             model_sha256=fit["sha256"])  # fmt: skip
         s = book.spent
-        _plain(f"charged the fit of {model} as entry {entry.id} of {session.path}: spent ε={s.epsilon:.4g} of "
+        plain(f"charged the fit of {model} as entry {entry.id} of {session.path}: spent ε={s.epsilon:.4g} of "
                f"{book.epsilon_budget:g} at δ={book.delta_budget:g} ({s.accountant}; basic sum "
                f"ε={s.basic_epsilon:.4g})")  # fmt: skip
 
@@ -198,7 +198,7 @@ def check(file, method, epsilon, delta, params, dataset, input_dir, shape, count
     from privpix.privacy.accounting import PrivacyLedger
 
     book = PrivacyLedger.load(file)
-    mech = get_mechanism(method, epsilon, delta, **_params(params))
+    mech = get_mechanism(method, epsilon, delta, **parse_params(params))
     if secure:
         exact = mech.secure_params()
         if exact is None:
@@ -211,10 +211,10 @@ def check(file, method, epsilon, delta, params, dataset, input_dir, shape, count
         if fit is not None:
             entry = book.entry_for_model(fit["sha256"])
             if entry is None:
-                _plain(f"no: the DP fit of this model file is not charged in {file}; charge it with `privpix ledger "
+                plain(f"no: the DP fit of this model file is not charged in {file}; charge it with `privpix ledger "
                        f"charge {file} --model FILE` (or fit with --ledger)")  # fmt: skip
                 sys.exit(1)
-            _plain(f"yes: post-processing of the DP fit charged as entry {entry.id}; nothing more is charged")
+            plain(f"yes: post-processing of the DP fit charged as entry {entry.id}; nothing more is charged")
             return
     if dataset is not None and input_dir is not None:
         raise ParameterError("give one of --dataset and --input, not both")
@@ -224,10 +224,10 @@ def check(file, method, epsilon, delta, params, dataset, input_dir, shape, count
     try:
         after = book.check(guarantee, list(events) if events else None, "fit" if caps.dp_fit else "release")
     except BudgetExceededError as exc:
-        _plain(f"no: {exc}")
+        plain(f"no: {exc}")
         sys.exit(1)
     what = "fit" if caps.dp_fit else "release"
-    _plain(f"yes: the {what} is within the budget; the ledger would then have spent ε={after.epsilon:.4g} of "
+    plain(f"yes: the {what} is within the budget; the ledger would then have spent ε={after.epsilon:.4g} of "
            f"{book.epsilon_budget:g} at δ={book.delta_budget:g} ({after.accountant}; basic sum "
            f"ε={after.basic_epsilon:.4g})")  # fmt: skip
 
@@ -248,13 +248,13 @@ def _shape_and_count(dataset, shape, count, data_dir, fixed):
     if shape is not None:
         parts = shape.lower().split("x")
         if len(parts) == 3:
-            h, w = _size("x".join(parts[:2]), "--shape") or (0, 0)
+            h, w = parse_size("x".join(parts[:2]), "--shape") or (0, 0)
             try:
                 c = int(parts[2])
             except ValueError:
                 raise ParameterError(f"--shape {shape!r}: expected HEIGHTxWIDTH[xCHANNELS]") from None
             return (h, w, c), count
-        h, w = _size(shape, "--shape") or (0, 0)
+        h, w = parse_size(shape, "--shape") or (0, 0)
         return (h, w, 1), count
     if fixed is not None:
         return tuple(fixed), count

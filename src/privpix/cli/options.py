@@ -56,7 +56,7 @@ def executor_options(f):
     return click.option("--workers", type=int, default=None, help="Worker processes (default: every core).")(f)
 
 
-def _note(msg: str) -> None:
+def print_note(msg: str) -> None:
     """A one-line note on stderr (what is being waited for, what was skipped or kept)."""
     err_console.print(f"[yellow]note:[/yellow] {escape(msg)}", highlight=False)
 
@@ -66,15 +66,15 @@ def notes_from_warnings() -> contextlib.AbstractContextManager[None]:
     warning is shown as Python would have shown it."""
     from privpix.errors import privpix_warnings_to
 
-    return privpix_warnings_to(_note)
+    return privpix_warnings_to(print_note)
 
 
-def _plain(text: str) -> None:
+def plain(text: str) -> None:
     """Print text that holds user input (paths, name[key=value] labels) literally, not as rich markup."""
     console.print(escape(text), highlight=False)
 
 
-def _floats(text: str | None, name: str) -> list[float]:
+def parse_floats(text: str | None, name: str) -> list[float]:
     """Comma-separated numbers > 0 for option ``name`` (``epsilon`` or ``--epsilon``); None → []."""
     from privpix.errors import ParameterError, check_positive
 
@@ -97,7 +97,9 @@ def _floats(text: str | None, name: str) -> list[float]:
     return out
 
 
-def _params(items: Sequence[str]) -> dict[str, str]:
+def parse_params(items: Sequence[str]) -> dict[str, str]:
+    """``--param key=value`` options as a dict. A key given twice with two values, and ``epsilon`` or ``delta``
+    (they have options of their own), are refused."""
     from privpix.errors import ParameterError
 
     out: dict[str, str] = {}
@@ -120,7 +122,7 @@ def _params(items: Sequence[str]) -> dict[str, str]:
 MAX_PIXELS = 8192 * 8192
 
 
-def _size(text: str | None, name: str = "--size") -> tuple[int, int] | None:
+def parse_size(text: str | None, name: str = "--size") -> tuple[int, int] | None:
     """HEIGHTxWIDTH for option ``name``; None when not given."""
     from privpix.errors import ParameterError
 
@@ -137,7 +139,7 @@ def _size(text: str | None, name: str = "--size") -> tuple[int, int] | None:
     return h, w
 
 
-def _split_methods(spec: str) -> list[str]:
+def split_methods(spec: str) -> list[str]:
     """Split on commas outside brackets: 'a,b[x=1,y=2]' → ['a', 'b[x=1,y=2]']; an alias becomes the mechanism it
     stands for (``dp-synth`` → ``dp-teacher``), so rows and reports name the real method."""
     from privpix.mechanisms.registry import canonical_spec
@@ -156,7 +158,7 @@ def _split_methods(spec: str) -> list[str]:
     return [canonical_spec(m) for m in out]
 
 
-def _check_methods(methods: Sequence[str], common: dict[str, str], option: str) -> None:
+def check_methods(methods: Sequence[str], common: dict[str, str], option: str) -> None:
     """Every method known and its ``--param`` values consistent with what it pins, before any data is loaded."""
     from privpix.errors import ParameterError
     from privpix.mechanisms.registry import method_params
@@ -166,10 +168,10 @@ def _check_methods(methods: Sequence[str], common: dict[str, str], option: str) 
     for m in methods:
         if not m:
             raise ParameterError(f"{option}: an empty method name in the list (a stray comma?)")
-        method_params(m, _method_params(m, common))
+        method_params(m, params_for_method(m, common))
 
 
-def _method_params(method: str, common: dict[str, str]) -> dict[str, str]:
+def params_for_method(method: str, common: dict[str, str]) -> dict[str, str]:
     """The ``--param`` values that ``method`` has a parameter for (others belong to other methods)."""
     from privpix.mechanisms import mechanism_class
 
@@ -177,7 +179,7 @@ def _method_params(method: str, common: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in common.items() if k in known}
 
 
-def _progress(total: int, desc: str, unit: str, quiet: bool):
+def progress_bar(total: int, desc: str, unit: str, quiet: bool):
     """A tqdm bar and the ``progress(msg)`` callback the evaluation code calls once per finished step."""
     from tqdm import tqdm
 

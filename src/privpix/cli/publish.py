@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 
 from privpix.cli.app import console, err_console
-from privpix.cli.options import _note, notes_from_warnings
+from privpix.cli.options import notes_from_warnings, print_note
 
 if TYPE_CHECKING:  # the executor module is imported when a release starts, not when the CLI loads
     from privpix.executor import Executor
@@ -106,12 +106,14 @@ def release_sharded(mech, source, count, shape, class_names, input_id, metadata,
     bar = tqdm(total=job.n, unit=unit, disable=run.quiet, desc=f"{mech.name}")
     t0 = time.perf_counter()
     if not run.quiet and not job.unit:
-        _note(f"{job.n} images in {-(-job.n // job.shard_images(executor.workers))} shard(s) on {executor.describe()}")
+        print_note(
+            f"{job.n} images in {-(-job.n // job.shard_images(executor.workers))} shard(s) on {executor.describe()}"
+        )
     manifest, book = publish_job(job, run.out, executor, expect=expect, ledger=run.ledger, budget=run.budget,
                                  delta_budget=run.delta_budget, label=label, resume=run.resume,
                                  resumable=run.resumable, force=run.force, inputs=run.inputs,
                                  source_map=run.source_map, metadata=metadata, on_progress=bar.update,
-                                 on_skip=lambda p, why: print_skipped([(Path(p), why)]), note=_note)  # fmt: skip
+                                 on_skip=lambda p, why: print_skipped([(Path(p), why)]), note=print_note)  # fmt: skip
     bar.close()
     if "records" in manifest:
         what = f"{manifest['records']} records to {run.out}/records.csv and manifest.json"
@@ -139,7 +141,7 @@ def report(manifest, output, ledger, book, quiet, what, t0) -> None:
         console.print(f"ledger {escape(str(ledger))}: {escape(spent_text(book))}", highlight=False)
         held = [e for e in book.entries if e.status == "reserved"]
         if held:
-            _note(
+            print_note(
                 f"{len(held)} reservation(s) in the ledger (ε={sum(e.epsilon for e in held):.4g}) come from runs "
                 "that were killed; they count as spent, since a killed run may have published"
             )

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from privpix.cli.app import main
-from privpix.cli.options import INPUT_FOLDER, _note, _params, _size, executor_options, method_options
+from privpix.cli.options import INPUT_FOLDER, executor_options, method_options, parse_params, parse_size, print_note
 from privpix.cli.publish import ReleaseRun, open_input, print_skipped, read_all, release_sharded, release_synthetic
 from privpix.data.files import DEFAULT_MAX_PIXELS
 
@@ -133,7 +133,7 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
     from privpix.publishing.release import check_output, check_source_map
 
     # Every check that can fail runs before any work is done.
-    mech = get_mechanism(method, epsilon=epsilon, delta=delta, **_params(params))
+    mech = get_mechanism(method, epsilon=epsilon, delta=delta, **parse_params(params))
     caps = mech.capabilities()
     if caps.output == "model":
         # What it publishes is a trained model file; a release folder holds images or records.
@@ -197,8 +197,8 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
     if source_map is not None:
         check_source_map(Path(source_map), out, inputs)
     if seed is not None and not quiet:
-        _note("--seed makes the noise reproducible by anyone who knows the seed; publish with --secure instead")
-    hw = _size(size)
+        print_note("--seed makes the noise reproducible by anyone who knows the seed; publish with --secure instead")
+    hw = parse_size(size)
     metadata = {"secure_rng": secure, "rng": "secure" if secure else ("seeded" if seed is not None else "os-seeded")}
     run = ReleaseRun(seed=seed, secure=secure, fmt=fmt, png_level=png_level, labels=labels, workers=workers,
                      shard_size=shard_size, block_size=block_size, resume=resume, out=out, force=force, inputs=inputs,
@@ -210,7 +210,7 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
     # workers start with what a shard and the scan's first pass import already loaded.
     preload = ("privpix.publishing.shard_worker", "privpix.data.folders")
     with make_executor(engine, workers, scheduler, preload) as executor, using(executor):
-        executor.note = _note
+        executor.note = print_note
         run.executor = executor
         if synthetic:
             if source_map is not None:

@@ -6,7 +6,7 @@ import click
 from rich.markup import escape
 
 from privpix.cli.app import console, err_console, main
-from privpix.cli.options import _note
+from privpix.cli.options import print_note
 
 
 @main.command()
@@ -20,7 +20,7 @@ def verify(folder: str, repair: bool) -> None:
 
     from privpix.publishing.release import verify_manifest
 
-    problems = verify_manifest(folder, note=_note, repair=repair)
+    problems = verify_manifest(folder, note=print_note, repair=repair)
     for p in problems:
         console.print(escape(p), highlight=False)
     if problems:

@@ -35,7 +35,7 @@ _I16_MODES = {"I;16", "I;16L", "I;16B", "I;16N"}
 # Rows are converted in strips of about this many pixels, so a conversion never holds a second full copy.
 _STRIP_PIXELS = 1 << 22
 # What Pillow raises on a file it cannot decode (plugins are not consistent about it).
-_DECODE_ERRORS = (
+DECODE_ERRORS = (
     UnidentifiedImageError,
     OSError,
     SyntaxError,
@@ -94,13 +94,15 @@ def check_max_pixels(max_pixels: int | None) -> int | None:
     return int(max_pixels)
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line of at most 200 characters (its type's name when it has none), for
+    messages that name a file beside it."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 200 else text[:197] + "..."
 
 
 @contextmanager
-def _pillow_limit(limit: int | None) -> Iterator[None]:
+def pillow_limit(limit: int | None) -> Iterator[None]:
     """Pillow's own bomb check set to ``limit`` (``None``: off) and its warning silenced, for this block only:
     our check (from the header, with a message naming the file) is the one in force, and nothing outside the
     block sees a changed global."""
@@ -136,7 +138,7 @@ def open_image(path: str | os.PathLike, max_pixels: int | None = DEFAULT_MAX_PIX
     """
     path = Path(path)
     max_pixels = check_max_pixels(max_pixels)
-    with _pillow_limit(None):
+    with pillow_limit(None):
         try:
             im: Image.Image = Image.open(path)
         except FileNotFoundError:
@@ -145,8 +147,8 @@ def open_image(path: str | os.PathLike, max_pixels: int | None = DEFAULT_MAX_PIX
             raise DataError(f"{path}: is a folder, expected an image file") from None
         except PermissionError:
             raise DataError(f"{path}: cannot be read (permission denied)") from None
-        except _DECODE_ERRORS as exc:
-            raise DataError(f"{path}: not a readable image ({_one_line(exc)})") from None
+        except DECODE_ERRORS as exc:
+            raise DataError(f"{path}: not a readable image ({one_line(exc)})") from None
     with checked_size(im, path, max_pixels) as im:
         yield im
 
@@ -161,7 +163,7 @@ def checked_size(im: Image.Image, name: str | os.PathLike, max_pixels: int | Non
             raise DataError(f"{name}: declares {w}x{h} pixels; an image needs at least one")
         if max_pixels is not None and w * h > max_pixels:
             raise _too_large(name, (w, h), max_pixels)
-        with _pillow_limit(max_pixels):
+        with pillow_limit(max_pixels):
             yield im
 
 
@@ -179,7 +181,7 @@ def _palette_rgb(im: Image.Image) -> np.ndarray:
     return np.asarray(im.getpalette("RGB") or [], np.uint8).reshape(-1, 3)
 
 
-def _is_grey(im: Image.Image) -> bool:
+def is_grey(im: Image.Image) -> bool:
     """Whether an opened image is grey from its header: a grey mode, a palette of greys only, or a PNG stored
     as grey + alpha (which Pillow hands out as RGBA)."""
     if im.mode in _GREY_MODES:
@@ -209,9 +211,9 @@ def read_header(path: str | os.PathLike, max_pixels: int | None = DEFAULT_MAX_PI
     path = Path(path)
     with open_image(path, max_pixels) as im:
         try:
-            grey = _is_grey(im)
-        except _DECODE_ERRORS as exc:
-            raise DataError(f"{path}: not a readable image ({_one_line(exc)})") from None
+            grey = is_grey(im)
+        except DECODE_ERRORS as exc:
+            raise DataError(f"{path}: not a readable image ({one_line(exc)})") from None
         return ImageHeader(path, im.format, im.mode, im.size[0], im.size[1], grey)
 
 
@@ -326,7 +328,7 @@ def decode_opened(im: Image.Image, mode: str | None, name: str | os.PathLike) ->
     shared by every reader (files, Parquet bytes, tar members). ``name`` is what an error names."""
     try:
         if mode is None:
-            mode = "L" if _is_grey(im) else "RGB"
+            mode = "L" if is_grey(im) else "RGB"
         white = _int_white(im) if im.mode == "I" else 0
         im.load()
         _orient(im)
@@ -339,8 +341,8 @@ def decode_opened(im: Image.Image, mode: str | None, name: str | os.PathLike) ->
             for y0 in range(0, h, rows):
                 y1 = min(h, y0 + rows)
                 out[y0:y1] = _convert_strip(im.crop((0, y0, w, y1)), mode, white)
-    except _DECODE_ERRORS as exc:
-        raise DataError(f"{name}: not a readable image ({_one_line(exc)})") from None
+    except DECODE_ERRORS as exc:
+        raise DataError(f"{name}: not a readable image ({one_line(exc)})") from None
     return out
 
 
@@ -352,7 +354,7 @@ def is_image_file(path: Path) -> bool:
         return True
     # Names like Yale's "subject01.glasses" have no real extension: let Pillow decide.
     try:
-        with _pillow_limit(None), Image.open(path) as im:
+        with pillow_limit(None), Image.open(path) as im:
             return im.format is not None
-    except _DECODE_ERRORS:
+    except DECODE_ERRORS:
         return False

@@ -30,7 +30,9 @@ from privpix.fileio import sha256_file
 INPUT_FOLDER = "the --input folder"
 
 
-def _concat(sets: list[ImageSet]) -> ImageSet:
+def concat_sets(sets: list[ImageSet]) -> ImageSet:
+    """One ImageSet of ``sets`` in order (labels, subjects, attributes and names alike); the first set's source and
+    class names stand for all."""
     first = sets[0]
     return ImageSet(
         np.concatenate([s.images for s in sets]),
@@ -57,7 +59,7 @@ class _FolderEntry:
     header: ImageHeader
 
 
-def _walk(root: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
+def walk_files(root: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
     """Every regular file under ``root`` in sorted path order (symlinked folders followed once each), and the
     entries passed over with why: hidden files and files in hidden folders, broken links, special files, and
     folders reached a second time through a link (which would otherwise give their images twice)."""
@@ -145,7 +147,7 @@ def _probe_all(paths: list[Path], hashed: list[bool], max_pixels: int | None) ->
     return [(replace(h, path=p) if h is not None else None, d, e) for p, (h, d, e) in zip(paths, merged, strict=True)]
 
 
-def _scan_folder(
+def scan_folder(
     folder: str | os.PathLike, max_pixels: int | None
 ) -> tuple[Path, list[_FolderEntry], list[tuple[Path, str]]]:
     """``(root, images, skipped)``: every image once, with its class folder and header (sizes checked against
@@ -154,7 +156,7 @@ def _scan_folder(
     if not root.is_dir():
         raise DataError(f"{root}: input folder does not exist")
     check_max_pixels(max_pixels)
-    paths, skipped = _walk(root)
+    paths, skipped = walk_files(root)
     real_root = root.resolve()
     # One file reached by two names (symlink, hard link) is one record: release it once.
     by_inode: dict[tuple[int, int], Path] = {}
@@ -228,7 +230,7 @@ def list_image_files(
     Every image header is read (nothing is decoded): a file over ``max_pixels`` pixels, or an unreadable file
     with an image extension, raises :class:`DataError` naming it.
     """
-    _, images, skipped = _scan_folder(folder, max_pixels)
+    _, images, skipped = scan_folder(folder, max_pixels)
     return [(e.path, e.cls) for e in images], skipped
 
 
@@ -252,7 +254,7 @@ def iter_folder(
         raise ParameterError(f"mode must be 'L', 'RGB' or None, got {mode!r}")
     if batch_size < 1:
         raise ParameterError(f"batch size must be >= 1, got {batch_size}")
-    root, files, _ = _scan_folder(folder, max_pixels)
+    root, files, _ = scan_folder(folder, max_pixels)
     if mode is None:
         mode = "L" if all(e.header.grey for e in files) else "RGB"
     classes = sorted({e.cls for e in files if e.cls is not None})
@@ -292,7 +294,7 @@ def iter_folder(
             del img
         if not kept:
             continue
-        # _scan_folder refuses a folder that mixes class sub-folders with top-level images: all have a class, or none.
+        # scan_folder refuses a folder that mixes class sub-folders with top-level images: all have a class, or none.
         labels = np.array([class_index[e.cls] for e in kept if e.cls is not None]) if classes else None
         names = np.array([str(e.path.relative_to(root)) for e in kept])
         assert batch is not None  # set with the first image kept
@@ -312,4 +314,4 @@ def load_folder(
 ) -> ImageSet:
     """A whole folder as one ImageSet (see :func:`iter_folder`)."""
     batches = list(iter_folder(folder, batch_size=1 << 30, mode=mode, size=size, max_pixels=max_pixels))
-    return batches[0] if len(batches) == 1 else _concat(batches)
+    return batches[0] if len(batches) == 1 else concat_sets(batches)

@@ -31,7 +31,7 @@ from privpix.data.files import (
     read_image,
     require_file,
 )
-from privpix.data.folders import _concat
+from privpix.data.folders import concat_sets
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.resize import resize
 from privpix.errors import DataError, ParameterError
@@ -89,7 +89,7 @@ def _idx_loader(folder: str, class_names: tuple[str, ...]) -> Callable[..., Imag
             return _load_idx_pair(base, "train" if split == "train" else "t10k", source, class_names)
         tr = _load_idx_pair(base, "train", source, class_names)
         te = _load_idx_pair(base, "t10k", source, class_names)
-        return _concat([tr, te])
+        return concat_sets([tr, te])
 
     return load
 

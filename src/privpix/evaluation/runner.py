@@ -115,15 +115,17 @@ def _scores(truth: np.ndarray, pred: np.ndarray) -> UtilityScores:
 
 def _feature_utility(mech, train, rel_train, test, rel_test) -> tuple[UtilityScores, UtilityScores]:
     """Utility of a feature release, the way its mechanism says its reports are learnt from: its
-    :meth:`~privpix.mechanisms.FeatureMechanism.utility_model` trained on the released training reports and their
+    :meth:`~privpix.mechanisms.FeatureMechanism.utility_learner` trained on the released training reports and their
     labels, tested on the data user's clean encodings of the test images (train-released-test-original) and on the
     released test reports (release-all)."""
     if train.labels is None or test.labels is None:
         raise ParameterError(f"{train.source}: utility needs labels")
+    from privpix.evaluation.ldp_learners import learner_for
+
     reporter = require_kind(mech, FeatureMechanism)
 
     def scores(x_test) -> UtilityScores:
-        clf = reporter.utility_model().fit(rel_train.features, train.labels)
+        clf = learner_for(reporter.utility_learner()).fit(rel_train.features, train.labels)
         return _scores(test.labels, clf.predict(x_test))
 
     return scores(reporter.encode(test)), scores(rel_test.features)

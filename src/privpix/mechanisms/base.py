@@ -528,7 +528,7 @@ def _is_inf(value: Any) -> bool:
         return False
 
 
-def _as_rng(rng: RNG | int | None) -> RNG:
+def as_rng(rng: RNG | int | None) -> RNG:
     """A Generator or SecureRandom passes through; an integer seeds a Generator; ``None`` takes OS entropy."""
     if rng is None or isinstance(rng, int | np.integer):
         return make_rng(None if rng is None else int(rng))

@@ -5,7 +5,7 @@ sees only that kind's hooks.
 - :class:`SyntheticImageMechanism` (``"synthetic-images"``): new labelled images drawn from what ``fit`` learned
   (``_synthesize``, ``synthesize``, ``synthetic_count``, ``label_names``).
 - :class:`FeatureMechanism` (``"features"``): one row of reports per image (``_privatize_features``, ``encode``,
-  ``utility_model``, ``feature_files``).
+  ``utility_learner``, ``feature_files``).
 - :class:`ModelMechanism` (``"model"``): a trained model and no images (``predict``, ``membership_score``);
   ``release`` refuses.
 - :class:`RecordMechanism` (``"records"``): tabular records (``_privatize_records``, ``release_records``); a
@@ -19,13 +19,14 @@ for a mechanism of another kind); :data:`KINDS` maps each declared output to its
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Mechanism, Output, RecordRelease, Release, _as_rng
+from privpix.mechanisms.base import Mechanism, Output, RecordRelease, Release, as_rng
 from privpix.privacy.noise import RNG
 
 if TYPE_CHECKING:  # pandas (0.4 s to import) only where records are handled
@@ -51,7 +52,7 @@ class ImageMechanism(Mechanism):
         """Privatize ``images``: one released image per input, same metadata; ``rng`` as in
         :meth:`Mechanism.release`."""
         self._check_release_input(images)
-        rng = _as_rng(rng)
+        rng = as_rng(rng)
         t0 = time.perf_counter()
         out = np.asarray(self._privatize_set(images, rng), dtype=np.float32)
         return self._released(images.shape, t0, images=images.with_images(out))
@@ -71,7 +72,7 @@ class SyntheticImageMechanism(Mechanism):
         count = self.synthetic_count(len(images))
         if not count:
             raise ParameterError(f"{self.name}: say how many synthetic images to draw (n)")
-        rel = self._synthesized(int(count), images.shape, _as_rng(rng))
+        rel = self._synthesized(int(count), images.shape, as_rng(rng))
         rel.source = images
         return rel
 
@@ -85,7 +86,7 @@ class SyntheticImageMechanism(Mechanism):
             raise ParameterError(f"{self.name}: give the image shape to synthesize")
         if not (isinstance(n, int | np.integer) and n >= 1):
             raise ParameterError(f"{self.name}: the number of synthetic images must be >= 1, got {n!r}")
-        return self._synthesized(int(n), shape, _as_rng(rng))
+        return self._synthesized(int(n), shape, as_rng(rng))
 
     def _synthesized(self, n: int, shape: tuple[int, int, int], rng: RNG) -> Release:
         t0 = time.perf_counter()
@@ -118,9 +119,21 @@ class SyntheticImageMechanism(Mechanism):
         return None
 
 
+@dataclass(frozen=True)
+class LearnerSpec:
+    """A learner named, not built: the learners that read reports are analysis (:mod:`privpix.evaluation`), which
+    a mechanism may not import, so it says which one its data user trains and with what.
+
+    ``name``: a learner of :data:`privpix.evaluation.ldp_learners.CLASSIFIERS` (``nb``, ``ncc``, ``knn``);
+    ``params``: its keyword arguments, the reports' domain ``d`` and per-feature ``epsilon`` among them."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
 class FeatureMechanism(Mechanism):
     """Releases one row of reports per image (``output == "features"``; e.g. randomized-response reports of
-    encoded features): implement :meth:`_privatize_features`, :meth:`encode`, :meth:`utility_model` and
+    encoded features): implement :meth:`_privatize_features`, :meth:`encode`, :meth:`utility_learner` and
     :meth:`feature_files`."""
 
     output: ClassVar[Output] = "features"
@@ -130,7 +143,7 @@ class FeatureMechanism(Mechanism):
         """The reports of ``images`` (``Release.features``, (n, k), input order; ``images`` is ``None`` and
         ``source`` holds the inputs)."""
         self._check_release_input(images)
-        rng = _as_rng(rng)
+        rng = as_rng(rng)
         t0 = time.perf_counter()
         feats = np.asarray(self._privatize_features(images, rng))
         if feats.ndim != 2 or len(feats) != len(images):
@@ -153,9 +166,10 @@ class FeatureMechanism(Mechanism):
         images at prediction time."""
         raise NotImplementedError
 
-    def utility_model(self) -> Any:
-        """An unfitted scikit-learn-style classifier that learns from released reports and labels
-        (``fit(reports, y)``, ``predict(encodings)``); the grid scores feature releases with it."""
+    def utility_learner(self) -> LearnerSpec:
+        """The classifier a data user of these reports trains (``fit(reports, y)``, ``predict(encodings)``), by name:
+        the grid builds it (:func:`privpix.evaluation.ldp_learners.learner_for`) and scores feature releases with
+        it."""
         raise NotImplementedError
 
 
@@ -213,7 +227,7 @@ class RecordMechanism(Mechanism):
             raise ParameterError(f"{self.name}: release_records expects a RecordSet, got {type(records).__name__}")
         self._validate()
         self._check_fitted()
-        rng = _as_rng(rng)
+        rng = as_rng(rng)
         t0 = time.perf_counter()
         frame = self._privatize_records(records, rng)
         return RecordRelease(frame, self.guarantee((0, 0, 0)), self.name, self.parameters(), time.perf_counter() - t0)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from privpix.data import imageset
-from privpix.data.imageset import ImageSet, blocks
+from privpix.data.imageset import ImageSet, blockwise, float64_block
 from privpix.errors import ParameterError
 from privpix.mechanisms.base import Capabilities, Claim, shape_of
 from privpix.mechanisms.kinds import ImageMechanism
@@ -29,44 +29,6 @@ def _ndimage():
     from scipy import ndimage
 
     return ndimage
-
-
-def _float64(block: np.ndarray) -> np.ndarray:
-    """A block of stored images as the float64 values ``ImageSet.as_float().astype(np.float64)`` gives."""
-    if block.dtype == np.uint8:
-        f = block.astype(np.float32)
-        np.divide(f, 255.0, out=f)
-        return f.astype(np.float64)
-    return block.astype(np.float64)
-
-
-def blockwise(images: ImageSet, fn, halo: int = 0, rows_multiple: int = 1) -> np.ndarray:
-    """A per-image computation built block by block (see :func:`blocks`) straight into float32, so the float64
-    temporaries stay a few tens of MB instead of copies of the whole set (with whole-set temporaries, a
-    12000×12000 photo's blur peaked at 24× its decoded size). ``fn(values, index)`` maps a float64 (m, h', w, c)
-    block to the same shape; ``index`` is the block's index into the set: a slice of whole images (small images,
-    several at a time), or (image, rows) for a run of rows of one large image, ``rows_multiple`` rows or a multiple
-    of it.
-
-    With ``halo`` 0 the block is exactly ``index``: a per-value computation whose random draws, made block by
-    block in array order, equal one draw over the whole set. A spatial filter passes its reach as ``halo``: each
-    run is filtered together with that many rows of the image on either side (none past the image's own top and
-    bottom, where the filter's reflection then applies as on the whole image), and only the run's rows are kept.
-    For a filter whose output at a pixel reads input rows at most ``halo`` away, each line computed in the same
-    order whatever its neighbours, the output is the whole-image path's bit for bit."""
-    x = images.images
-    out = np.empty(x.shape, np.float32)
-    h = x.shape[1] if x.ndim > 1 else 0
-    per_row = int(np.prod(x.shape[2:], dtype=np.int64)) if x.ndim > 2 else 1
-    size = max(rows_multiple, imageset.BLOCK_VALUES // max(per_row, 1) // rows_multiple * rows_multiple) * per_row
-    for b in blocks(x.shape, size):
-        if isinstance(b[0], slice):
-            out[b] = fn(_float64(x[b]), b)
-            continue
-        i, rows = b
-        lo, hi = max(0, rows.start - halo), min(h, rows.stop + halo)
-        out[i, rows] = fn(_float64(x[i : i + 1, lo:hi]), b)[0, rows.start - lo : rows.stop - lo]
-    return out
 
 
 def _release_blocks(images: ImageSet, add_noise, clip: bool) -> np.ndarray:
@@ -236,7 +198,7 @@ class PixelLaplace(ImageMechanism):
         step = max(1, imageset.BLOCK_VALUES // max(1, int(np.prod(x.shape[1:], dtype=np.int64))))
         sens = np.empty(n)
         for i in range(0, n, step):
-            v = _float64(x[i : i + step])
+            v = float64_block(x[i : i + step])
             np.abs(v, out=v)  # in place: the values np.abs(x) has, without a second copy
             sens[i : i + step] = v.sum(axis=(1, 3)).max(axis=1)
         return sens / self.epsilon

@@ -394,3 +394,14 @@ class CalibratedModel(TrainedModel):
             )
         self.n_classes = k
         return labels
+
+
+def sampling(n: int, batch_size: float) -> tuple[float, int]:
+    """(q, steps per epoch) of DP-SGD's Poisson sampling for n training examples and an expected batch size:
+    q = batch_size / n, and round(n / batch_size) steps, so an epoch sees each example once in expectation. Shared
+    by ``dp-sgd`` and ``dp-teacher``'s teacher, whose accounting must agree."""
+    if n < 1:
+        raise ParameterError(f"dp-sgd: needs at least one training example, got {n}")
+    if batch_size > n:
+        raise ParameterError(f"batch_size must be <= the number of training examples ({n}), got {batch_size}")
+    return batch_size / n, max(1, round(n / batch_size))

@@ -123,7 +123,8 @@ def is_secure(rng: RNG) -> bool:
     return isinstance(rng, SecureRandom)
 
 
-def _check_rng(rng: object) -> None:
+def check_rng(rng: object) -> None:
+    """Refuse anything but a numpy Generator or a :class:`SecureRandom` as a noise source."""
     if not isinstance(rng, np.random.Generator | SecureRandom):
         raise ParameterError(
             f"rng must be a numpy.random.Generator or privpix.privacy.noise.SecureRandom (see make_rng), "
@@ -188,7 +189,7 @@ def laplace(rng: RNG, scale: float, size: int | tuple[int, ...] | None = None, *
     exact sample on the lattice ``grid·Z``; it is private only for data snapped to the same lattice, which
     :func:`add_laplace` does for you.
     """
-    _check_rng(rng)
+    check_rng(rng)
     scale = check_positive("scale", scale, allow_zero=True)
     shape = _size(size)
     if scale == 0:
@@ -200,7 +201,7 @@ def laplace(rng: RNG, scale: float, size: int | tuple[int, ...] | None = None, *
 
 def gaussian(rng: RNG, sigma: float, size: int | tuple[int, ...] | None = None) -> np.ndarray:
     """Gaussian N(0, sigma²) noise (secure mode: Box–Muller on CSPRNG floats, not an exact sampler)."""
-    _check_rng(rng)
+    check_rng(rng)
     sigma = check_positive("sigma", sigma, allow_zero=True)
     shape = _size(size)
     if sigma == 0:
@@ -221,7 +222,7 @@ def discrete_laplace(rng: RNG, scale: float, size: int | tuple[int, ...] | None 
     divisor), rounded up by less than 2**-20, so the privacy guarantee computed from ``scale`` holds; ``scale``
     must be at most 2**36 there. Reproducible mode is a difference of two NumPy geometrics (not exact).
     """
-    _check_rng(rng)
+    check_rng(rng)
     scale = check_positive("scale", scale)
     shape = _size(size)
     n = int(np.prod(shape)) if shape else 1
@@ -246,7 +247,7 @@ def discrete_gaussian(rng: RNG, sigma: float, size: int | tuple[int, ...] | None
     in exact rational arithmetic. Its Rényi divergences for an integer shift are at most those of the continuous
     Gaussian with the same σ (CKS 2020), so a Gaussian accountant's RDP/zCDP bound holds for it; the analytic
     (ε, δ) of the continuous Gaussian is not claimed. int64 output."""
-    _check_rng(rng)
+    check_rng(rng)
     sigma = check_positive("sigma", sigma)
     if sigma >= _MAX_EXACT_SIGMA:
         raise ParameterError(f"sigma must be < 2**40 for the exact discrete Gaussian, got {sigma!r}")
@@ -261,7 +262,7 @@ def add_laplace(values: np.ndarray, scale: float | np.ndarray, rng: RNG, *, grid
     Secure mode first snaps ``values`` to the lattice ``grid·Z`` (the default grid holds every 8-bit pixel
     level exactly) and adds exact lattice noise, so the guarantee computed for ``scale`` holds exactly.
     """
-    _check_rng(rng)
+    check_rng(rng)
     values = np.asarray(values, dtype=np.float64)
     scale_arr = np.asarray(scale, dtype=np.float64)
     sc = np.broadcast_to(scale_arr, values.shape)
@@ -305,7 +306,7 @@ def randomized_response(rng: RNG, values: np.ndarray, d: int, epsilon: float) ->
     from a uniform proposal with exact Bernoulli(e^-ε') acceptance), with ε' <= ε the largest multiple of
     2**-20 not above ε, so the stated ε holds.
     """
-    _check_rng(rng)
+    check_rng(rng)
     epsilon = check_positive("epsilon", epsilon)
     if not isinstance(d, int | np.integer) or d < 2:
         raise ParameterError(f"d must be an integer >= 2, got {d!r}")
@@ -333,7 +334,7 @@ def exponential_mechanism(
     Secure mode samples exactly by rejection from a uniform proposal, with each exponent rounded to a
     multiple of 2**-20; this changes the privacy loss by at most 4·2**-20.
     """
-    _check_rng(rng)
+    check_rng(rng)
     epsilon = check_positive("epsilon", epsilon)
     sensitivity = check_positive("sensitivity", sensitivity)
     u = np.asarray(scores, dtype=np.float64).ravel()
@@ -361,7 +362,7 @@ def exponential_mechanism_rows(
     Seeded generators draw all rows at once (inverse CDF); secure mode calls the exact sampler of
     :func:`exponential_mechanism` row by row.
     """
-    _check_rng(rng)
+    check_rng(rng)
     epsilon = check_positive("epsilon", epsilon)
     u = np.atleast_2d(np.asarray(scores, dtype=np.float64))
     n, k = u.shape

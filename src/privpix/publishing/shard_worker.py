@@ -28,13 +28,13 @@ from privpix.data.formats import Item, write_shard
 from privpix.data.formats.release_layout import RECORDS, SHARDS
 from privpix.data.imageset import RecordSet
 from privpix.errors import DataError, ParameterError
-from privpix.fileio import write_bytes_atomic
+from privpix.fileio import fsync_path, write_bytes_atomic
 from privpix.mechanisms.base import Mechanism
 from privpix.mechanisms.kinds import FeatureMechanism, RecordMechanism, SyntheticImageMechanism, require_kind
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.noise import RNG, SecureRandom, make_rng
 from privpix.publishing.records_csv import records_csv
-from privpix.publishing.staging import NoLinks, OpaqueNames, _fsync
+from privpix.publishing.staging import NoLinks, OpaqueNames
 from privpix.threads import one_thread
 
 ATTEMPTS = ".privpix-runs"  # inside the staging folder: one folder per run (attempt) of the release
@@ -173,8 +173,8 @@ def _run_unit(task: ShardTask) -> dict[str, Any]:
         written.append([name, hashlib.sha256(payload).hexdigest()])
     record = {
         "shard": task.index, "blocks": list(task.blocks), "images": count, "files": written, "rows": [], "keys": [],
-        "digests": [], "skipped": [], "sources": [], "labels": [], "with_sources": False,
-        "inputs": _inputs(task.source, task.blocks, task.block, task.n), "attempt": task.attempt, "exclude": [],
+        "digests": [], "skipped": [], "sources": [], "labels": [], "with_sources": False, "exclude": [],
+        "inputs": input_fingerprint(task.source, task.blocks, task.block, task.n), "attempt": task.attempt,
         "unit": {"manifest": manifest, "fields": fields, "seconds": time.perf_counter() - t0},
     }  # fmt: skip
     _write_record(stage, task.index, record)
@@ -268,7 +268,7 @@ def _run_shard(task: ShardTask) -> dict[str, Any]:
         "sources": sources,
         "labels": int_labels,
         "with_sources": task.sources,
-        "inputs": _inputs(task.source, task.blocks, task.block, task.n),
+        "inputs": input_fingerprint(task.source, task.blocks, task.block, task.n),
         "attempt": task.attempt,
         "exclude": sorted(exclude),
     }
@@ -276,7 +276,7 @@ def _run_shard(task: ShardTask) -> dict[str, Any]:
     return record
 
 
-def _inputs(source: Any, blocks: Sequence[int], block: int, n: int) -> str:
+def input_fingerprint(source: Any, blocks: Sequence[int], block: int, n: int) -> str:
     """The fingerprint of what a shard read (``""`` for a synthesizer's shard, which reads nothing)."""
     if source is None:
         return ""
@@ -288,7 +288,7 @@ def _stamp_and_sync(path: Path, stamp: float | None) -> None:
     order) and sync it to disk, here in the worker, so the commit has neither to do for it."""
     if stamp is not None:
         os.utime(path, (stamp, stamp))
-    _fsync(path)
+    fsync_path(path)
 
 
 def _attempt_folder(stage: Path, attempt: str) -> Path:
@@ -297,7 +297,7 @@ def _attempt_folder(stage: Path, attempt: str) -> Path:
     process pool finishes its shard) writes only there, so it can never change a file a later run recorded or
     publishes. Made without parents: a worker whose release was published or removed (its staging is gone) fails
     here instead of recreating the folder."""
-    folder = _run_folder(stage, attempt)
+    folder = run_folder(stage, attempt)
     if folder is None:
         raise DataError(f"attempt {attempt!r}: not a run id")
     try:
@@ -308,7 +308,7 @@ def _attempt_folder(stage: Path, attempt: str) -> Path:
     return folder
 
 
-def _run_folder(stage: Path, attempt: Any) -> Path | None:
+def run_folder(stage: Path, attempt: Any) -> Path | None:
     """The folder of run ``attempt`` (a hex id, as :meth:`ShardedRelease.run` makes them), or ``None`` for anything
     else a record on disk might hold (it must never name a path outside the staging folder)."""
     if not (isinstance(attempt, str) and re.fullmatch(r"[0-9a-f]{1,64}", attempt)):
@@ -316,34 +316,35 @@ def _run_folder(stage: Path, attempt: Any) -> Path | None:
     return stage / ATTEMPTS / attempt
 
 
-def _record_path(stage: Path, index: int) -> Path:
+def record_path(stage: Path, index: int) -> Path:
+    """Where shard ``index``'s record lives in the stage folder ``stage``."""
     return stage / SHARDS / f"shard-{index:06d}.json"
 
 
 def _write_record(stage: Path, index: int, record: dict[str, Any]) -> None:
     from privpix.fileio import write_text_atomic
 
-    write_text_atomic(_record_path(stage, index), strict_json.dumps(record, default=None))
+    write_text_atomic(record_path(stage, index), strict_json.dumps(record, default=None))
 
 
-def _load_record(stage: Path, index: int) -> dict[str, Any]:
-    """A shard record known to be finished (written by this run or checked by :func:`_read_record`)."""
-    return json.loads(_record_path(stage, index).read_text(encoding="utf-8"))
+def load_record(stage: Path, index: int) -> dict[str, Any]:
+    """A shard record known to be finished (written by this run or checked by :func:`read_record`)."""
+    return json.loads(record_path(stage, index).read_text(encoding="utf-8"))
 
 
-def _read_record(stage: Path, index: int) -> dict[str, Any] | None:
+def read_record(stage: Path, index: int) -> dict[str, Any] | None:
     """A finished shard's record, or None when the shard must be (re)done: no record, or a file it lists is
     missing or changed (checked by sha256)."""
     from privpix.fileio import sha256_file
 
-    p = _record_path(stage, index)
+    p = record_path(stage, index)
     if not p.is_file():
         return None
     try:
         record = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    where = _run_folder(stage, record.get("attempt"))
+    where = run_folder(stage, record.get("attempt"))
     if where is None:
         return None
     in_run = NoLinks(where, p)

@@ -56,12 +56,12 @@ from privpix.mechanisms.base import Mechanism
 from privpix.privacy.guarantees import Guarantee
 from privpix.publishing.shard_worker import (
     ShardTask,
-    _inputs,
-    _load_record,
-    _read_record,
-    _record_path,
-    _run_folder,
     folder_label,
+    input_fingerprint,
+    load_record,
+    read_record,
+    record_path,
+    run_folder,
     run_shard,
     summary,
 )
@@ -153,12 +153,12 @@ def block_order(key: str | None, n_blocks: int) -> np.ndarray:
 def _adopt(writer: ReleaseWriter, stage: Path, record: dict[str, Any]) -> None:
     """Move a finished shard's files from its run's folder to where the commit publishes them from, and register
     them (with the sha256 its worker read back)."""
-    where = _run_folder(stage, record.get("attempt"))
+    where = run_folder(stage, record.get("attempt"))
     if where is None:
-        raise DataError(f"{_record_path(stage, record['shard'])}: names no run of this release; nothing was published")
+        raise DataError(f"{record_path(stage, record['shard'])}: names no run of this release; nothing was published")
     synced = writer.stamp is not None  # its worker stamped and synced it (see _stamp_and_sync)
     # A record on disk is checked before anything moves: plain relative names, through no link.
-    rpath = _record_path(stage, record["shard"])
+    rpath = record_path(stage, record["shard"])
     in_run, in_stage = NoLinks(where, rpath, remember=False), NoLinks(stage, rpath, remember=False)
     made: set[Path] = set()
     for name, sha in record["files"]:
@@ -342,12 +342,12 @@ class ShardedRelease:
             records: dict[int, dict[str, Any]] = {}
             todo: list[ShardTask] = []
             for i, blocks in enumerate(shards):
-                rec = _read_record(stage, i) if resume else None
+                rec = read_record(stage, i) if resume else None
                 # A finished shard whose input files changed since (a file replaced one for one) is read again.
                 if (
                     rec is not None
                     and rec.get("blocks") == list(blocks)
-                    and rec.get("inputs") == _inputs(self.source, blocks, block, self.n)
+                    and rec.get("inputs") == input_fingerprint(self.source, blocks, block, self.n)
                     and rec.get("with_sources") == (source_map is not None)
                 ):
                     records[i] = summary(rec)
@@ -428,10 +428,10 @@ class ShardedRelease:
         total = 0
         # Full records are read back one at a time: the coordinator keeps only a compact summary per shard.
         for i in sorted(records):
-            rec = _load_record(stage, i)
+            rec = load_record(stage, i)
             if rec.get("attempt", "") != records[i]["attempt"]:
                 raise DataError(
-                    f"{_record_path(stage, i)}: shard {i} was rewritten by another process while this release ran "
+                    f"{record_path(stage, i)}: shard {i} was rewritten by another process while this release ran "
                     "(a worker of an interrupted run?); nothing was published: run the same command with --resume"
                 )
             _adopt(writer, stage, rec)
@@ -495,10 +495,10 @@ class ShardedRelease:
         report folder's own) or, for records, the one every release states, with ``records`` counted."""
         stage = writer.stage
         assert stage is not None  # run() holds the writer open
-        (rec,) = [_load_record(stage, i) for i in records]
+        (rec,) = [load_record(stage, i) for i in records]
         if rec.get("attempt", "") != records[0]["attempt"]:
             raise DataError(
-                f"{_record_path(stage, 0)}: the release was rewritten by another process while this one ran; "
+                f"{record_path(stage, 0)}: the release was rewritten by another process while this one ran; "
                 "nothing was published: run the same command with --resume"
             )
         _adopt(writer, stage, rec)

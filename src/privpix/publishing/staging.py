@@ -52,7 +52,7 @@ from privpix.data.formats.release_layout import (
     safe_name,
 )
 from privpix.errors import DataError, ParameterError
-from privpix.fileio import sha256_file, write_chunks_atomic, write_text_atomic
+from privpix.fileio import fsync_path, sha256_file, write_chunks_atomic, write_text_atomic
 from privpix.privacy.accounting import release_unpublished
 from privpix.spill import SortedSpill
 
@@ -403,7 +403,7 @@ class ReleaseWriter:
         for name in self._unsynced:  # one mtime for all: the write order would otherwise show the input order
             path = self.stage / name
             os.utime(path, (stamp, stamp))
-            _fsync(path)
+            fsync_path(path)
         stage = self.stage
         listing = hashlib.sha256()
         count = len(self._files)
@@ -477,14 +477,6 @@ class ReleaseWriter:
                 self.out.rmdir()
             except OSError:
                 pass
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def recover(

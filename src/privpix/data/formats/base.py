@@ -11,22 +11,20 @@ import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
 from privpix.data.files import (
-    _DECODE_ERRORS,
-    IMAGE_EXTENSIONS,
-    _is_grey,
-    _one_line,
-    _pillow_limit,
+    DECODE_ERRORS,
     checked_size,
     decode_opened,
+    is_grey,
+    one_line,
+    pillow_limit,
 )
-from privpix.data.formats.release_layout import png_bytes
 from privpix.data.imageset import ImageSet
 from privpix.data.resize import resize
 from privpix.errors import DataError, ParameterError
@@ -39,8 +37,6 @@ METADATA = "metadata.jsonl"
 # Rows per Parquet row group: Hugging Face's own choice for image datasets. A read of an index range decodes only
 # the row groups it overlaps, so this is also the granularity of random access.
 PARQUET_ROW_GROUP = 100
-# Hugging Face's sharded file pattern allows five digits for the shard number and the count.
-_MAX_PARQUET_SHARDS = 100_000
 
 _KEY = re.compile(r"[0-9a-f]{1,64}")
 # Hugging Face's data-file resolution takes a folder named like this for a split (datasets.data_files
@@ -50,10 +46,6 @@ _HF_SPLIT_NAME = re.compile(
     r"(?:.*[-._ 0-9])?(?:train|training|validation|valid|dev|val|test|testing|eval|evaluation)(?:[-._ 0-9].*)?",
     re.DOTALL,
 )
-# webdataset's grouping rule (tariterators.base_plus_ext): the key is everything before the first dot of the
-# file name, the extension everything after it.
-_WDS_NAME = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
-_IMAGE_EXTS = {e.lstrip(".") for e in IMAGE_EXTENSIONS}
 
 
 # ================================================================================================== writing
@@ -143,15 +135,7 @@ def _check_label(fmt: str, label: Any) -> None:
         )
 
 
-def _check_level(compress_level: int) -> int:
-    if isinstance(compress_level, bool) or not isinstance(compress_level, int | np.integer):
-        raise ParameterError(f"compress_level must be an integer 0..9, got {compress_level!r}")
-    if not 0 <= compress_level <= 9:
-        raise ParameterError(f"compress_level must be in 0..9, got {compress_level}")
-    return int(compress_level)
-
-
-def _check_items(fmt: str, items: Sequence[Item], class_names: tuple[str, ...] | None) -> bool:
+def check_items(fmt: str, items: Sequence[Item], class_names: tuple[str, ...] | None) -> bool:
     """Validate every item; return whether the shard is labelled."""
     keys: set[str] = set()
     labelled = None
@@ -184,19 +168,6 @@ def _check_items(fmt: str, items: Sequence[Item], class_names: tuple[str, ...] |
     return bool(labelled) if labelled is not None else class_names is not None
 
 
-def _png(image: np.ndarray, compress_level: int) -> bytes:
-    # The release folder's own encoder: a Pillow image made from the pixels alone, so no source metadata (EXIF,
-    # ICC, text) exists to be written, and Pillow writes no time chunk: same pixels, same bytes.
-    return png_bytes(image, compress_level)
-
-
-def _check_rel(name: str) -> str:
-    p = PurePosixPath(name)
-    if not name or p.is_absolute() or ".." in p.parts or "\\" in name:
-        raise ParameterError(f"file name {name!r} must be a relative path inside the release folder")
-    return name
-
-
 # ================================================================================================== reading
 
 
@@ -204,11 +175,11 @@ def _check_rel(name: str) -> str:
 def _open_bytes(data: bytes, name: str, max_pixels: int | None) -> Iterator[Image.Image]:
     """:func:`privpix.data.files.open_image` for an image held in memory (a Parquet cell, a tar member): the same
     header check against ``max_pixels`` before decoding, the same one-line errors, naming ``name``."""
-    with _pillow_limit(None):
+    with pillow_limit(None):
         try:
             im: Image.Image = Image.open(io.BytesIO(data))
-        except _DECODE_ERRORS as exc:
-            raise DataError(f"{name}: not a readable image ({_one_line(exc)})") from None
+        except DECODE_ERRORS as exc:
+            raise DataError(f"{name}: not a readable image ({one_line(exc)})") from None
     with checked_size(im, name, max_pixels) as im:
         yield im
 
@@ -217,32 +188,19 @@ def _probe_bytes(data: bytes, name: str, max_pixels: int | None) -> tuple[int, i
     """(width, height, grey by header) of an in-memory image, nothing decoded."""
     with _open_bytes(data, name, max_pixels) as im:
         try:
-            return im.size[0], im.size[1], _is_grey(im)
-        except _DECODE_ERRORS as exc:
-            raise DataError(f"{name}: not a readable image ({_one_line(exc)})") from None
+            return im.size[0], im.size[1], is_grey(im)
+        except DECODE_ERRORS as exc:
+            raise DataError(f"{name}: not a readable image ({one_line(exc)})") from None
 
 
-def _decode_bytes(data: bytes, name: str, mode: str, max_pixels: int | None) -> np.ndarray:
+def decode_bytes(data: bytes, name: str, mode: str, max_pixels: int | None) -> np.ndarray:
     """An in-memory image as uint8 ``(h, w, c)`` in ``mode``, decoded exactly as
     :func:`privpix.data.files.read_image` decodes a file (docs/decoding.md)."""
     with _open_bytes(data, name, max_pixels) as im:
         return decode_opened(im, mode, name)
 
 
-def _check_size(size: Any) -> tuple[int, int] | None:
-    if size is None:
-        return None
-    try:
-        h, w = size
-    except (TypeError, ValueError):
-        raise ParameterError(f"size must be (height, width), got {size!r}") from None
-    for v in (h, w):
-        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
-            raise ParameterError(f"size must be two positive integers (height, width), got {size!r}")
-    return int(h), int(w)
-
-
-def _mismatch(name: str, shape: tuple[int, ...], first: str, expected: tuple[int, ...]) -> DataError:
+def size_mismatch(name: str, shape: tuple[int, ...], first: str, expected: tuple[int, ...]) -> DataError:
     """An image whose size differs from the first image's; shapes are (h, w[, c]), shown as WxH[xC]."""
 
     def show(s: tuple[int, ...]) -> str:
@@ -343,11 +301,11 @@ class ImageSource:
         if self._size is not None:
             img = resize(img, self._size, work=work)
         if img.shape != out.shape[1:]:
-            raise _mismatch(name, img.shape, self._first, self.shape)
+            raise size_mismatch(name, img.shape, self._first, self.shape)
         out[i] = img
 
 
-class _Headers:
+class Headers:
     """The one pass over every image header at open: the colour mode is decided over all of them (as for
     folders), and sizes and ``max_pixels`` are checked before any worker starts. Keeps O(1) state."""
 
@@ -363,7 +321,7 @@ class _Headers:
         if self.first is None:
             self.first = (name, data, w, h)
         elif self.size is None and (w, h) != self.first[2:]:
-            raise _mismatch(name, (h, w), self.first[0], (self.first[3], self.first[2]))
+            raise size_mismatch(name, (h, w), self.first[0], (self.first[3], self.first[2]))
 
     def mode_and_shape(self) -> tuple[str, tuple[int, int, int]]:
         assert self.first is not None
@@ -371,23 +329,25 @@ class _Headers:
         if self.size is not None:
             return mode, (*self.size, 1 if mode == "L" else 3)
         # Decoded, not from the header: an EXIF orientation swaps width and height.
-        img = _decode_bytes(self.first[1], self.first[0], mode, self.max_pixels)
+        img = decode_bytes(self.first[1], self.first[0], mode, self.max_pixels)
         return mode, img.shape  # type: ignore[return-value]
 
 
-def _pack_names(names: Sequence[str]) -> bytes:
+def pack_names(names: Sequence[str]) -> bytes:
     """Names as one compressed blob: a source is pickled to every task, and a folder's paths share long
     prefixes. NUL cannot occur in a file name or a tar member name."""
     return zlib.compress("\0".join(names).encode("utf-8", "surrogateescape"), 1)
 
 
-def _unpack_names(blob: bytes, n: int) -> list[str]:
+def unpack_names(blob: bytes, n: int) -> list[str]:
+    """The ``n`` names :func:`pack_names` packed into ``blob``."""
     if n == 0:
         return []
     return zlib.decompress(blob).decode("utf-8", "surrogateescape").split("\0")
 
 
-def _labels_array(values: Sequence[int] | np.ndarray) -> np.ndarray:
+def labels_array(values: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Label indexes in the smallest integer type that holds them."""
     # The smallest integer type: a source (with its labels) is pickled to every worker.
     arr = np.asarray(values, dtype=np.int64)
     if arr.size == 0:
@@ -395,7 +355,7 @@ def _labels_array(values: Sequence[int] | np.ndarray) -> np.ndarray:
     return arr.astype(np.min_scalar_type(-max(1, int(arr.max()) + 1)))
 
 
-class _ContainerSource(ImageSource):
+class ContainerSource(ImageSource):
     """Images held inside a few container files (Parquet, tar): the decoding settings both keep, and the files a
     fingerprint covers."""
 
@@ -429,7 +389,7 @@ class _ContainerSource(ImageSource):
         return [path for path, _ in self._files]  # a few files: all of them
 
 
-def _encode_labels(
+def encode_labels(
     raw: list[Any], class_names: tuple[str, ...] | None, label_type: Any, where: Path
 ) -> tuple[np.ndarray | None, tuple[str, ...] | None]:
     """Labels as indexes into class names: integers keep their values (names from ``class_names`` when given,
@@ -442,7 +402,7 @@ def _encode_labels(
     if all(isinstance(v, str) for v in raw):
         names = tuple(sorted(set(raw)))
         index = {n: i for i, n in enumerate(names)}
-        return _labels_array([index[v] for v in raw]), names
+        return labels_array([index[v] for v in raw]), names
     if all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in raw):
         vals = np.asarray(raw, dtype=np.int64)
         if vals.min() < 0:
@@ -451,6 +411,6 @@ def _encode_labels(
         if class_names is not None:
             if top >= len(class_names):
                 raise DataError(f"{where}: label {top} but only {len(class_names)} class names")
-            return _labels_array(vals), class_names
-        return _labels_array(vals), tuple(str(i) for i in range(top + 1))
+            return labels_array(vals), class_names
+        return labels_array(vals), tuple(str(i) for i in range(top + 1))
     raise DataError(f"{where}: labels must be all integers or all strings, got {label_type or 'a mix'}")

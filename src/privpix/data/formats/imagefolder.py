@@ -14,29 +14,30 @@ import numpy as np
 from privpix.data.files import (
     read_image,
 )
-from privpix.data.folders import _scan_folder
+from privpix.data.folders import scan_folder
 from privpix.data.formats.base import (
     METADATA,
     ImageSource,
     Item,
     Written,
-    _labels_array,
-    _mismatch,
-    _pack_names,
-    _png,
-    _unpack_names,
+    labels_array,
+    pack_names,
+    size_mismatch,
+    unpack_names,
 )
-from privpix.data.formats.release_layout import CARD, JOURNAL, LOCK, MANIFEST, STAGING_PREFIX, read_manifest
+from privpix.data.formats.release_layout import CARD, JOURNAL, LOCK, MANIFEST, STAGING_PREFIX, png_bytes, read_manifest
 from privpix.data.resize import resize
 from privpix.errors import DataError
 from privpix.fileio import start_writeback
 
 
-def _write_imagefolder(folder: Path, items: Sequence[Item], level: int) -> Written:
+def write_imagefolder(folder: Path, items: Sequence[Item], level: int) -> Written:
+    """One shard of an ``imagefolder`` release: a PNG per item under ``folder`` (in its label's folder when it has
+    one) at PNG level ``level``."""
     files, rows = [], []
     for it in items:
         rel = f"{it.label}/{it.key}.png" if it.label is not None else f"{it.key}.png"
-        data = _png(it.image, level)
+        data = png_bytes(it.image, level)
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as fh:  # truncates a file left by a crashed run of this shard
@@ -50,7 +51,7 @@ def _write_imagefolder(folder: Path, items: Sequence[Item], level: int) -> Writt
 # ------------------------------------------------------------------------------------------ folders of files
 
 
-class _FileSource(ImageSource):
+class FileSource(ImageSource):
     """Image files under a root: a folder (the folder rules of list_image_files) or a dataset's files."""
 
     def __init__(
@@ -95,11 +96,11 @@ class _FileSource(ImageSource):
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_rel"] = _pack_names(self._rel)
+        state["_rel"] = pack_names(self._rel)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        state["_rel"] = _unpack_names(state["_rel"], state["_n"])
+        state["_rel"] = unpack_names(state["_rel"], state["_n"])
         self.__dict__.update(state)
 
     def _work(self) -> type[np.floating]:
@@ -180,8 +181,10 @@ def _drop_own_files(root: Path, skipped: list[tuple[Path, str]], *, used_metadat
     return out
 
 
-def _folder_source(root: Path, size: tuple[int, int] | None, max_pixels: int | None) -> ImageSource:
-    root, entries, skipped = _scan_folder(root, max_pixels)
+def folder_source(root: Path, size: tuple[int, int] | None, max_pixels: int | None) -> ImageSource:
+    """The images of the folder ``root`` as a source (the folder rules of :func:`scan_folder`; a top-level
+    ``metadata.jsonl`` that lists exactly its images gives their order), resized to ``size`` when given."""
+    root, entries, skipped = scan_folder(root, max_pixels)
     mode = "L" if all(e.header.grey for e in entries) else "RGB"
     classes = sorted({e.cls for e in entries if e.cls is not None})
     by_rel = {e.path.relative_to(root).as_posix(): e for e in entries}
@@ -191,16 +194,16 @@ def _folder_source(root: Path, size: tuple[int, int] | None, max_pixels: int | N
         rels = order
     skipped = _drop_own_files(root, skipped, used_metadata=order is not None)
     index = {c: i for i, c in enumerate(classes)}
-    labels = _labels_array([index[by_rel[r].cls] for r in rels]) if classes else None  # type: ignore[index]
+    labels = labels_array([index[by_rel[r].cls] for r in rels]) if classes else None  # type: ignore[index]
     if size is None:
         first = by_rel[rels[0]].header
         for r in rels:
             h = by_rel[r].header
             if (h.width, h.height) != (first.width, first.height):
-                raise _mismatch(str(h.path), (h.height, h.width), str(first.path), (first.height, first.width))
+                raise size_mismatch(str(h.path), (h.height, h.width), str(first.path), (first.height, first.width))
     n = len(rels)
     what = f"{n:,} image{'s' if n != 1 else ''}" + (f", {len(classes)} classes" if classes else "")
-    src = _FileSource(
+    src = FileSource(
         root,
         rels,
         mode=mode,

@@ -15,16 +15,29 @@ from privpix.data.files import (
     IMAGE_EXTENSIONS,
     check_max_pixels,
 )
-from privpix.data.folders import _walk
-from privpix.data.formats.base import ImageSource, _check_size, _labels_array
-from privpix.data.formats.imagefolder import _FileSource, _folder_source
-from privpix.data.formats.parquet import _parquet_source
-from privpix.data.formats.webdataset import _tar_source
+from privpix.data.folders import walk_files
+from privpix.data.formats.base import ImageSource, labels_array
+from privpix.data.formats.imagefolder import FileSource, folder_source
+from privpix.data.formats.parquet import parquet_source
+from privpix.data.formats.webdataset import tar_source
 from privpix.data.imageset import ImageSet
 from privpix.data.loaders import DATASETS, celeba_index, lfw_rows, load_named, parse_dataset_spec, resolve_data_dir
 from privpix.errors import DataError, ParameterError
 
 # ------------------------------------------------------------------------------------------------ opening
+
+
+def _check_size(size: Any) -> tuple[int, int] | None:
+    if size is None:
+        return None
+    try:
+        h, w = size
+    except (TypeError, ValueError):
+        raise ParameterError(f"size must be (height, width), got {size!r}") from None
+    for v in (h, w):
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+            raise ParameterError(f"size must be two positive integers (height, width), got {size!r}")
+    return int(h), int(w)
 
 
 def open_source(
@@ -58,18 +71,18 @@ def open_source(
     if p.is_file():
         suffix = p.suffix.lower()
         if suffix == ".parquet":
-            return _parquet_source([p], p, size, max_pixels)
+            return parquet_source([p], p, size, max_pixels)
         if suffix == ".tar":
-            return _tar_source([p], p, size, max_pixels)
+            return tar_source([p], p, size, max_pixels)
         raise DataError(
             f"{p}: not a supported input; expected a folder of images, a .parquet file, a .tar (WebDataset) "
             "shard, or a folder of those"
         )
     if not p.is_dir():
         raise DataError(f"{p}: input does not exist")
-    files, _ = _walk(p)
+    files, _ = walk_files(p)
     real = p.resolve()
-    # Links out of the folder are not followed for data files either (see _scan_folder).
+    # Links out of the folder are not followed for data files either (see scan_folder).
     inside = [f for f in files if f.resolve().is_relative_to(real)]
     images = any(f.suffix.lower() in IMAGE_EXTENSIONS for f in inside)
     # Hugging Face ImageFolder may keep its index as metadata.parquet next to the images.
@@ -79,10 +92,10 @@ def open_source(
     if len(kinds) > 1:
         raise DataError(f"{p}: holds {' and '.join(kinds)}; point the input at one kind (a sub-folder or a file)")
     if parquet:
-        return _parquet_source(parquet, p, size, max_pixels)
+        return parquet_source(parquet, p, size, max_pixels)
     if tars:
-        return _tar_source(tars, p, size, max_pixels)
-    return _folder_source(p, size, max_pixels)
+        return tar_source(tars, p, size, max_pixels)
+    return folder_source(p, size, max_pixels)
 
 
 # ----------------------------------------------------------------------------------------- named datasets
@@ -110,7 +123,7 @@ class _LoadedSource(ImageSource):
         self.shape = (*size, c) if size is not None else data.shape  # type: ignore[assignment]
         if data.labels is not None:
             labels = np.asarray(data.labels, dtype=np.int64)
-            self._labels = _labels_array(labels)
+            self._labels = labels_array(labels)
             self.class_names = data.class_names or tuple(str(i) for i in range(int(labels.max()) + 1))
         self._source = data.source
         self._first = str(_names(data)[0]) if self._n else ""
@@ -139,13 +152,13 @@ def _celeba_source(root: Path, spec: str, split: str | None, size: tuple[int, in
     files, attr_names, values, subjects, keep = celeba_index(base, split)
     male = attr_names.index("Male")
     kept = np.asarray(values[keep] == 1, dtype=np.int8)
-    return _FileSource(
+    return FileSource(
         base / "img_align_celeba",
         [files[i] for i in keep],
         mode="RGB",
         size=size,
         max_pixels=DEFAULT_MAX_PIXELS,
-        labels=_labels_array(kept[:, male]),
+        labels=labels_array(kept[:, male]),
         class_names=("female", "male"),
         source="celeba",
         description=f"dataset {spec} ({len(keep):,} images, read lazily from {base / 'img_align_celeba'})",
@@ -163,13 +176,13 @@ def _lfw_source(root: Path, spec: str, split: str | None, size: tuple[int, int] 
     persons = np.array([r["person"] for r in rows])
     _, subj = np.unique(persons, return_inverse=True)
     gender = np.array([r["gender"] == "female" for r in rows], dtype=np.int8)
-    return _FileSource(
+    return FileSource(
         base,
         [r["path"] for r in rows],
         mode="RGB",
         size=size,
         max_pixels=DEFAULT_MAX_PIXELS,
-        labels=_labels_array(gender),
+        labels=labels_array(gender),
         class_names=("male", "female"),
         source="lfw-gender",
         description=f"dataset {spec} ({len(rows):,} images, read lazily from {base})",

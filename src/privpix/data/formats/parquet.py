@@ -11,19 +11,19 @@ from typing import Any
 import numpy as np
 
 from privpix.data.files import (
-    _one_line,
+    one_line,
 )
 from privpix.data.formats.base import (
     PARQUET_ROW_GROUP,
+    ContainerSource,
+    Headers,
     ImageSource,
     Item,
     Written,
-    _ContainerSource,
-    _decode_bytes,
-    _encode_labels,
-    _Headers,
-    _png,
+    decode_bytes,
+    encode_labels,
 )
+from privpix.data.formats.release_layout import png_bytes
 from privpix.errors import DataError
 from privpix.fileio import sha256_file
 
@@ -39,9 +39,11 @@ def _hf_features(labelled: bool, names: tuple[str, ...] | None) -> dict[str, Any
     return features
 
 
-def _write_parquet(
+def write_parquet(
     folder: Path, rel: str, items: Sequence[Item], level: int, names: tuple[str, ...] | None, labelled: bool
 ) -> Written:
+    """One shard of a ``parquet`` release: the file ``rel`` under ``folder`` holding the items' PNGs (level
+    ``level``) and, when ``labelled``, their labels (indexes into ``names`` when given, else strings)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -65,7 +67,7 @@ def _write_parquet(
             chunk = items[a : a + PARQUET_ROW_GROUP]
             cols: dict[str, Any] = {
                 "image": pa.array(
-                    [{"bytes": _png(it.image, level), "path": f"{it.key}.png"} for it in chunk], type=image_type
+                    [{"bytes": png_bytes(it.image, level), "path": f"{it.key}.png"} for it in chunk], type=image_type
                 )
             }
             if labelled:
@@ -154,7 +156,7 @@ def _cell_bytes(column: Any) -> list[bytes | None]:
     return arr.to_pylist()
 
 
-class _ParquetSource(_ContainerSource):
+class _ParquetSource(ContainerSource):
     """Rows of Parquet files, read row group by row group."""
 
     def __init__(self, files: list[tuple[str, str]], groups: np.ndarray, image: str, **settings: Any) -> None:
@@ -185,7 +187,7 @@ class _ParquetSource(_ContainerSource):
                         opened[fi] = pq.ParquetFile(path)
                     cells = _cell_bytes(opened[fi].read_row_group(rg, columns=[self._image]).column(0))
                 except (OSError, pa.ArrowException) as exc:
-                    raise DataError(f"{path}: row group {rg} cannot be read ({_one_line(exc)})") from None
+                    raise DataError(f"{path}: row group {rg} cannot be read ({one_line(exc)})") from None
                 if len(cells) != count:
                     raise DataError(f"{path}: row group {rg} changed since the source was opened")
                 for row in range(max(start, first), min(stop, first + count)):
@@ -195,7 +197,7 @@ class _ParquetSource(_ContainerSource):
                         raise DataError(
                             f"{path}#{local}: the image has no bytes (an image stored by path is not supported)"
                         )
-                    img = _decode_bytes(data, f"{path}#{local}", self._mode, self._max_pixels)
+                    img = decode_bytes(data, f"{path}#{local}", self._mode, self._max_pixels)
                     self._put(out, row - start, img, f"{path}#{local}")
                     names.append(f"{rel}#{local}")
         finally:
@@ -204,7 +206,8 @@ class _ParquetSource(_ContainerSource):
         return names
 
 
-def _parquet_source(paths: list[Path], root: Path, size: tuple[int, int] | None, max_pixels: int | None) -> ImageSource:
+def parquet_source(paths: list[Path], root: Path, size: tuple[int, int] | None, max_pixels: int | None) -> ImageSource:
+    """The images of the Parquet files ``paths`` (under ``root``) as one source, resized to ``size`` when given."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -214,7 +217,7 @@ def _parquet_source(paths: list[Path], root: Path, size: tuple[int, int] | None,
     class_names: tuple[str, ...] | None = None
     label_type = None
     raw_labels: list[Any] = []
-    headers = _Headers(size, max_pixels)
+    headers = Headers(size, max_pixels)
     total = 0
     for fi, path in enumerate(paths):
         rel = path.name if path == root else path.relative_to(root).as_posix()
@@ -222,7 +225,7 @@ def _parquet_source(paths: list[Path], root: Path, size: tuple[int, int] | None,
             pf = pq.ParquetFile(path)
             schema = pf.schema_arrow
         except (OSError, pa.ArrowException) as exc:
-            raise DataError(f"{path}: not a readable Parquet file ({_one_line(exc)})") from None
+            raise DataError(f"{path}: not a readable Parquet file ({one_line(exc)})") from None
         with pf:
             img_col, lab_col, names = _parquet_columns(path, schema)
             if image is None:
@@ -254,13 +257,13 @@ def _parquet_source(paths: list[Path], root: Path, size: tuple[int, int] | None,
                             raw_labels.extend(batch.column(1).to_pylist())
                         count += batch.num_rows
                 except (OSError, pa.ArrowException) as exc:
-                    raise DataError(f"{path}: row group {rg} cannot be read ({_one_line(exc)})") from None
+                    raise DataError(f"{path}: row group {rg} cannot be read ({one_line(exc)})") from None
                 groups.append((fi, rg, total, count, in_file))
                 total += count
                 in_file += count
     if total == 0:
         raise DataError(f"{root}: the Parquet file(s) hold no rows")
-    labels, class_names = _encode_labels(raw_labels, class_names, label_type, root) if label else (None, None)
+    labels, class_names = encode_labels(raw_labels, class_names, label_type, root) if label else (None, None)
     mode, shape = headers.mode_and_shape()
     n_files = len(files)
     return _ParquetSource(

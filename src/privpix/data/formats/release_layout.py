@@ -45,6 +45,8 @@ def png_image(image: np.ndarray) -> Image.Image:
 
 def png_bytes(image: np.ndarray, compress_level: int = 6) -> bytes:
     """One (h, w, c) uint8 image as PNG bytes, without metadata."""
+    # The release folder's own encoder: a Pillow image made from the pixels alone, so no source metadata (EXIF,
+    # ICC, text) exists to be written, and Pillow writes no time chunk: same pixels, same bytes.
     buf = io.BytesIO()
     png_image(image).save(buf, format="PNG", compress_level=compress_level)
     return buf.getvalue()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import tarfile
 import zlib
 from collections.abc import Sequence
@@ -14,26 +15,27 @@ from typing import Any
 
 import numpy as np
 
-from privpix.data.files import (
-    _one_line,
-)
+from privpix.data.files import IMAGE_EXTENSIONS, one_line
 from privpix.data.formats.base import (
-    _IMAGE_EXTS,
-    _WDS_NAME,
+    ContainerSource,
+    Headers,
     ImageSource,
     Item,
     Written,
-    _ContainerSource,
-    _decode_bytes,
-    _encode_labels,
-    _Headers,
-    _labels_array,
-    _pack_names,
-    _png,
-    _unpack_names,
+    decode_bytes,
+    encode_labels,
+    labels_array,
+    pack_names,
+    unpack_names,
 )
+from privpix.data.formats.release_layout import png_bytes
 from privpix.errors import DataError
 from privpix.fileio import sha256_file
+
+# webdataset's grouping rule (tariterators.base_plus_ext): the key is everything before the first dot of the
+# file name, the extension everything after it.
+_WDS_NAME = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
+_IMAGE_EXTS = {e.lstrip(".") for e in IMAGE_EXTENSIONS}
 
 
 def _tar_member(tar: tarfile.TarFile, name: str, data: bytes) -> None:
@@ -48,14 +50,16 @@ def _tar_member(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def _write_tar(folder: Path, rel: str, items: Sequence[Item], level: int, names: tuple[str, ...] | None) -> Written:
+def write_tar(folder: Path, rel: str, items: Sequence[Item], level: int, names: tuple[str, ...] | None) -> Written:
+    """One shard of a ``webdataset`` release: the tar ``rel`` under ``folder`` with ``KEY.png`` (level ``level``)
+    and, for a labelled item, ``KEY.cls`` (its index into ``names`` when given)."""
     index = {n: i for i, n in enumerate(names)} if names is not None else None
     path = folder / rel
     path.parent.mkdir(parents=True, exist_ok=True)
     rows = []
     with open(path, "wb") as fh, tarfile.open(fileobj=fh, mode="w", format=tarfile.USTAR_FORMAT) as tar:
         for it in items:
-            _tar_member(tar, f"{it.key}.png", _png(it.image, level))
+            _tar_member(tar, f"{it.key}.png", png_bytes(it.image, level))
             row = {"file_name": rel, "key": it.key}
             if it.label is not None:
                 if index is not None:
@@ -69,7 +73,7 @@ def _write_tar(folder: Path, rel: str, items: Sequence[Item], level: int, names:
 # ------------------------------------------------------------------------------------------------- tars
 
 
-class _TarSource(_ContainerSource):
+class _TarSource(ContainerSource):
     """Samples of WebDataset tar shards, read from the member offsets indexed at open."""
 
     def __init__(self, tars: list[tuple[str, str]], index: np.ndarray, keys: list[str], **settings: Any) -> None:
@@ -80,13 +84,13 @@ class _TarSource(_ContainerSource):
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_keys"] = _pack_names(self._keys)
+        state["_keys"] = pack_names(self._keys)
         # Offsets and sizes are mostly zero high bytes: compressed, about 8 bytes a sample instead of 24.
         state["_index"] = zlib.compress(np.ascontiguousarray(self._index, dtype="<i8").tobytes(), 1)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        state["_keys"] = _unpack_names(state["_keys"], state["_n"])
+        state["_keys"] = unpack_names(state["_keys"], state["_n"])
         state["_index"] = np.frombuffer(zlib.decompress(state["_index"]), dtype="<i8").reshape(-1, 3)
         self.__dict__.update(state)
 
@@ -103,7 +107,7 @@ class _TarSource(_ContainerSource):
                 full = f"{self._files[ti][0]}#{self._keys[i]}"
                 if len(data) != size:
                     raise DataError(f"{full}: the tar file is shorter than its index (changed since it was opened?)")
-                self._put(out, i - start, _decode_bytes(data, full, self._mode, self._max_pixels), full)
+                self._put(out, i - start, decode_bytes(data, full, self._mode, self._max_pixels), full)
                 names.append(f"{self._files[ti][1]}#{self._keys[i]}")
         except OSError as exc:
             raise DataError(f"{self._files[ti][0]}: cannot be read ({exc.strerror or exc})") from None
@@ -128,14 +132,16 @@ def _tar_label(ext: str, data: bytes, where: str) -> Any:
     return None
 
 
-def _tar_source(paths: list[Path], root: Path, size: tuple[int, int] | None, max_pixels: int | None) -> ImageSource:
+def tar_source(paths: list[Path], root: Path, size: tuple[int, int] | None, max_pixels: int | None) -> ImageSource:
+    """The images of the tar files ``paths`` (under ``root``), grouped by key as webdataset groups them, as one
+    source, resized to ``size`` when given."""
     tars: list[tuple[str, str]] = []
     index: list[tuple[int, int, int]] = []
     keys: list[str] = []
     cls_values: list[int | None] = []
     json_values: list[Any] = []
     skipped: list[tuple[str, str]] = []
-    headers = _Headers(size, max_pixels)
+    headers = Headers(size, max_pixels)
 
     def add(ti: int, rel: str, key: str, members: dict[str, tuple[int, int, bytes | None]]) -> None:
         where = f"{tars[ti][0]}#{key}"
@@ -178,7 +184,7 @@ def _tar_source(paths: list[Path], root: Path, size: tuple[int, int] | None, max
                     members[ext] = (m.offset_data, m.size, data)
         except tarfile.ReadError as exc:
             raise DataError(
-                f"{path}: not a plain (uncompressed) tar file ({_one_line(exc)}); WebDataset shards are read by "
+                f"{path}: not a plain (uncompressed) tar file ({one_line(exc)}); WebDataset shards are read by "
                 "member offset, so unpack a compressed shard to .tar first"
             ) from None
         except OSError as exc:
@@ -215,7 +221,7 @@ def _tar_labels(
     names the ``.json`` members give them (as privpix writes both); names alone are indexed in sorted order."""
     if all(v is None for v in cls_values):
         # From .json alone: integers are class indexes, strings class names.
-        return _encode_labels(json_values, None, None, where)
+        return encode_labels(json_values, None, None, where)
     if any(v is None for v in cls_values):
         i = next(k for k, v in enumerate(cls_values) if v is None)
         raise DataError(f"{where}: sample {i} has no .cls while others have one; label every sample or none")
@@ -228,4 +234,4 @@ def _tar_labels(
             if names.setdefault(int(v), j) != j:
                 raise DataError(f"{where}: class {int(v)} is named both {names[int(v)]!r} and {j!r}")
     top = int(vals.max())
-    return _labels_array(vals), tuple(names.get(i, str(i)) for i in range(top + 1))
+    return labels_array(vals), tuple(names.get(i, str(i)) for i in range(top + 1))

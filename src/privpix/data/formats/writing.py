@@ -5,28 +5,43 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 
 from privpix.data.formats.base import (
-    _MAX_PARQUET_SHARDS,
     METADATA,
     Item,
     Written,
-    _check_items,
-    _check_level,
-    _check_rel,
     check_class_names,
     check_format,
+    check_items,
 )
-from privpix.data.formats.imagefolder import _write_imagefolder
-from privpix.data.formats.parquet import _write_parquet
+from privpix.data.formats.imagefolder import write_imagefolder
+from privpix.data.formats.parquet import write_parquet
 from privpix.data.formats.release_layout import SPILL
-from privpix.data.formats.webdataset import _write_tar
+from privpix.data.formats.webdataset import write_tar
 from privpix.errors import ParameterError
 from privpix.fileio import write_chunks_atomic
 from privpix.spill import SortedSpill
+
+# Hugging Face's sharded file pattern allows five digits for the shard number and the count.
+_MAX_PARQUET_SHARDS = 100_000
+
+
+def _check_level(compress_level: int) -> int:
+    if isinstance(compress_level, bool) or not isinstance(compress_level, int | np.integer):
+        raise ParameterError(f"compress_level must be an integer 0..9, got {compress_level!r}")
+    if not 0 <= compress_level <= 9:
+        raise ParameterError(f"compress_level must be in 0..9, got {compress_level}")
+    return int(compress_level)
+
+
+def _check_rel(name: str) -> str:
+    p = PurePosixPath(name)
+    if not name or p.is_absolute() or ".." in p.parts or "\\" in name:
+        raise ParameterError(f"file name {name!r} must be a relative path inside the release folder")
+    return name
 
 
 def shard_file(fmt: str, shard: int, n_shards: int) -> str | None:
@@ -83,17 +98,17 @@ def write_shard(
     target = shard_file(fmt, shard, n_shards)
     level = _check_level(compress_level)
     names = check_class_names(fmt, class_names)
-    labelled = _check_items(fmt, items, names)
+    labelled = check_items(fmt, items, names)
     # Written in key order, not in the order given (the sources' order): keys are keyed hashes of positions, so
     # the order inside a Parquet file or a tar reveals nothing about which source image is which.
     items = sorted(items, key=lambda it: it.key)
     folder = Path(folder)
     if fmt == "imagefolder":
-        return _write_imagefolder(folder, items, level)
+        return write_imagefolder(folder, items, level)
     assert target is not None
     if fmt == "parquet":
-        return _write_parquet(folder, target, items, level, names, labelled)
-    return _write_tar(folder, target, items, level, names)
+        return write_parquet(folder, target, items, level, names, labelled)
+    return write_tar(folder, target, items, level, names)
 
 
 def index_rows(folder: Path) -> SortedSpill:

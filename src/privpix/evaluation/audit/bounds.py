@@ -12,7 +12,7 @@ from scipy import stats
 
 from privpix.errors import ParameterError
 from privpix.evaluation.audit.curves import AnyCurve, curve_for, pooled_error_upper
-from privpix.evaluation.audit.result import CONFIDENCE, CURVE_SELECT_SHARE, SELECT_SHARE, _split
+from privpix.evaluation.audit.result import CONFIDENCE, CURVE_SELECT_SHARE, SELECT_SHARE, split_trials
 
 # --------------------------------------------------------------------------------------------- bounds
 
@@ -54,7 +54,7 @@ def max_auditable_epsilon(n: int, delta: float = 0.0, alpha: float = 0.025) -> f
     return epsilon_lower_bound(0, 0, n, n, delta, alpha)
 
 
-def _statistics(x0: np.ndarray, x1: np.ndarray) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
+def fit_statistics(x0: np.ndarray, x1: np.ndarray) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
     """Scalar statistics fitted on training outputs x0, x1: a projection on the mean difference, the single
     most separated coordinate, and the two-sided (distance from x₀'s median) form of each."""
     mu0, mu1 = x0.mean(axis=0), x1.mean(axis=0)
@@ -130,7 +130,7 @@ def _best_threshold(s0: np.ndarray, s1: np.ndarray, delta: float, alpha: float =
 
 
 @dataclass
-class _Candidate:
+class Candidate:
     """One (pair, statistic): its scalar value in every trial on each side; the first ``select`` trials chose
     the statistic and choose the test, the rest measure it. ``curve``: a candidate for the balanced (curve) test,
     else for the raw one."""
@@ -143,7 +143,7 @@ class _Candidate:
     curve: bool = False
 
 
-def _ceiling(held_raw: int, held_curve: int, claim_delta: float, curve: AnyCurve | None, confidence: float) -> float:
+def ceiling(held_raw: int, held_curve: int, claim_delta: float, curve: AnyCurve | None, confidence: float) -> float:
     """The largest bound a test without a held-out error can show: the raw test measured on ``held_raw`` trials
     per side, the curve test (when there is a curve) on ``held_curve``, at the levels :func:`bounds` uses."""
     gamma = 1.0 - confidence
@@ -187,11 +187,11 @@ class Bounds:
     raw_epsilon_lower: float
     curve_epsilon_lower: float
     max_auditable_epsilon: float
-    raw_test: _Candidate
+    raw_test: Candidate
     false_positives: int
     false_negatives: int
     held_out: int
-    curve_test: _Candidate | None
+    curve_test: Candidate | None
     curve_errors: int
 
     @property
@@ -201,7 +201,7 @@ class Bounds:
         return self.raw_epsilon_lower if math.isnan(c) else max(self.raw_epsilon_lower, c)
 
 
-def bounds(candidates: list[_Candidate], claim_delta: float, curve: AnyCurve | None,
+def bounds(candidates: list[Candidate], claim_delta: float, curve: AnyCurve | None,
            confidence: float = CONFIDENCE) -> Bounds:  # fmt: skip
     """Choose each test on its candidates' selection trials and measure it on the rest: the raw Clopper–Pearson
     bound (candidates with ``curve`` false) and, with a ``curve``, the balanced-error bound through it (those with
@@ -231,7 +231,7 @@ def bounds(candidates: list[_Candidate], claim_delta: float, curve: AnyCurve | N
         k = sum(_errors(c0, c1, cthr, csign))
         n_pooled = len(c0) + len(c1)
         curve_eps = curve.epsilon(pooled_error_upper(k, n_pooled, gamma / 2))
-    top = _ceiling(len(h0), 0 if cc is None else len(cc.s0) - cc.select, claim_delta, curve, confidence)
+    top = ceiling(len(h0), 0 if cc is None else len(cc.s0) - cc.select, claim_delta, curve, confidence)
     return Bounds(raw, curve_eps, top, rc, fp, fn_, len(h0), cc, k)
 
 
@@ -246,7 +246,7 @@ def bounds_from_samples(s0: np.ndarray, s1: np.ndarray, claim_delta: float = 0.0
         raise ParameterError("s0 and s1 must be 1-D arrays of the same length >= 20")
     if curve is None:
         curve = curve_for(noise_family, claim_delta)
-    cands = [_Candidate("samples", "the value", s0, s1, _split(len(s0), SELECT_SHARE))]
+    cands = [Candidate("samples", "the value", s0, s1, split_trials(len(s0), SELECT_SHARE))]
     if curve is not None:
-        cands.append(_Candidate("samples", "the value", s0, s1, _split(len(s0), CURVE_SELECT_SHARE), True))
+        cands.append(Candidate("samples", "the value", s0, s1, split_trials(len(s0), CURVE_SELECT_SHARE), True))
     return bounds(cands, claim_delta, curve, confidence)

@@ -10,10 +10,10 @@ import numpy as np
 
 from privpix.data.imageset import RecordSet
 from privpix.errors import ParameterError
-from privpix.evaluation.audit.bounds import _Candidate
+from privpix.evaluation.audit.bounds import Candidate
 from privpix.evaluation.audit.result import AuditResult
-from privpix.evaluation.audit.trials import _pair_candidates
-from privpix.evaluation.audit.verdicts import _conclude
+from privpix.evaluation.audit.trials import pair_candidates
+from privpix.evaluation.audit.verdicts import conclude
 from privpix.mechanisms.base import Mechanism
 from privpix.mechanisms.kinds import RecordMechanism, require_kind
 from privpix.privacy.neighbours import RecordPair
@@ -62,7 +62,7 @@ def _record_values(frames: list, columns: list[str]) -> list[np.ndarray]:
     return out
 
 
-def _audit_records(mech: Mechanism, records: RecordSet, trials: int, seed: int,
+def audit_records(mech: Mechanism, records: RecordSet, trials: int, seed: int,
                    progress: Callable[[str], None] | None, confidence: float) -> AuditResult:  # fmt: skip
     """The audit of a mechanism releasing records: per-record pairs (:func:`record_pairs`), each record released
     ``trials`` times on each side, compared like images' pixels (every released column, a passed-through label
@@ -71,11 +71,11 @@ def _audit_records(mech: Mechanism, records: RecordSet, trials: int, seed: int,
     releaser = require_kind(mech, RecordMechanism)
     rng = make_rng(seed)
     pairs = record_pairs(records)
-    candidates: list[_Candidate] = []
+    candidates: list[Candidate] = []
     for pair in pairs:
         frames = [
             releaser.release_records(side.subset(np.zeros(trials, dtype=int)), rng).frame for side in (pair.a, pair.b)
         ]
         x0, x1 = _record_values(frames, list(frames[0].columns))
-        candidates += _pair_candidates(mech, records, pair, x0, x1, trials, progress)
-    return _conclude(mech, records, candidates, trials, t_start, pairs, confidence)
+        candidates += pair_candidates(mech, records, pair, x0, x1, trials, progress)
+    return conclude(mech, records, candidates, trials, t_start, pairs, confidence)

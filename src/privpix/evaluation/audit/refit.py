@@ -12,10 +12,10 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
-from privpix.evaluation.audit.bounds import _Candidate, _statistics
+from privpix.evaluation.audit.bounds import Candidate, fit_statistics
 from privpix.evaluation.audit.result import CONFIDENCE, SYNTHETIC_PER_TRIAL, AuditResult
-from privpix.evaluation.audit.trials import _selections
-from privpix.evaluation.audit.verdicts import _conclude
+from privpix.evaluation.audit.trials import trial_selections
+from privpix.evaluation.audit.verdicts import conclude
 from privpix.mechanisms.base import Auditable, Mechanism
 from privpix.mechanisms.kinds import SyntheticImageMechanism, require_kind
 from privpix.privacy.neighbours import NeighbourPair
@@ -24,7 +24,7 @@ from privpix.privacy.noise import make_rng
 # ------------------------------------------------------------------------- mechanisms fitted on the private set
 
 
-def _audit_refitted(
+def audit_refitted(
     mech: Mechanism,
     images: ImageSet,
     trials: int,
@@ -51,8 +51,8 @@ def _audit_refitted(
     if target == "statistic" and not use_stat:
         raise ParameterError(f"{mech.name}: has no released statistic to audit; use target='output'")
     rng = make_rng(seed)
-    selections = _selections(mech, images, trials)
-    candidates: list[_Candidate] = []
+    selections = trial_selections(mech, images, trials)
+    candidates: list[Candidate] = []
     for pair in pairs:
         label = f"{pair.name} ({len(pair.a)} private images, refitted per trial)"
         if use_stat:
@@ -66,9 +66,9 @@ def _audit_refitted(
             p0, p1 = (_projections(stat, side, v, trials, rng, fixed) for side in (pair.a, pair.b))
             for select, curve in selections:
                 candidates += [
-                    _Candidate(label, "projection of the released statistic on its noise-free difference", p0, p1,
+                    Candidate(label, "projection of the released statistic on its noise-free difference", p0, p1,
                                select, curve),
-                    _Candidate(label, "|projection of the released statistic − its noise-free value under x₀|",
+                    Candidate(label, "|projection of the released statistic − its noise-free value under x₀|",
                                np.abs(p0 - ref), np.abs(p1 - ref), select, curve),
                 ]  # fmt: skip
         else:
@@ -77,12 +77,12 @@ def _audit_refitted(
             x0 = _refit_outputs(kind, params, pair.a, trials, rng)
             x1 = _refit_outputs(kind, params, pair.b, trials, rng)
             for select, curve in selections:
-                for name, fn in _statistics(x0[:select], x1[:select]).items():
-                    candidates.append(_Candidate(label, f"{name} (synthetic images, refitted per trial)", fn(x0),
+                for name, fn in fit_statistics(x0[:select], x1[:select]).items():
+                    candidates.append(Candidate(label, f"{name} (synthetic images, refitted per trial)", fn(x0),
                                                  fn(x1), select, curve))  # fmt: skip
         if progress is not None:
             progress(f"audit {mech.name}: pair '{pair.name}' done")
-    return _conclude(mech, images, candidates, trials, t_start, pairs, confidence)
+    return conclude(mech, images, candidates, trials, t_start, pairs, confidence)
 
 
 def _projections(mech: Auditable, side: ImageSet, v: np.ndarray, trials: int, rng, fixed: int) -> np.ndarray:

@@ -103,7 +103,9 @@ class AuditResult:
         return "\n".join(lines)
 
 
-def _split(trials: int, share: float) -> int:
+def split_trials(trials: int, share: float) -> int:
+    """How many of ``trials`` choose the test: ``share`` of them, at least 10 and at most ``SELECT_CAP``, leaving
+    at least 10 for the held-out test."""
     return min(trials - 10, max(10, min(SELECT_CAP, int(trials * share))))
 
 
@@ -112,5 +114,6 @@ RECORD_SHAPE = (0, 0, 0)
 RECORD_UNIT = "one record (replaced by any other)"
 
 
-def _shape(data: ImageSet | RecordSet) -> tuple[int, int, int]:
+def data_shape(data: ImageSet | RecordSet) -> tuple[int, int, int]:
+    """The shape a guarantee is asked at for ``data``: its images' shape, or :data:`RECORD_SHAPE` for records."""
     return RECORD_SHAPE if isinstance(data, RecordSet) else data.shape

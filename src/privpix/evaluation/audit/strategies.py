@@ -10,12 +10,12 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
-from privpix.evaluation.audit.bounds import _Candidate
-from privpix.evaluation.audit.records import _audit_records
-from privpix.evaluation.audit.refit import _audit_refitted
+from privpix.evaluation.audit.bounds import Candidate
+from privpix.evaluation.audit.records import audit_records
+from privpix.evaluation.audit.refit import audit_refitted
 from privpix.evaluation.audit.result import CONFIDENCE, MAX_ADAPTIVE_TRIALS, NOT_AUDITED_MODEL, TARGETS, AuditResult
-from privpix.evaluation.audit.trials import _outputs, _pair_candidates, _selections
-from privpix.evaluation.audit.verdicts import _conclude, not_audited
+from privpix.evaluation.audit.trials import pair_candidates, trial_outputs, trial_selections
+from privpix.evaluation.audit.verdicts import conclude, not_audited
 from privpix.mechanisms.base import Auditable, Mechanism
 from privpix.privacy.neighbours import NeighbourPair
 from privpix.privacy.noise import make_rng
@@ -101,18 +101,18 @@ def _audit_once(mech: Mechanism, images: ImageSet | RecordSet, trials: int, seed
             raise ParameterError(f"audit: {mech.name} is audited white-box on images; give images")
         return _audit_white_box(mech, images, trials, seed, progress, confidence)
     if isinstance(images, RecordSet):
-        return _audit_records(mech, images, trials, seed, progress, confidence)
+        return audit_records(mech, images, trials, seed, progress, confidence)
     rng = make_rng(seed)
     relation = mech.neighbours()
     pairs = pairs if pairs is not None else relation.pairs(images)
     if mech.capabilities().fits_on == "private" and relation.dataset_level:
-        return _audit_refitted(mech, images, trials, seed, pairs, target, progress, confidence)
-    candidates: list[_Candidate] = []
+        return audit_refitted(mech, images, trials, seed, pairs, target, progress, confidence)
+    candidates: list[Candidate] = []
     for pair in pairs:
-        x0 = _outputs(mech, pair.a, pair.index, trials, rng, relation.dataset_level)
-        x1 = _outputs(mech, pair.b, pair.index, trials, rng, relation.dataset_level)
-        candidates += _pair_candidates(mech, images, pair, x0, x1, trials, progress)
-    return _conclude(mech, images, candidates, trials, t_start, pairs, confidence)
+        x0 = trial_outputs(mech, pair.a, pair.index, trials, rng, relation.dataset_level)
+        x1 = trial_outputs(mech, pair.b, pair.index, trials, rng, relation.dataset_level)
+        candidates += pair_candidates(mech, images, pair, x0, x1, trials, progress)
+    return conclude(mech, images, candidates, trials, t_start, pairs, confidence)
 
 
 def _audit_white_box(mech: Mechanism, images: ImageSet, trials: int, seed: int,
@@ -126,8 +126,8 @@ def _audit_white_box(mech: Mechanism, images: ImageSet, trials: int, seed: int,
     if progress is not None:
         progress(f"audit {mech.name}: {trials} white-box trials per side done")
     s0, s1 = np.asarray(wb.s0, dtype=np.float64), np.asarray(wb.s1, dtype=np.float64)
-    candidates = [_Candidate(wb.pair, wb.statistic, s0, s1, select, curve)
-                  for select, curve in _selections(mech, images, trials)]  # fmt: skip
-    res = _conclude(mech, images, candidates, trials, t_start, [], confidence)
+    candidates = [Candidate(wb.pair, wb.statistic, s0, s1, select, curve)
+                  for select, curve in trial_selections(mech, images, trials)]  # fmt: skip
+    res = conclude(mech, images, candidates, trials, t_start, [], confidence)
     res.pairs_tried = [wb.pair]
     return res

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
-from privpix.evaluation.audit.bounds import _Candidate, _statistics
-from privpix.evaluation.audit.result import CURVE_SELECT_SHARE, RELEASE_CHUNK, SELECT_SHARE, _split
+from privpix.evaluation.audit.bounds import Candidate, fit_statistics
+from privpix.evaluation.audit.result import CURVE_SELECT_SHARE, RELEASE_CHUNK, SELECT_SHARE, split_trials
 from privpix.evaluation.audit.verdicts import mechanism_curve
 from privpix.mechanisms.base import Mechanism
 from privpix.privacy.neighbours import NeighbourPair, RecordPair
@@ -25,7 +25,9 @@ def neighbour_pairs(mech: Mechanism, images: ImageSet) -> list[NeighbourPair]:
 # ------------------------------------------------------------------------------------------ trials
 
 
-def _outputs(mech: Mechanism, pair_side: ImageSet, index: int, trials: int, rng, dataset_level: bool) -> np.ndarray:
+def trial_outputs(
+    mech: Mechanism, pair_side: ImageSet, index: int, trials: int, rng, dataset_level: bool
+) -> np.ndarray:
     """(trials, k) float32: what was released for the image (pixels, or a feature release's report values,
     through ``Release.values()``; per-image units, all trials in one vectorised call) or, for a dataset pair,
     the release of the differing image and of one unchanged image of each trial."""
@@ -43,24 +45,24 @@ def _outputs(mech: Mechanism, pair_side: ImageSet, index: int, trials: int, rng,
     return np.stack(rows).astype(np.float32)
 
 
-def _pair_candidates(mech: Mechanism, data: ImageSet | RecordSet, pair: NeighbourPair | RecordPair,
+def pair_candidates(mech: Mechanism, data: ImageSet | RecordSet, pair: NeighbourPair | RecordPair,
                      x0: np.ndarray, x1: np.ndarray, trials: int,
-                     progress: Callable[[str], None] | None) -> list[_Candidate]:  # fmt: skip
+                     progress: Callable[[str], None] | None) -> list[Candidate]:  # fmt: skip
     """Every statistic of one pair's outputs (``x0``, ``x1``: trials × values), fitted on each test's selection
     trials, as candidates for the raw and the curve test."""
     out = []
-    for select, curve in _selections(mech, data, trials):
-        for sname, fn in _statistics(x0[:select], x1[:select]).items():
-            out.append(_Candidate(pair.name, sname, fn(x0), fn(x1), select, curve))
+    for select, curve in trial_selections(mech, data, trials):
+        for sname, fn in fit_statistics(x0[:select], x1[:select]).items():
+            out.append(Candidate(pair.name, sname, fn(x0), fn(x1), select, curve))
     if progress is not None:
         progress(f"audit {mech.name}: pair '{pair.name}' done")
     return out
 
 
-def _selections(mech: Mechanism, images: ImageSet | RecordSet, trials: int) -> list[tuple[int, bool]]:
+def trial_selections(mech: Mechanism, images: ImageSet | RecordSet, trials: int) -> list[tuple[int, bool]]:
     """(selection trials, for the curve test?) of each test the audit runs: the raw test chooses on half the
     trials; the curve test, when the mechanism has a curve, on a fifth (its bound lives on the held-out count)."""
-    out = [(_split(trials, SELECT_SHARE), False)]
+    out = [(split_trials(trials, SELECT_SHARE), False)]
     if mechanism_curve(mech, images) is not None:
-        out.append((_split(trials, CURVE_SELECT_SHARE), True))
+        out.append((split_trials(trials, CURVE_SELECT_SHARE), True))
     return out

@@ -10,7 +10,7 @@ from typing import Any
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
-from privpix.evaluation.audit.bounds import _Candidate, _ceiling, bounds
+from privpix.evaluation.audit.bounds import Candidate, bounds, ceiling
 from privpix.evaluation.audit.curves import AnyCurve, curve_of
 from privpix.evaluation.audit.result import (
     CONFIDENCE,
@@ -19,8 +19,8 @@ from privpix.evaluation.audit.result import (
     RECORD_UNIT,
     SELECT_SHARE,
     AuditResult,
-    _shape,
-    _split,
+    data_shape,
+    split_trials,
 )
 from privpix.mechanisms.base import Claim, Mechanism
 from privpix.privacy.neighbours import NeighbourPair, RecordPair
@@ -29,8 +29,8 @@ from privpix.privacy.neighbours import NeighbourPair, RecordPair
 def max_auditable(mech: Mechanism, images: ImageSet, trials: int, confidence: float = CONFIDENCE) -> float:
     """The largest bound :func:`audit` with ``trials`` per side could show for ``mech`` (a test without a single
     held-out error), before running it: the larger of the raw and the curve ceilings."""
-    held = (trials - _split(trials, SELECT_SHARE), trials - _split(trials, CURVE_SELECT_SHARE))
-    return _ceiling(*held, audited_claim(mech, images).delta, mechanism_curve(mech, images), confidence)
+    held = (trials - split_trials(trials, SELECT_SHARE), trials - split_trials(trials, CURVE_SELECT_SHARE))
+    return ceiling(*held, audited_claim(mech, images).delta, mechanism_curve(mech, images), confidence)
 
 
 def trials_to_refute(mech: Mechanism, images: ImageSet, start: int, cap: int = MAX_ADAPTIVE_TRIALS) -> int:
@@ -51,7 +51,7 @@ def audited_claim(mech: Mechanism, images: ImageSet | RecordSet) -> Claim:
     """What ``mech`` claims for a release of images of the shape of ``images``, their number setting what it
     may set (a sampling rate) (:meth:`~privpix.mechanisms.Mechanism.privacy`). The images' shape, not the images:
     an audit tests the claim for images the mechanism has not learned from."""
-    return mech.privacy(_shape(images), len(images))
+    return mech.privacy(data_shape(images), len(images))
 
 
 def claimed(mech: Mechanism, images: ImageSet | RecordSet) -> tuple[float | None, float]:
@@ -60,7 +60,7 @@ def claimed(mech: Mechanism, images: ImageSet | RecordSet) -> tuple[float | None
     try:
         claim = audited_claim(mech, images)
     except ParameterError:
-        claim = Claim(mech.guarantee(_shape(images)))
+        claim = Claim(mech.guarantee(data_shape(images)))
     return claim.epsilon, claim.delta
 
 
@@ -76,7 +76,7 @@ def mechanism_curve(mech: Mechanism, images: ImageSet | RecordSet) -> AnyCurve |
     return curve_of(claim.unit_events, claim.delta, mech.neighbours().removes)
 
 
-def _conclude(mech: Mechanism, images: ImageSet | RecordSet, candidates: list[_Candidate], trials: int, t_start: float,
+def conclude(mech: Mechanism, images: ImageSet | RecordSet, candidates: list[Candidate], trials: int, t_start: float,
               pairs: Sequence[NeighbourPair] | Sequence[RecordPair], confidence: float) -> AuditResult:  # fmt: skip
     """The record of :func:`bounds` on ``candidates``: the verdict against the claim and what it rests on."""
     if not candidates:
@@ -125,7 +125,7 @@ def claim_fields(mech: Mechanism, images: ImageSet | RecordSet) -> dict[str, Any
         "parameters": mech.parameters(),
         "claimed_epsilon": claim_eps,
         "claimed_delta": claim_delta,
-        "sound": mech.guarantee(_shape(images)).sound,
+        "sound": mech.guarantee(data_shape(images)).sound,
         "unit": RECORD_UNIT if isinstance(images, RecordSet) else mech.neighbours().wording(),
     }
 

@@ -14,7 +14,7 @@ import numpy as np
 from privpix.errors import ParameterError
 from privpix.mechanisms.base import Param
 from privpix.mechanisms.ldp.encoder_base import Encoder, as_gray
-from privpix.mechanisms.ldp.rr import value_dtype
+from privpix.privacy.grr import value_dtype
 
 
 def parse_layers(text: str | tuple[int, ...]) -> tuple[int, ...]:

@@ -26,8 +26,8 @@ from privpix.data.overlap import image_digests
 from privpix.errors import ParameterError
 from privpix.fileio import write_bytes_atomic
 from privpix.mechanisms.base import Param
-from privpix.mechanisms.ldp.rr import value_dtype
 from privpix.mechanisms.registry import MECHANISMS
+from privpix.privacy.grr import value_dtype
 
 FORMAT = "privpix-ldp-encoder/1"
 

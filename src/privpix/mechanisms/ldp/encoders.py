@@ -23,7 +23,7 @@ import numpy as np
 from privpix.errors import DataError, ParameterError
 from privpix.mechanisms.base import Param
 from privpix.mechanisms.ldp.encoder_base import ENCODERS, FORMAT, Encoder, as_gray
-from privpix.mechanisms.ldp.rr import value_dtype
+from privpix.privacy.grr import value_dtype
 
 __all__ = [
     "ENCODERS",

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from privpix.data.imageset import ImageSet
+from privpix.data.imageset import ImageSet, blockwise
 from privpix.mechanisms.base import Claim, shape_of
 from privpix.mechanisms.kinds import ImageMechanism
-from privpix.mechanisms.ldp.rr import grr_perturb
 from privpix.mechanisms.params import param
-from privpix.mechanisms.pixel import blockwise
 from privpix.mechanisms.registry import register
 from privpix.privacy.composition import PureDP
+from privpix.privacy.grr import grr_perturb
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, Pixels
 from privpix.privacy.noise import RNG

@@ -1,7 +1,7 @@
 """Wang & Chang 2020's encoders + generalised randomized response as registered mechanisms that release features.
 
 One owner's release is the report of Wang & Chang 2020's protocol: the image encoded into m integer features in
-``[0, d)`` by a published encoder, every feature perturbed with GRR at ε (:mod:`~privpix.mechanisms.ldp.rr`).
+``[0, d)`` by a published encoder, every feature perturbed with GRR at ε (:mod:`~privpix.privacy.grr`).
 :class:`LDPFeatures` is the one base class; each encoder is a subclass of a few lines naming its
 ``encoder_class`` (``ldp-pixel-report``, ``ldp-hog-bovw``, ``ldp-dcaconv``, ``ldp-bnn``). They are ordinary
 mechanisms (``Capabilities.output == "features"``), so ``privpix bench`` and ``privpix audit`` reach them, and
@@ -24,16 +24,16 @@ from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.overlap import shared_count
 from privpix.errors import ParameterError
 from privpix.mechanisms.base import Capabilities, Claim, ConformanceCase, FitsOn, Release, shape_of
-from privpix.mechanisms.kinds import FeatureMechanism
+from privpix.mechanisms.kinds import FeatureMechanism, LearnerSpec
 from privpix.mechanisms.ldp.bnn import BNNEncoder
 from privpix.mechanisms.ldp.dcaconv import DCAConvEncoder
 from privpix.mechanisms.ldp.encoder_base import ENCODERS, Encoder, gray_images
 from privpix.mechanisms.ldp.encoders import HogBovwEncoder, PixelEncoder, load_encoder
 from privpix.mechanisms.ldp.reports import Reports, may_overlap, report_files
-from privpix.mechanisms.ldp.rr import grr_perturb
 from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
 from privpix.privacy.composition import PureDP
+from privpix.privacy.grr import grr_perturb
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, OneFeature, OneImage
 from privpix.privacy.noise import RNG
@@ -75,7 +75,7 @@ class LDPFeatures(FeatureMechanism):
     - neither: the encoder is fitted on the images given to :meth:`fit` (``fits_on="private"``), which is the
       paper's own protocol (DCAConv fitted on the training images it then perturbs).
     - ``fit_images``: fit on a seeded random subset of at most this many images (0: all).
-    - ``learner``, ``n_neighbors``: the data user's classifier returned by :meth:`utility_model`.
+    - ``learner``, ``n_neighbors``: the data user's classifier, named by :meth:`utility_learner`.
 
     The encoder is a function of the data it was fitted on, which the perturbation does not protect. A release
     whose images may be among the fitting images (same image content or name when fitted in this process; same
@@ -85,9 +85,9 @@ class LDPFeatures(FeatureMechanism):
 
     - :meth:`encode` ``(images) -> (n, m)``: the clean integer encodings; the data user's test vectors, as the
       paper predicts on unperturbed encodings of its own test images.
-    - :meth:`utility_model` ``()``: an unfitted scikit-learn classifier (:mod:`privpix.mechanisms.ldp.learners`)
-      for domain d and ε, to ``fit(released_reports, labels)`` (integers, or the float view ``Release.values()``) and
-      ``score(encode(test), test_labels)``.
+    - :meth:`utility_learner` ``()``: the scikit-learn classifier (:mod:`privpix.evaluation.ldp_learners`) for
+      domain d and ε, by name, that the bench builds to ``fit(released_reports, labels)`` (integers, or the float
+      view ``Release.values()``) and ``score(encode(test), test_labels)``.
     """
 
     paper = "Wang & Chang 2020"
@@ -409,13 +409,11 @@ class LDPFeatures(FeatureMechanism):
 
     # ---------------------------------------------------------------------------------------------- utility
 
-    def utility_model(self):
-        """An unfitted classifier for reports of this mechanism (domain d, ε per feature): ``learner`` nb
-        (Naive Bayes on estimated frequencies), ncc (estimated centroids) or knn (``n_neighbors``)."""
-        from privpix.mechanisms.ldp.learners import make_classifier
-
+    def utility_learner(self) -> LearnerSpec:
+        """The classifier for reports of this mechanism (domain d, ε per feature): ``learner`` nb (Naive Bayes on
+        estimated frequencies), ncc (estimated centroids) or knn (``n_neighbors``)."""
         kw = {"n_neighbors": self.n_neighbors} if self.learner == "knn" else {}
-        return make_classifier(self.learner, self.d, self.epsilon, **kw)
+        return LearnerSpec(self.learner, {"d": self.d, "epsilon": self.epsilon, **kw})
 
 
 def load_public(spec: str) -> ImageSet:

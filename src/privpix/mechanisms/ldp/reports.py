@@ -24,7 +24,7 @@ from privpix.data.overlap import shared_count
 from privpix.errors import DataError, ParameterError
 from privpix.mechanisms.ldp.encoder_base import gray_images
 from privpix.mechanisms.ldp.encoders import Encoder
-from privpix.mechanisms.ldp.rr import check_epsilon, grr_perturb, value_dtype
+from privpix.privacy.grr import check_epsilon, grr_perturb, value_dtype
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.noise import RNG, is_secure
 from privpix.version import __version__

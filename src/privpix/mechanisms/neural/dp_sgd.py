@@ -5,9 +5,9 @@ privacy", CCS), with a sound (ε, δ) guarantee per (image, label) of the traini
 The mechanism, as implemented here with Opacus (Yousefpour et al. 2021):
 
 1. The classifier: Tramèr & Boneh's (2021) end-to-end MNIST CNN with tanh activations (Papernot et al. 2021),
-   see :class:`privpix.mechanisms.neural.dp_sgd_net.TanhCNN`; or (``features=scatternet``) their ScatterNet + linear, a
+   see :class:`privpix.mechanisms.dp_sgd_training.TanhCNN`; or (``features=scatternet``) their ScatterNet + linear, a
    fixed scattering transform (kymatio) whose features a dense layer is trained on
-   (:class:`privpix.mechanisms.neural.dp_sgd_net.ScatterNetLinear`); its weights drawn from the seed. The transform is
+   (:class:`privpix.mechanisms.dp_sgd_training.ScatterNetLinear`); its weights drawn from the seed. The transform is
    data-independent, so DP-SGD on the features is DP-SGD on the images through a fixed first layer.
 2. T = ``epochs`` x round(n / ``batch_size``) steps. Each step draws a batch by Poisson sampling: every training
    example independently with probability q = ``batch_size`` / n (Opacus's ``UniformWithReplacementSampler``),
@@ -57,7 +57,7 @@ from privpix.mechanisms.base import Auditable, ConformanceCase, WhiteBoxTrials
 from privpix.mechanisms.kinds import ModelMechanism
 from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
-from privpix.mechanisms.trained import CalibratedModel
+from privpix.mechanisms.trained import CalibratedModel, sampling
 from privpix.privacy import sgm_rdp
 from privpix.privacy.composition import NoiseEvent, SampledGaussianNoise
 from privpix.privacy.guarantees import Guarantee
@@ -77,16 +77,6 @@ TRAINING = ("n_classes", "features", "epochs", "batch_size", "lr", "lr_decay", "
 
 
 # ------------------------------------------------------------------------------------------ calibration
-
-
-def sampling(n: int, batch_size: float) -> tuple[float, int]:
-    """(q, steps per epoch) for n training examples and an expected batch size: q = batch_size / n, and
-    round(n / batch_size) steps, so an epoch sees each example once in expectation."""
-    if n < 1:
-        raise ParameterError(f"dp-sgd: needs at least one training example, got {n}")
-    if batch_size > n:
-        raise ParameterError(f"batch_size must be <= the number of training examples ({n}), got {batch_size}")
-    return batch_size / n, max(1, round(n / batch_size))
 
 
 def epsilon_of(noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> float:
@@ -279,16 +269,16 @@ class DPSGD(CalibratedModel, ModelMechanism, Auditable):
     white_box: ClassVar[bool] = True
 
     def white_box_trials(self, images: ImageSet, trials: int, seed: int) -> WhiteBoxTrials:
-        """Dirac gradient canaries through the real training loop (:func:`dp_sgd_net.dirac_canary_scores`): the
+        """Dirac gradient canaries through the real training loop (:func:`dp_sgd_training.dirac_canary_scores`): the
         adversary sees every noisy gradient (the guarantee covers every iterate) and crafts the rest of the
         training set, the strongest threat model DP-SGD's accounting covers. It tests the sampler, the clipping,
         the noise, the step count and the calibration of z for the fitted model's (q, T) or, unfitted, for a fit
         on ``images``; not the CNN, whose forward pass does not touch the privacy argument."""
-        from privpix.mechanisms.neural import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_training
 
         q, steps, z = self._audited_run(images)
         rng = make_rng(seed)
-        scores = dp_sgd_net.dirac_canary_scores(
+        scores = dp_sgd_training.dirac_canary_scores(
             trials,
             noise_multiplier=z,
             max_grad_norm=self.max_grad_norm,
@@ -303,7 +293,7 @@ class DPSGD(CalibratedModel, ModelMechanism, Auditable):
             scores.s0,
             scores.s1,
             f"white-box: a Dirac gradient canary added or removed ({trials} canaries in "
-            f"{-(-trials // dp_sgd_net.CANARY_CHUNK)} run(s), crafted linear "
+            f"{-(-trials // dp_sgd_training.CANARY_CHUNK)} run(s), crafted linear "
             f"model, q = {q:.4g}, {steps} steps, z = {z:.4g})",
             "log-likelihood ratio of the canary coordinate's noisy gradients over all steps",
         )
@@ -334,16 +324,16 @@ class DPSGD(CalibratedModel, ModelMechanism, Auditable):
         if self.n_classes < 2:
             raise ParameterError(f"{self.name}: a classifier needs at least 2 classes, the data set declares 1")
         n, (h, w, c) = len(data), data.shape
-        from privpix.mechanisms.neural import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_training
 
-        if self.features == "pixels" and min(dp_sgd_net.conv_sides(h, w)) < 1:
+        if self.features == "pixels" and min(dp_sgd_training.conv_sides(h, w)) < 1:
             raise ParameterError(f"{self.name}: images of {h}x{w} are too small for the CNN (at least 14x14)")
         q, _, steps, z = self._calibration(n)
         seeded = seed is not None
         rng = make_rng(int(seed)) if seed is not None else None
         seeds = (torch_seed(rng), torch_seed(rng), torch_seed(rng))
         t0 = time.perf_counter()
-        net, history, accountant = dp_sgd_net.fit_classifier(
+        net, history, accountant = dp_sgd_training.fit_classifier(
             data.as_float(), labels, self.n_classes, self.features, steps=steps, epochs=self.epochs, seeds=seeds,
             on_epoch=self._on_epoch, noise_multiplier=z, max_grad_norm=self.max_grad_norm,
             batch_size=float(self.batch_size), lr=self.lr, lr_decay=self.lr_decay, momentum=self.momentum,
@@ -370,7 +360,7 @@ class DPSGD(CalibratedModel, ModelMechanism, Auditable):
 
     def _write_model(self, path: Path) -> Path:
         """The network's weights, the guarantee's ε, δ and n, the accountant's numbers, every training parameter."""
-        from privpix.mechanisms.neural.modelfile import save_model_file
+        from privpix.mechanisms.modelfile import save_model_file
 
         net, meta = self._load()
         state = {f"network.{k}": v for k, v in net.state_dict().items()}
@@ -385,7 +375,7 @@ class DPSGD(CalibratedModel, ModelMechanism, Auditable):
 
     def predict(self, images: ImageSet) -> np.ndarray:
         """(n,) int64 labels the released model predicts for ``images`` (of the shape it was trained on)."""
-        from privpix.mechanisms.neural import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_training
 
         net, meta = self._load()
         if not isinstance(images, ImageSet):
@@ -393,17 +383,17 @@ class DPSGD(CalibratedModel, ModelMechanism, Auditable):
         h, w, c = meta["shape"]
         if tuple(images.shape) != (h, w, c):
             raise ParameterError(f"{self.name}: the model takes {h}x{w} images with {c} channel(s), got {images.shape}")
-        return dp_sgd_net.predict(net, images.as_float())
+        return dp_sgd_training.predict(net, images.as_float())
 
     def membership_score(self, images: ImageSet) -> np.ndarray:
         """(n,) minus the released model's cross-entropy on each labelled image (post-processing of the model):
         the one-run audit's score for its canaries."""
-        from privpix.mechanisms.neural import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_training
 
         if not isinstance(images, ImageSet) or images.labels is None:
             raise ParameterError(f"{self.name}: membership_score needs labelled images")
         net, _ = self._load()
-        z = dp_sgd_net.logits(net, images.as_float()).astype(np.float64)
+        z = dp_sgd_training.logits(net, images.as_float()).astype(np.float64)
         z -= z.max(axis=1, keepdims=True)
         log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
         return log_p[np.arange(len(images)), np.asarray(images.labels, dtype=np.int64)]
@@ -437,15 +427,16 @@ class DPSGD(CalibratedModel, ModelMechanism, Auditable):
 
 def load_model(path: str | Path):
     """(network, meta) from a file written by :meth:`DPSGD.save_model`; weights only, no code unpickled."""
-    from privpix.mechanisms.neural.modelfile import build_from_file, load_model_file
+    from privpix.mechanisms.modelfile import build_from_file, load_model_file
 
     state, meta = load_model_file(path, FORMAT, "dp-sgd")
 
     def build():
-        from privpix.mechanisms.neural import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_training
 
         features = meta.get("features", "pixels")  # files written before ScatterNet are the CNN's
-        net = dp_sgd_net.build_network(tuple(meta["shape"]), int(meta["n_classes"]), 0, features)  # the file's weights
+        # Seed 0: the drawn weights are replaced by the file's.
+        net = dp_sgd_training.build_network(tuple(meta["shape"]), int(meta["n_classes"]), 0, features)
         net.load_state_dict({k.removeprefix("network."): v for k, v in state.items()})
         return net
 

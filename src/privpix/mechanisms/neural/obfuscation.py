@@ -1,4 +1,8 @@
-"""Jamshidi et al. 2023's measurement protocol for obfuscated releases: adversaries, utility provider, decorrelation.
+"""Jamshidi et al. 2023's measurement protocol for obfuscated releases: adversaries and utility provider.
+
+The obfuscator's fit runs it (its ``measure`` parameter) and keeps the accuracies in the model file, which is why
+it lives with the mechanism; the experiments that only analyse releases (the noise baseline, decorrelation) are in
+:mod:`privpix.evaluation.obfuscator_experiments`.
 
 * **Weak adversary**: trained on *original* data to infer the private attribute, applied to released data.
 * **Strong adversary**: has the obfuscation model; trained on a disjoint split released by the same
@@ -59,19 +63,6 @@ def obfuscator_release(net, *, sigma2: float, K: float, use_f: bool) -> ReleaseF
     return release
 
 
-def gaussian_noise_release(variance: float) -> ReleaseFn:
-    """The "Noise" baseline: zero-mean Gaussian noise of this variance on every value, clipped to [0, 1]."""
-    if variance < 0:
-        raise ParameterError(f"variance must be >= 0, got {variance}")
-
-    def release(x: np.ndarray, utility: np.ndarray, seed: int) -> np.ndarray:
-        rng = np.random.default_rng(seed)
-        x = np.asarray(x, dtype=np.float32)
-        return np.clip(x + rng.normal(0.0, np.sqrt(variance), x.shape).astype(np.float32), 0.0, 1.0)
-
-    return release
-
-
 def train_inferrer(data: AttributeData, target: str, x: np.ndarray | None = None, **kw) -> NeuralInferrer:
     """A Table 1 / 2 network trained on ``x`` (default ``data.x``) to infer ``data.<target>``."""
     return NeuralInferrer(data.kind, **kw).fit(data.x if x is None else x, getattr(data, target))
@@ -107,19 +98,3 @@ def measure_release(
     out["utility"] = provider.score(test.x, test.utility)
     out["utility_on_released"] = provider.score(rel_test, test.utility)
     return out
-
-
-def decorrelation(net, test: AttributeData, provider: NeuralInferrer, *, K: float, seed: int = 0) -> dict:
-    """Jamshidi et al. 2023 §4.2.4: give the decoder a random utility class through f (0 for it, −K for the other) with
-    R's own output and no noise, and ask a utility provider trained on original data what it sees.
-
-    Returns the fraction of outputs whose predicted class equals the injected one (``agreement``; 1.0 means
-    C alone controls the utility feature), the injected bits and the provider's P(class 1) per output, for
-    the histogram of Fig. 13.
-    """
-    from privpix.mechanisms.neural.obfuscator import obfuscate
-
-    bits = np.random.default_rng(seed).integers(0, 2, len(test.x))
-    out = np.clip(obfuscate(net, test.x, bits, sigma2=0.0, K=K, use_f=True, seed=seed), 0.0, 1.0)
-    p1 = provider.predict_proba(out)[:, list(provider.classes_).index(1)]
-    return {"agreement": float(np.mean((p1 > 0.5) == bits)), "bits": bits, "p_class1": p1}

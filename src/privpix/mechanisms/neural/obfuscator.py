@@ -290,14 +290,14 @@ def obfuscate(
 
 def save_obfuscator(path: str | Path, net, meta: dict) -> Path:
     """One file a data provider loads: weights plus a JSON description (no pickled code)."""
-    from privpix.mechanisms.neural.modelfile import save_model_file
+    from privpix.mechanisms.modelfile import save_model_file
 
     return save_model_file(path, net.state_dict(), {"format": FORMAT, "kind": net.kind, **meta})
 
 
 def load_obfuscator(path: str | Path):
     """(network, meta) from :func:`save_obfuscator`'s file; loads weights only (``weights_only=True``)."""
-    from privpix.mechanisms.neural.modelfile import build_from_file, load_model_file
+    from privpix.mechanisms.modelfile import build_from_file, load_model_file
 
     state, meta = load_model_file(path, FORMAT, "obfuscator")
 

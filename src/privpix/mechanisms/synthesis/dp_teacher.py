@@ -47,6 +47,7 @@ from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
 from privpix.mechanisms.synthesis import embedding
 from privpix.mechanisms.synthesis.dp_merf import DPMERF
+from privpix.mechanisms.trained import sampling
 from privpix.privacy.composition import GaussianNoise, NoiseEvent, SampledGaussianNoise, compose
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.noise import RNG, make_rng, torch_seed
@@ -64,8 +65,6 @@ TEACHER_TRAINING = ("teacher_share", "teacher_epochs", "teacher_batch_size", "te
 
 def teacher_sampling(n: int, batch_size: int, epochs: int) -> tuple[float, int]:
     """(q, T) of the teacher's DP-SGD on n images: q = batch / n, T = epochs · round(n / batch)."""
-    from privpix.mechanisms.neural.dp_sgd import sampling
-
     if batch_size > n:
         raise ParameterError(
             f"dp-teacher: teacher_batch_size={batch_size} exceeds the {n} private images; give teacher_batch_size "
@@ -266,12 +265,12 @@ class DPTeacher(DPMERF):
           noise-free embeddings lie furthest apart; its statistic is the noisy embedding's projection on that
           difference, N(0, 1) against N(μ, 1) in units of σ, μ = ‖difference‖ / σ ≤ 1/z_g.
         - The teacher: a Dirac gradient canary replaced by its opposite, through the real DP-SGD loop at the
-          teacher's (q, T, z_t, C) (:func:`dp_sgd_net.dirac_canary_scores`, ``relation="replace-one"``): the
+          teacher's (q, T, z_t, C) (:func:`dp_sgd_training.dirac_canary_scores`, ``relation="replace-one"``): the
           adversary crafts the gradients and sees every step, the strongest threat model the accounting covers.
 
         The record is one whose embedding features are those of the pair's replaced image and whose clipped
         gradient is the canary's: a record the guarantee covers, since it holds for any images and any loss."""
-        from privpix.mechanisms.neural import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_training
 
         q, steps, z_g, z_t = self._audited_run(images)
         rng = make_rng(seed)
@@ -291,7 +290,7 @@ class DPTeacher(DPMERF):
             return np.array([float((release(side, rng, seed=fixed) - c0) @ u) / sigma for _ in range(trials)])
 
         e0, e1 = projections(pair.a), projections(pair.b)
-        canary = dp_sgd_net.dirac_canary_scores(
+        canary = dp_sgd_training.dirac_canary_scores(
             trials, noise_multiplier=z_t, max_grad_norm=self.teacher_max_grad_norm, sample_rate=q,
             steps_per_epoch=steps, epochs=1, sample_seed=torch_seed(rng), noise_seed=torch_seed(rng),
             relation="replace-one",
@@ -323,13 +322,13 @@ class DPTeacher(DPMERF):
         n = len(data)
         q, steps, _, z_t = self._calibration(n)  # refused (batch > n, budget) before the private images are read
         gen, meta = super()._train(data, seed)
-        from privpix.mechanisms.neural import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_training
 
         # Its own stream: the generator's draws stay those of a dp-merf fit with the same seed.
         rng = np.random.default_rng([int(seed), 29]) if seed is not None else None
         t0 = time.perf_counter()
         # Its accountant only counts the steps the optimizer takes (its ε is not the claim's: the PLD composition is).
-        self.teacher_, history, accountant = dp_sgd_net.fit_classifier(
+        self.teacher_, history, accountant = dp_sgd_training.fit_classifier(
             data.as_float(), labels, self.n_classes, "scatternet", steps=steps, epochs=self.teacher_epochs,
             seeds=(torch_seed(rng), torch_seed(rng), torch_seed(rng)), noise_multiplier=z_t,
             max_grad_norm=self.teacher_max_grad_norm, batch_size=float(self.teacher_batch_size), lr=self.teacher_lr,
@@ -352,12 +351,12 @@ class DPTeacher(DPMERF):
         return gen, meta
 
     def _read_extra(self, path: str, state: dict, meta: dict) -> None:
-        from privpix.mechanisms.neural.modelfile import build_from_file
+        from privpix.mechanisms.modelfile import build_from_file
 
         def build():
-            from privpix.mechanisms.neural import dp_sgd_net
+            from privpix.mechanisms import dp_sgd_training
 
-            net = dp_sgd_net.build_network(tuple(meta["shape"]), int(meta["n_classes"]), 0, "scatternet")
+            net = dp_sgd_training.build_network(tuple(meta["shape"]), int(meta["n_classes"]), 0, "scatternet")
             net.load_state_dict({k.removeprefix("teacher."): v for k, v in state.items() if k.startswith("teacher.")})
             return net
 
@@ -372,21 +371,21 @@ class DPTeacher(DPMERF):
 
     def predict(self, images: ImageSet) -> np.ndarray:
         """(n,) int64 labels the released teacher gives ``images`` (of the fitted shape): post-processing."""
-        from privpix.mechanisms.neural import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_training
 
         _, meta = self._load()
         if tuple(images.shape) != tuple(meta["shape"]):
             raise ParameterError(f"{self.name}: the teacher takes images of shape {tuple(meta['shape'])}, got "
                                  f"{images.shape}")  # fmt: skip
-        return dp_sgd_net.predict(self.teacher_, images.as_float())
+        return dp_sgd_training.predict(self.teacher_, images.as_float())
 
     def _synthesize(self, n: int, shape: tuple[int, int, int], rng: RNG) -> tuple[np.ndarray, np.ndarray | None]:
         """dp-merf's images, drawn class by class from the DP class proportions, published with the teacher's
         labels (post-processing of the two releases; the input images are not read)."""
-        from privpix.mechanisms.neural import dp_sgd_net
+        from privpix.mechanisms import dp_sgd_training
 
         images, _ = super()._synthesize(n, shape, rng)
-        return images, dp_sgd_net.predict(self.teacher_, images)  # in chunks, as the teacher's own predict
+        return images, dp_sgd_training.predict(self.teacher_, images)  # in chunks, as the teacher's own predict
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """(ε, δ)-DP for one image and its label of the private set replaced: the embedding release and the

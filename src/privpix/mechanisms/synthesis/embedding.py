@@ -508,7 +508,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism, Auditab
     @classmethod
     def _load_parts(cls, path: str | Path):
         """:meth:`load_model`'s (generator, embedding, meta) and the file's whole state dict."""
-        from privpix.mechanisms.neural.modelfile import build_from_file, load_model_file
+        from privpix.mechanisms.modelfile import build_from_file, load_model_file
 
         state, meta = load_model_file(path, cls.FORMAT, cls.name)
 
@@ -532,7 +532,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism, Auditab
     def _write_model(self, path: Path) -> Path:
         """The generator weights, the noisy embedding, the guarantee's ε, δ and n, every training parameter."""
         from privpix.errors import require_torch
-        from privpix.mechanisms.neural.modelfile import save_model_file
+        from privpix.mechanisms.modelfile import save_model_file
 
         gen, meta = self._load()
         torch = require_torch(self.name)

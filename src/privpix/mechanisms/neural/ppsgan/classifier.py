@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from privpix.mechanisms.neural.ppsgan.networks import (
-    _check_shape,
-    _conv_trunk,
-    _sizes,
-    _torch,
     as_tensor,
+    check_shape,
+    conv_sizes,
+    conv_trunk,
+    ppsgan_torch,
 )
 
 
@@ -25,18 +25,18 @@ class TrunkClassifier:
         self.width, self.epochs, self.batch_size, self.seed = width, epochs, batch_size, seed
 
     def fit(self, images: np.ndarray, labels: np.ndarray) -> TrunkClassifier:
-        torch = _torch()
+        torch = ppsgan_torch()
         from privpix import training
 
         x = as_tensor(images)
         self.classes_, yi = np.unique(np.asarray(labels), return_inverse=True)
         y = torch.from_numpy(yi.astype(np.int64))
         c, h, _ = x.shape[1:]
-        _check_shape((c, h, h))
-        flat = 8 * self.width * _sizes(h)[-1] ** 2
+        check_shape((c, h, h))
+        flat = 8 * self.width * conv_sizes(h)[-1] ** 2
         # Two streams seeded alike: the weights' (trunk, then head), and the minibatch order's.
         self.trunk_, self.head_ = training.build(
-            lambda: (_conv_trunk(c, self.width), torch.nn.Linear(flat, len(self.classes_))),
+            lambda: (conv_trunk(c, self.width), torch.nn.Linear(flat, len(self.classes_))),
             training.generator(self.seed),
         )
         training.fit_classifier(
@@ -46,13 +46,13 @@ class TrunkClassifier:
         return self
 
     def features(self, images: np.ndarray) -> np.ndarray:
-        torch = _torch()
+        torch = ppsgan_torch()
         x = as_tensor(images)
         with torch.no_grad():
             return torch.cat([self.trunk_(x[i : i + 1000]) for i in range(0, len(x), 1000)]).numpy()
 
     def predict(self, images: np.ndarray) -> np.ndarray:
-        torch = _torch()
+        torch = ppsgan_torch()
         f = torch.from_numpy(self.features(images))
         with torch.no_grad():
             return self.classes_[self.head_(f).argmax(1).numpy()]

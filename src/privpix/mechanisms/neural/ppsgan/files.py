@@ -14,7 +14,7 @@ from privpix.mechanisms.neural.ppsgan.networks import (
 
 def save_model(path: str | Path, gen, meta: dict) -> Path:
     """One file: generator weights + JSON meta (shape, d, width, classes, ε, δ, training record)."""
-    from privpix.mechanisms.neural.modelfile import save_model_file
+    from privpix.mechanisms.modelfile import save_model_file
 
     full = {"format": FORMAT, "kind": gen.kind, "classes": [int(c) for c in gen.classes_], **meta}
     return save_model_file(path, gen.state_dict(), full)
@@ -22,7 +22,7 @@ def save_model(path: str | Path, gen, meta: dict) -> Path:
 
 def load_model(path: str | Path):
     """(generator, meta) from :func:`save_model`; weights only (``weights_only=True``)."""
-    from privpix.mechanisms.neural.modelfile import build_from_file, load_model_file
+    from privpix.mechanisms.modelfile import build_from_file, load_model_file
 
     state, meta = load_model_file(path, FORMAT, "PPSGAN")
 

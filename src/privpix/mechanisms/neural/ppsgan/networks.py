@@ -14,11 +14,12 @@ KINDS = ("ppsgan", "ppapnet", "acgan")
 RECIPES = ("paper", "authors")
 
 
-def _torch():
+def ppsgan_torch():
+    """torch, or the error that says PPSGAN needs it installed."""
     return require_torch("PPSGAN")
 
 
-def _sizes(h: int) -> list[int]:
+def conv_sizes(h: int) -> list[int]:
     """Spatial sizes through four 5×5 stride-2 'same' convolutions: 28 → 14 → 7 → 4 → 2."""
     out = [h]
     for _ in range(4):
@@ -26,14 +27,17 @@ def _sizes(h: int) -> list[int]:
     return out
 
 
-def _check_shape(shape: tuple[int, int, int]) -> None:
+def check_shape(shape: tuple[int, int, int]) -> None:
+    """Refuse a (c, h, w) shape the PPSGAN networks do not take: 28×28 or 32×32, one or three channels."""
     c, h, w = shape
     if h != w or h not in (28, 32) or c not in (1, 3):
         raise ParameterError(f"PPSGAN networks take 28×28 or 32×32 images with 1 or 3 channels, got {shape}")
 
 
-def _conv_trunk(c: int, width: int):
-    nn = _torch().nn
+def conv_trunk(c: int, width: int):
+    """Four 5×5 stride-2 convolutions (``width`` doubling each time) with batch norm and leaky ReLU, flattened:
+    the trunk the discriminator and the classifier share."""
+    nn = ppsgan_torch().nn
     layers, ch = [], c
     for k in range(4):
         out = width * 2**k
@@ -50,9 +54,9 @@ def build_networks(
     first (:func:`privpix.training.build`); without, from torch's global RNG."""
     if kind not in KINDS:
         raise ParameterError(f"kind must be one of {KINDS}, got {kind!r}")
-    _check_shape(shape)
+    check_shape(shape)
     c, h, _ = shape
-    sizes = _sizes(h)
+    sizes = conv_sizes(h)
     generator_cls, critic_cls = _network_classes()
 
     def make():
@@ -74,7 +78,7 @@ def _network_classes() -> tuple[type, type]:
     global _CLASSES
     if _CLASSES is not None:
         return _CLASSES
-    torch = _torch()
+    torch = ppsgan_torch()
     # torch is loaded by now; imported by name so that type checkers take nn.Module as the class it is.
     from torch import nn
 
@@ -84,7 +88,7 @@ def _network_classes() -> tuple[type, type]:
             self.kind, self.d, self.n_classes = kind, d, n_classes
             self.width, self.sizes = width, list(sizes)
             flat = 8 * width * sizes[-1] ** 2
-            self.encoder = nn.Sequential(_conv_trunk(c, width), nn.Linear(flat, d))
+            self.encoder = nn.Sequential(conv_trunk(c, width), nn.Linear(flat, d))
             self.fc = nn.Linear(d + (n_classes if kind == "acgan" else 0), flat)
             layers: list[nn.Module] = []
             ch = 8 * width
@@ -145,7 +149,7 @@ def _network_classes() -> tuple[type, type]:
         def __init__(self, c: int, width: int, sizes: list[int], n_classes: int):
             super().__init__()
             flat = 8 * width * sizes[-1] ** 2
-            self.trunk = _conv_trunk(c, width)
+            self.trunk = conv_trunk(c, width)
             self.real = nn.Linear(flat, 1)
             self.cls = nn.Linear(flat, n_classes)
 
@@ -170,7 +174,7 @@ def __getattr__(name: str):
 
 def attention(z):
     """Scaled-dot-product self-attention over the features of each z: (n, d) → (n, d, d), rows sum to 1."""
-    torch = _torch()
+    torch = ppsgan_torch()
     d = z.shape[1]
     return torch.softmax(z[:, :, None] * z[:, None, :] / math.sqrt(d), dim=2)
 
@@ -185,7 +189,7 @@ def sigma_star(s_e: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
 
 def as_tensor(x: np.ndarray):
     """(n, h, w, c) images in [0, 1] → a float32 torch tensor (n, c, h, w), the layout the networks take."""
-    torch = _torch()
+    torch = ppsgan_torch()
     x = np.asarray(x, dtype=np.float32)
     if x.ndim != 4:
         raise ParameterError(f"images must be (n, h, w, c), got {x.shape}")
@@ -194,7 +198,7 @@ def as_tensor(x: np.ndarray):
 
 def approximate_sensitivity(gen, x) -> np.ndarray:
     """s_e = elementwise max over pairs |G_e(x_i) − G_e(x_j)| = max_i z_i − min_i z_i, in one pass."""
-    torch = _torch()
+    torch = ppsgan_torch()
     gen.eval()
     lo = hi = None
     with torch.no_grad():

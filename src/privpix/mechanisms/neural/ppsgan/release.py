@@ -6,8 +6,8 @@ import numpy as np
 
 from privpix.errors import ParameterError
 from privpix.mechanisms.neural.ppsgan.networks import (
-    _torch,
     as_tensor,
+    ppsgan_torch,
 )
 from privpix.privacy.noise import torch_seed
 
@@ -15,7 +15,7 @@ from privpix.privacy.noise import torch_seed
 def anonymize(gen, images: np.ndarray, labels: np.ndarray | None = None, *, seed: int | None = 0) -> np.ndarray:
     """Release (n, h, w, c) images in [0, 1]: PPSGAN/PPAPNet anonymize each image; ACGAN draws one synthetic
     image per input of the same class (``labels`` required). ``seed`` fixes the noise."""
-    torch = _torch()
+    torch = ppsgan_torch()
     gen.eval()
     g = torch.Generator().manual_seed(int(seed) if seed is not None else torch_seed())
     out = []
@@ -53,7 +53,7 @@ def latent_noise_budget(gen, images: np.ndarray, *, seed: int = 0) -> dict[str, 
     * ``common_fraction``: share of the noise energy in the common mode;
     * ``snr``: ``signal_spread / noise_differential`` (below 1 the decoder sees more noise than image).
     """
-    torch = _torch()
+    torch = ppsgan_torch()
     if gen.kind == "acgan":
         raise ParameterError("ACGAN has no encoder: its latent is pure noise")
     gen.eval()

@@ -12,10 +12,10 @@ from privpix.errors import ParameterError
 from privpix.mechanisms.neural.ppsgan.networks import (
     KINDS,
     RECIPES,
-    _torch,
     approximate_sensitivity,
     as_tensor,
     build_networks,
+    ppsgan_torch,
     sigma_star,
 )
 
@@ -98,7 +98,7 @@ class _AdversarialTrainer:
     the generator minimises, and what runs before the adversarial epochs."""
 
     def __init__(self, kind: str, images: np.ndarray, labels: np.ndarray, **kw: Any):
-        torch = _torch()
+        torch = ppsgan_torch()
         from privpix import training
 
         self.kind = kind
@@ -127,7 +127,7 @@ class _AdversarialTrainer:
 
     def batch(self):
         n = len(self.x)
-        return _torch().randint(0, n, (min(self.batch_size, n),), generator=self.rng)
+        return ppsgan_torch().randint(0, n, (min(self.batch_size, n),), generator=self.rng)
 
     def prepare(self) -> None:
         """What runs before the adversarial epochs."""
@@ -144,7 +144,7 @@ class _AdversarialTrainer:
         """Runs before the critic steps of each generator step (``gen_steps`` done so far)."""
 
     def run(self) -> tuple[Any, dict]:
-        torch = _torch()
+        torch = ppsgan_torch()
         from tqdm import tqdm
 
         g, c, x, y, hist = self.g, self.c, self.x, self.y, self.hist
@@ -202,7 +202,7 @@ class _EncoderGANTrainer(_AdversarialTrainer):
     reconstruction ``‖x − G_d(G_e(x))‖²``."""
 
     def prepare(self) -> None:
-        torch = _torch()
+        torch = ppsgan_torch()
         from tqdm import tqdm
 
         g, x, hist = self.g, self.x, self.hist
@@ -226,7 +226,7 @@ class _EncoderGANTrainer(_AdversarialTrainer):
 
     def resensitize(self) -> float:
         """s_e and σ* from the current encoder; returns mean s_e."""
-        torch = _torch()
+        torch = ppsgan_torch()
         s_e = approximate_sensitivity(self.g, self.x)
         self.g.sigma_star.copy_(torch.from_numpy(sigma_star(s_e, self.epsilon, self.delta).astype(np.float32)))
         return float(s_e.mean())
@@ -243,7 +243,7 @@ class _EncoderGANTrainer(_AdversarialTrainer):
     def generator_loss(self, idx, r_fake, c_fake):
         # Paper: minimise L_c − L_d + L_zero, L_d the critic's cross-entropy on x̃ labelled fake; the authors'
         # code swaps −L_d for the non-saturating −log D(x̃).
-        torch = _torch()
+        torch = ppsgan_torch()
         bce, ce = torch.nn.functional.binary_cross_entropy_with_logits, torch.nn.functional.cross_entropy
         xb = self.x[idx]
         zero = torch.nn.functional.mse_loss(self.g.decode(self.g.encode(xb)), xb)
@@ -259,7 +259,7 @@ class _ACGANTrainer(_AdversarialTrainer):
         return self.g.sample(self.y[idx], self.rng)
 
     def generator_loss(self, idx, r_fake, c_fake):
-        torch = _torch()
+        torch = ppsgan_torch()
         bce, ce = torch.nn.functional.binary_cross_entropy_with_logits, torch.nn.functional.cross_entropy
         return bce(r_fake, torch.ones_like(r_fake)) + ce(c_fake, self.y[idx]), torch.zeros(())
 

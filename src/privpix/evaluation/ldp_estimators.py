@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from privpix.mechanisms.ldp.rr import check_domain, grr_probabilities
+from privpix.privacy.grr import check_domain, grr_probabilities
 
 
 def value_counts(reports: np.ndarray, d: int) -> np.ndarray:

@@ -1,6 +1,6 @@
-"""The PyTorch half of ``dp-sgd``: the classifier, its DP-SGD training with Opacus's per-sample gradients, clipping,
-Poisson sampling and Gaussian noise, and prediction. Imported only when a fit or a prediction needs it; no draw here
-uses torch's global RNG (see :mod:`privpix.training`)."""
+"""The PyTorch half of ``dp-sgd`` and of ``dp-teacher``'s teacher: the classifier, its DP-SGD training with Opacus's
+per-sample gradients, clipping, Poisson sampling and Gaussian noise, and prediction. Imported only when a fit or a
+prediction needs it; no draw here uses torch's global RNG (see :mod:`privpix.training`)."""
 
 from __future__ import annotations
 

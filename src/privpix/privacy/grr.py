@@ -4,6 +4,10 @@ Each of an owner's m features takes values in ``[d] = {0, …, d-1}``. A feature
 ``p = e^ε / (e^ε + d - 1)`` and otherwise replaced by one of the other ``d - 1`` values uniformly, so that
 every output value has probability ``p`` or ``q = 1 / (e^ε + d - 1)`` and ``p / q = e^ε``: ε-LDP per feature.
 A vector of m features perturbed independently is (m·ε)-LDP as a whole (sequential composition).
+
+A privacy primitive, as the noises of :mod:`privpix.privacy.noise`: the LDP mechanisms perturb with it, and the data
+user's estimators and learners (:mod:`privpix.evaluation.ldp_estimators`, :mod:`privpix.evaluation.ldp_learners`)
+read the reports with its probabilities.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import math
 import numpy as np
 
 from privpix.errors import ParameterError
-from privpix.privacy.noise import RNG, SecureRandom, _check_rng, randomized_response
+from privpix.privacy.noise import RNG, SecureRandom, check_rng, randomized_response
 
 
 def check_epsilon(epsilon: float) -> float:
@@ -62,7 +66,7 @@ def grr_perturb(values: np.ndarray, d: int, epsilon: float, rng: RNG) -> np.ndar
     :class:`~privpix.privacy.noise.SecureRandom` the exact sampler of :func:`privpix.privacy.noise.randomized_response`
     is used, whose ε is never above the stated one.
     """
-    _check_rng(rng)
+    check_rng(rng)
     d = check_domain(d)
     epsilon = check_epsilon(epsilon)
     v = np.asarray(values)

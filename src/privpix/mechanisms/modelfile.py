@@ -1,4 +1,5 @@
-"""One model file per trained network: weights plus a JSON description, loaded without unpickling code."""
+"""One model file per trained network, whichever family trained it: weights plus a JSON description, loaded without
+unpickling code."""
 
 from __future__ import annotations
 

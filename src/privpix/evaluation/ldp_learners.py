@@ -1,10 +1,11 @@
-"""Learners on GRR reports, with the scikit-learn estimator API.
+"""Learners on GRR reports, with the scikit-learn estimator API: what a data user does with released reports.
 
 Every learner is told the reports' domain size ``d`` and per-feature ``epsilon`` (``inf`` for unperturbed
 data) and fits on reports ``X`` (n, m) of integers in ``[0, d)`` (or floats holding such integers, as
-``Release.values()`` gives them) with labels ``y`` (sent in the clear). The LDP feature mechanisms
-(:meth:`privpix.mechanisms.ldp.mechanism.LDPFeatures.utility_model`) hand out these learners for bench utility.
-Prediction takes unperturbed encoded vectors (the data user's own test images), as in the paper.
+``Release.values()`` gives them) with labels ``y`` (sent in the clear). The LDP feature mechanisms name the one
+their data user trains (:meth:`privpix.mechanisms.ldp.mechanism.LDPFeatures.utility_learner`);
+:func:`learner_for` builds it for bench utility. Prediction takes unperturbed encoded vectors (the data user's
+own test images), as in the paper.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.neighbors import KNeighborsClassifier
 
 from privpix.errors import ParameterError
-from privpix.mechanisms.ldp.estimators import frequency_estimate, value_counts
-from privpix.mechanisms.ldp.rr import check_domain, check_epsilon, grr_probabilities
+from privpix.evaluation.ldp_estimators import frequency_estimate, value_counts
+from privpix.mechanisms.kinds import LearnerSpec
+from privpix.privacy.grr import check_domain, check_epsilon, grr_probabilities
 
 
 def _check_reports(X: Any, d: int, name: str = "X") -> np.ndarray:
@@ -167,3 +169,9 @@ def make_classifier(name: str, d: int, epsilon: float, **params: Any) -> _LDPBas
         raise ParameterError(f"classifier: unknown name {name!r}; known: {', '.join(CLASSIFIERS)}")
     eps = math.inf if epsilon is None else epsilon
     return CLASSIFIERS[name](d=d, epsilon=eps, **params)
+
+
+def learner_for(spec: LearnerSpec) -> _LDPBase:
+    """The unfitted learner a feature mechanism names (:meth:`~privpix.mechanisms.FeatureMechanism.utility_learner`):
+    ``spec.name`` is one of :data:`CLASSIFIERS`, ``spec.params`` its keyword arguments with ``d`` and ``epsilon``."""
+    return make_classifier(spec.name, **spec.params)
