@@ -53,7 +53,6 @@ from privpix.data.formats.release_layout import (
 )
 from privpix.errors import DataError, ParameterError
 from privpix.fileio import fsync_path, sha256_file, write_chunks_atomic, write_text_atomic
-from privpix.privacy.accounting import release_unpublished
 from privpix.spill import SortedSpill
 
 # Inside the staging folder: the sorted list the commit journal points to (the manifest less its list, then one
@@ -118,6 +117,10 @@ def verify_manifest(
         except Timeout:
             return [f"{out}: a privpix release is writing there now"]
         try:
+            # Here, not at the top: the accounting imports dp-accounting (about 0.9 s), which a release without a
+            # ledger never needs.
+            from privpix.privacy.accounting import release_unpublished
+
             proof = f"its staging in {out} was removed uncommitted (no commit journal) by `privpix verify --repair`"
             recover(
                 out,
