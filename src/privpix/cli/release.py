@@ -274,8 +274,9 @@ def _check_public_distinct(mech, source, chunk: int = 256) -> None:
     here over the whole input, a chunk at a time, before any shard starts, so the refusal leaves nothing behind."""
     from privpix.data.overlap import check_distinct
 
-    if not mech.public_digests_:
+    caps = mech.capabilities()
+    if not caps.public_digests:
         return
-    name = mech.capabilities().public_data or "set"
+    name = caps.public_data or "set"
     for a in range(0, len(source), chunk):
-        check_distinct(mech.public_digests_, source.read(a, min(len(source), a + chunk)), name)
+        check_distinct(caps.public_digests, source.read(a, min(len(source), a + chunk)), name)

@@ -115,6 +115,9 @@ class Capabilities:
             release much costlier than a noise draw (a generator, a network); ``None`` for cheap ones. A
             planning hint only: a costly release is cut into more shards, so that every worker is busy
             (:func:`privpix.publishing.shards.shard_size`). No output depends on it.
+        public_digests: the SHA-256 of the images of the public set it was fitted on (``fits_on == "public"``,
+            once fitted), so that a release refuses private images that are also in it
+            (:func:`privpix.data.overlap.check_distinct`); ``None``: no public set to compare with.
     """
 
     fits_on: FitsOn = "nothing"
@@ -126,6 +129,7 @@ class Capabilities:
     randomized: bool = True
     dp_fit: bool = False
     seconds_per_value: float | None = None
+    public_digests: frozenset[bytes] | None = None
 
     def __post_init__(self) -> None:
         if self.fits_on not in FITS_ON:
@@ -223,12 +227,11 @@ class Mechanism:
     summary: ClassVar[str]
     # What a release holds (Capabilities.output): set by the kind class a mechanism subclasses.
     output: ClassVar[Output]
-    # Capabilities.seconds_per_value of the default capabilities(): a planning hint for costly releases.
-    seconds_per_value: ClassVar[float | None] = None
     # Set by fit() when the mechanism learned from a public image set: the SHA-256 of its images, so that release()
-    # refuses private images that are also in it (privpix.data.overlap.check_distinct). An experiment on the overlap
-    # itself (a membership attack on the "public" set) clears it, in the open.
-    public_digests_: frozenset[bytes] | None = None
+    # refuses private images that are also in it (privpix.data.overlap.check_distinct); generic code reads it as
+    # Capabilities.public_digests. An experiment on the overlap itself (a membership attack on the "public" set)
+    # clears it, in the open.
+    _public_digests: frozenset[bytes] | None = None
     # Where the method comes from, for listings (``privpix mechanisms``): "Author Year (method)", or "privpix: ..." for
     # a method of privpix's own. docs/references.md holds the full references of the papers privpix implements.
     paper: ClassVar[str] = ""
@@ -327,10 +330,6 @@ class Mechanism:
             raise
         return self
 
-    def parameters(self) -> dict[str, Any]:
-        """What a manifest records: :meth:`get_params`."""
-        return self.get_params()
-
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
@@ -338,7 +337,7 @@ class Mechanism:
     def capabilities(self) -> Capabilities:
         """What this mechanism (with its current parameters) can do and needs; see :class:`Capabilities`. The
         default: its kind's :attr:`output`, fitted on nothing, image by image, randomized."""
-        return Capabilities(output=self.output, seconds_per_value=self.seconds_per_value)
+        return Capabilities(output=self.output)
 
     @classmethod
     def conformance_cases(cls, workdir: Path) -> list[ConformanceCase]:
@@ -430,7 +429,7 @@ class Mechanism:
         """A :class:`Release` of ``output`` (``images=``, ``features=``, ``source=``) made since ``t0``
         (``time.perf_counter()``), stating what every release states: the guarantee for ``shape``, the name and
         the parameters in force, the seconds it took."""
-        return Release(guarantee=self.guarantee(shape), mechanism=self.name, parameters=self.parameters(),
+        return Release(guarantee=self.guarantee(shape), mechanism=self.name, parameters=self.get_params(),
                        seconds=time.perf_counter() - t0, **output)  # fmt: skip
 
     def _check_release_input(self, images: ImageSet) -> None:
@@ -441,10 +440,11 @@ class Mechanism:
         self._validate()
         check_value_range(images)
         self._check_fitted()
-        if self.public_digests_:
+        caps = self.capabilities()
+        if caps.public_digests:
             from privpix.data.overlap import check_distinct
 
-            check_distinct(self.public_digests_, images, self.capabilities().public_data or "set given to fit()")
+            check_distinct(caps.public_digests, images, caps.public_data or "set given to fit()")
 
     def _check_fitted(self) -> None:
         """Refuse to release unfitted; a mechanism that fits on a named model file loads it on first use

@@ -128,6 +128,7 @@ class PCAInverse(ImageMechanism):
                 fits_on="public",
                 public_data=self.public or None,
                 fixed_shape=self.public_shape_ if self.is_fitted else None,
+                public_digests=self._public_digests,
             )
         # basis=private|dp learn their basis per batch inside the release: nothing to fit beforehand.
         return Capabilities(batch_size=self.batch)
@@ -180,7 +181,7 @@ class PCAInverse(ImageMechanism):
         bound = self.coef_bound or float(np.quantile(norms, 0.99))
         self.public_fit_ = (mean, e, max(bound, 1e-12))
         self.public_shape_ = data.shape
-        self.public_digests_ = image_digests(data)
+        self._public_digests = image_digests(data)
         self.fitted_with_ = (self.d, self.coef_bound)
         return self
 

@@ -148,6 +148,8 @@ class CalibratedModel(TrainedModel):
     # The accountant a fit's ε comes from, when it is not the one its meta records for its noise (a mechanism that
     # composes several releases, dp-teacher); None: ``meta["accountant"]``.
     accountant_name: ClassVar[str | None] = None
+    # Capabilities.seconds_per_value: a planning hint for a release that runs a generator or a network.
+    _seconds_per_value: ClassVar[float | None] = None
     # Set by `privpix fit --ledger` before save_model: the ledger entry that charged this fit ({"path", "entry"}).
     ledger_entry_: dict | None = None
     # K, resolved by :meth:`_labels` (a subclass may override the parameter, or place its own before it).
@@ -167,7 +169,7 @@ class CalibratedModel(TrainedModel):
             needs_labels=True,
             output=self.output,
             dp_fit=self._fits_on() == "private",
-            seconds_per_value=self.seconds_per_value,
+            seconds_per_value=self._seconds_per_value,
         )
 
     def _check_delta(self) -> None:

@@ -122,7 +122,7 @@ def claim_fields(mech: Mechanism, images: ImageSet | RecordSet) -> dict[str, Any
     claim_eps, claim_delta = claimed(mech, images)
     return {
         "method": mech.name,
-        "parameters": mech.parameters(),
+        "parameters": mech.get_params(),
         "claimed_epsilon": claim_eps,
         "claimed_delta": claim_delta,
         "sound": mech.guarantee(_shape(images)).sound,

@@ -161,7 +161,7 @@ class DPEigenfaces(
     public_parts = "the public set's basis"
     conformance_tiny: ClassVar[dict[str, Any]] = {"components": 6, "public": "digits"}
     # Drawing: one (k × d) product per image, about 0.03 ms for a 32×32 face on one core (a shard-planning hint).
-    seconds_per_value = 1e-8
+    _seconds_per_value = 1e-8
 
     basis_: tuple[np.ndarray, np.ndarray, float] | None = None
 

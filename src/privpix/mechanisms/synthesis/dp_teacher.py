@@ -163,7 +163,7 @@ class DPTeacher(DPMERF):
     history_: dict | None = None  # the last fit's teacher loss and seconds (kept out of the model file)
     accountant_name: ClassVar[str] = ACCOUNTANT
     # About 0.9 ms per 28×28 digit on one core, three quarters of it the teacher's scattering transform.
-    seconds_per_value: ClassVar[float] = 1.1e-6
+    _seconds_per_value: ClassVar[float] = 1.1e-6
 
     def _check_features(self) -> None:
         super()._check_features()

@@ -134,7 +134,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism, Auditab
     reduce: ClassVar[str] = "sum"  # embed_net.train_generator's class-mean reduction
     conformance_tiny: ClassVar[dict[str, Any]] = {}
     # Generating: about 0.17 ms per 28×28 digit on one core (the generator's forward pass), a shard-planning hint.
-    seconds_per_value: ClassVar[float] = 2.2e-7
+    _seconds_per_value: ClassVar[float] = 2.2e-7
     # The parameters every subclass has, in this order after its feature map's own, which it declares first
     # (``params_before="n_classes"``); one without a generator drops GENERATOR_PARAMS and public_epochs.
     model: str = param("", "fitted model file; empty: fit() fits on the private images it is given")
