@@ -20,6 +20,7 @@ from privpix.mechanisms import (
     get_mechanism,
     register,
     require_kind,
+    takes_delta,
 )
 from privpix.privacy.guarantees import Guarantee
 
@@ -31,7 +32,7 @@ SAME_NAME = {"dp-teacher": {"predict"}}
 
 
 def _unfitted(cls: type[Mechanism]) -> Mechanism:
-    return cls(epsilon=1.0 if cls.uses_epsilon else None, delta=1e-5 if cls.takes_delta({}) else None)
+    return cls(epsilon=1.0 if cls.about.uses_epsilon else None, delta=1e-5 if takes_delta(cls, {}) else None)
 
 
 def _outputs_of(cls: type) -> set[str]:

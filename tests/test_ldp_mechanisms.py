@@ -62,7 +62,7 @@ class UnderstatedDCA(LDPDCAConv):
 def test_registered_feature_mechanisms_and_one_encoder_registry(run):
     for name in NAMES:
         cls = MECHANISMS[name]
-        assert issubclass(cls, LDPFeatures) and cls.guarantee_model == "local-dp"
+        assert issubclass(cls, LDPFeatures) and cls.about.guarantee_model == "local-dp"
         caps = cls(epsilon=1.0).capabilities()
         assert caps.output == "features"
         assert {"unit", "model", "public"} <= {p.name for p in cls.params}

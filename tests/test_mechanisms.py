@@ -17,7 +17,7 @@ def test_registry_lists_every_foundation_mechanism():
         MECHANISMS
     )
     for cls in MECHANISMS.values():
-        assert cls.summary and cls.guarantee_model in ("central-dp", "local-dp", "empirical", "none")
+        assert cls.summary and cls.about.guarantee_model in ("central-dp", "local-dp", "empirical", "none")
 
 
 def test_lap_data_sensitivity_is_the_papers_column_norm_and_scale_is_right():

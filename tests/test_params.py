@@ -9,12 +9,13 @@ import pytest
 
 from privpix.errors import ParameterError
 from privpix.mechanisms import ImageMechanism, Param, get_mechanism, param
+from privpix.mechanisms.base import About
 from privpix.privacy.guarantees import Guarantee
 
 
 class _Base(ImageMechanism):
     name = "params-test"
-    uses_epsilon = False
+    about = About(uses_epsilon=False)
     a: int = param(3, "an integer", minimum=1)
     b: str = param("x", "a choice", ("x", "y"))
     c: bool = param(True, "a flag")

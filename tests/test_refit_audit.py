@@ -14,7 +14,7 @@ from privpix.data import ImageSet, load_dataset
 from privpix.errors import ParameterError
 from privpix.evaluation.audit import audit
 from privpix.mechanisms import Auditable, Capabilities, Claim, SyntheticImageMechanism, param
-from privpix.mechanisms.base import shape_of
+from privpix.mechanisms.base import About, shape_of
 from privpix.privacy.composition import GaussianNoise
 from privpix.privacy.gaussian_release import analytic_noise_multiplier
 from privpix.privacy.guarantees import Guarantee
@@ -32,8 +32,7 @@ class ToySynth(SyntheticImageMechanism, Auditable):
     synthesizes copies of that noisy mean. ``cheat`` divides the calibrated noise: a broken implementation."""
 
     name = "toy-synth"
-    guarantee_model = "central-dp"
-    uses_delta = True
+    about = About(guarantee_model="central-dp", uses_delta=True)
     cheat: float = param(1.0, "noise divisor (1: honest)", minimum=1.0)
     noisy_: np.ndarray | None = None
 

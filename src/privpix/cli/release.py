@@ -179,9 +179,11 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
     make_rng(seed, secure=secure)  # the same checks of --seed / --secure as every command
     if secure:
         # Exact samplers for every noise draw behind the claim, or no --secure at all.
-        exact = mech.secure_params()
+        if mech.capabilities().fits_on == "model-file":
+            mech.fit(None)  # its noise was drawn when the file was fitted: the file says whether exactly
+        exact = mech.capabilities().secure
         if exact is None:
-            raise ParameterError(f"--secure: {method} has no exact sampler: {mech.secure_refusal()}")
+            raise ParameterError(f"--secure: {method} has no exact sampler: {mech.capabilities().not_secure}")
         mech.set_params(**exact)
     if resume and caps.fits_on == "private" and seed is None:
         # A resumed run fits again; without a seed that is a second, different fit of the private images (a second

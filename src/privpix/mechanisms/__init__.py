@@ -3,14 +3,17 @@
 # Each import registers its mechanisms (dp_sgd imports torch and Opacus only when used).
 from privpix.mechanisms import matrix, pca_inverse, pixel  # noqa: F401
 from privpix.mechanisms.base import (
+    About,
     Auditable,
     Capabilities,
     Claim,
     ConformanceCase,
     Mechanism,
+    ModelFile,
     Param,
     RecordRelease,
     Release,
+    takes_delta,
 )
 from privpix.mechanisms.kinds import (
     KINDS,
@@ -45,6 +48,7 @@ __all__ = [
     "ALIASES",
     "KINDS",
     "MECHANISMS",
+    "About",
     "Auditable",
     "Capabilities",
     "Claim",
@@ -52,6 +56,7 @@ __all__ = [
     "FeatureMechanism",
     "ImageMechanism",
     "Mechanism",
+    "ModelFile",
     "ModelMechanism",
     "Param",
     "RecordMechanism",
@@ -67,6 +72,7 @@ __all__ = [
     "ready_mechanism",
     "register",
     "require_kind",
+    "takes_delta",
 ]
 
 # Mechanisms of other installed packages (entry-point group ``privpix.mechanisms``), after the built-ins.

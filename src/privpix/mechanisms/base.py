@@ -103,18 +103,24 @@ class Capabilities:
         needs_labels: whether releases need the images' labels (class-conditional generators).
         output: what a release holds: ``"images"``, ``"records"``, ``"features"``, ``"synthetic-images"`` or
             ``"model"``: a trained model and no images at all (the alternative to publishing, e.g. a DP-SGD
-            classifier); it is published as the model file :meth:`Mechanism.save_model` writes (``privpix fit``),
+            classifier); it is published as the model file :meth:`ModelFile.save_model` writes (``privpix fit``),
             applied with ``predict``, and :meth:`Mechanism.release` refuses it. The mechanism is an instance of
             the kind class of its output (:data:`privpix.mechanisms.kinds.KINDS`), which holds that kind's hooks.
         randomized: whether a release draws randomness (another seed, another output); a plain filter does not.
         dp_fit: whether :meth:`Mechanism.fit` on the private set is itself a DP release (a noisy statistic of it,
             or training with noisy gradients) of which the model file is post-processing: ``privpix fit --ledger``
             charges that fit, and releases from the model file charge nothing more
-            (:meth:`Mechanism.dp_fit_record`).
+            (:meth:`ModelFile.dp_fit_record`).
         seconds_per_value: rough CPU seconds on one core to release one output value (pixel × channel), for a
             release much costlier than a noise draw (a generator, a network); ``None`` for cheap ones. A
             planning hint only: a costly release is cut into more shards, so that every worker is busy
             (:func:`privpix.publishing.shards.shard_size`). No output depends on it.
+        secure: what ``--secure`` (noise from the OS CSPRNG) needs for every noise draw behind a DP claim to be
+            exact: ``{}`` when a :class:`~privpix.privacy.noise.SecureRandom` alone does it (the samplers of
+            :mod:`privpix.privacy.noise` are exact with it), parameters to set when the exact path is a parameter
+            (a synthesizer's ``secure=true``), or ``None`` when it has no exact sampler (``--secure`` is then
+            refused, saying :attr:`not_secure`). Always ``None`` for a mechanism that is not randomized.
+        not_secure: why ``--secure`` is refused, when ``secure`` is ``None`` (a default reason when not given).
         public_digests: the SHA-256 of the images of the public set it was fitted on (``fits_on == "public"``,
             once fitted), so that a release refuses private images that are also in it
             (:func:`privpix.data.overlap.check_distinct`); ``None``: no public set to compare with.
@@ -129,15 +135,67 @@ class Capabilities:
     randomized: bool = True
     dp_fit: bool = False
     seconds_per_value: float | None = None
+    secure: dict[str, Any] | None = field(default_factory=dict)
+    not_secure: str = ""
     public_digests: frozenset[bytes] | None = None
 
     def __post_init__(self) -> None:
+        # A filter draws nothing, so there is no noise to make exact, whatever the mechanism says.
+        if not self.randomized:
+            object.__setattr__(self, "secure", None)
+        if self.secure is None and not self.not_secure:
+            why = (
+                "its noise is drawn in floating point, with no exact sampler"
+                if self.randomized
+                else "it draws no randomness, so there is no noise to make exact"
+            )
+            object.__setattr__(self, "not_secure", why)
         if self.fits_on not in FITS_ON:
             raise ValueError(f"fits_on must be one of {FITS_ON}, got {self.fits_on!r}")
         if self.output not in OUTPUTS:
             raise ValueError(f"output must be one of {OUTPUTS}, got {self.output!r}")
         if self.seconds_per_value is not None and not self.seconds_per_value > 0:
             raise ValueError(f"seconds_per_value must be > 0, got {self.seconds_per_value!r}")
+
+
+@dataclass(frozen=True)
+class About:
+    """What a mechanism class is, declared once as its ``about`` (read before any instance exists: by listings,
+    the grid, validation).
+
+    Attributes:
+        paper: where the method comes from, for listings (``privpix mechanisms``): "Author Year (method)", or
+            "privpix: ..." for a method of privpix's own. docs/references.md holds the full references.
+        guarantee_model: the model of the guarantees its releases carry (``"central-dp"``, ``"local-dp"``,
+            ``"empirical"``, ``"none"``).
+        soundness: one line for listings: what holds, and how to get a proof.
+        uses_epsilon: whether it takes ``epsilon`` (required then, refused otherwise).
+        uses_delta: whether it takes ``delta`` (refused otherwise).
+        delta_only_if: ``(parameter, value)`` when only that setting spends the δ it takes (a grid-wide δ is given
+            to the others as nothing, :func:`takes_delta`); ``None``: every setting does, when ``uses_delta``.
+        accepts_infinite_epsilon: whether ε = ∞ is a defined setting: the output without noise, released with no
+            guarantee (the ε = ∞ column of Wang & Chang 2020: LDP reports without randomized response). Other
+            mechanisms refuse it.
+    """
+
+    paper: str = ""
+    guarantee_model: str = "none"
+    soundness: str = "no privacy claim"
+    uses_epsilon: bool = True
+    uses_delta: bool = False
+    delta_only_if: tuple[str, Any] | None = None
+    accepts_infinite_epsilon: bool = False
+
+
+def takes_delta(cls: type[Mechanism], params: dict[str, Any]) -> bool:
+    """Whether an instance of ``cls`` built with ``params`` spends a δ, so that a grid-wide δ is given to it (and
+    refused nowhere), asked before construction."""
+    about = cls.about
+    if not about.uses_delta or about.delta_only_if is None:
+        return about.uses_delta
+    name, value = about.delta_only_if
+    declared = next(p for p in cls.params if p.name == name)
+    return bool(declared.validate(params.get(name, declared.default)) == value)
 
 
 @dataclass(frozen=True)
@@ -232,20 +290,13 @@ class Mechanism:
     # Capabilities.public_digests. An experiment on the overlap itself (a membership attack on the "public" set)
     # clears it, in the open.
     _public_digests: frozenset[bytes] | None = None
-    # Where the method comes from, for listings (``privpix mechanisms``): "Author Year (method)", or "privpix: ..." for
-    # a method of privpix's own. docs/references.md holds the full references of the papers privpix implements.
-    paper: ClassVar[str] = ""
-    guarantee_model: ClassVar[str] = "none"
-    soundness: ClassVar[str] = "no privacy claim"  # one line for listings: what holds, and how to get a proof
-    uses_epsilon: ClassVar[bool] = True
-    uses_delta: ClassVar[bool] = False
+    # What the class is, declared once (see About); a subclass that changes part of it writes
+    # ``about = replace(Base.about, paper=...)``.
+    about: ClassVar[About] = About()
     # Derived, never written by hand: the parameters the class declares as typed fields with
     # :func:`~privpix.mechanisms.params.param` (``d: int = param(20, "...", minimum=1)``), after its bases' ones
     # (see :meth:`__init_subclass__`). Validation, get_params, the CLI's --param help and the docs read it.
     params: ClassVar[tuple[Param, ...]] = ()
-    # Whether ε = ∞ is a defined setting: the mechanism's output without noise, released with no guarantee (the
-    # ε = ∞ column of Wang & Chang 2020: LDP reports without randomized response). Other mechanisms refuse it.
-    accepts_infinite_epsilon: ClassVar[bool] = False
 
     def __init_subclass__(
         cls, *, params_before: str | None = None, drop_params: tuple[str, ...] = (), **kw: Any
@@ -274,10 +325,10 @@ class Mechanism:
     def _validate(self) -> None:
         """Check and normalise every parameter as it is now (``"4"`` → 4): run at construction and before each
         fit and release, so a parameter set after construction is checked before it is used."""
-        if self.uses_epsilon:
+        if self.about.uses_epsilon:
             if self.epsilon is None:
                 raise ParameterError(f"{self.name}: epsilon is required")
-            if self.accepts_infinite_epsilon and _is_inf(self.epsilon):
+            if self.about.accepts_infinite_epsilon and _is_inf(self.epsilon):
                 self.epsilon = math.inf
             else:
                 self.epsilon = check_positive("epsilon", self.epsilon)
@@ -286,9 +337,10 @@ class Mechanism:
                 raise ParameterError(f"epsilon must be >= {MIN_EPSILON:g}, got {self.epsilon!r}")
         elif self.epsilon is not None:
             raise ParameterError(
-                f"{self.name}: takes no epsilon (guarantee '{self.guarantee_model}'); set its strength with --param"
+                f"{self.name}: takes no epsilon (guarantee '{self.about.guarantee_model}'); set its strength with "
+                "--param"
             )
-        if not self.uses_delta and self.delta is not None and float(self.delta) != 0.0:
+        if not self.about.uses_delta and self.delta is not None and float(self.delta) != 0.0:
             raise ParameterError(f"{self.name}: takes no delta")
         self.delta = check_delta(self.delta if self.delta is not None else 0.0)
         for p in self.params:
@@ -305,9 +357,9 @@ class Mechanism:
         ``deep`` is scikit-learn's signature (``sklearn.base.clone`` passes ``deep=False``); a mechanism holds no
         nested estimators, so both give the same dict."""
         out: dict[str, Any] = {}
-        if self.uses_epsilon:
+        if self.about.uses_epsilon:
             out["epsilon"] = self.epsilon
-        if self.uses_delta:
+        if self.about.uses_delta:
             out["delta"] = self.delta
         for p in self.params:
             out[p.name] = getattr(self, p.name)
@@ -339,13 +391,6 @@ class Mechanism:
         default: its kind's :attr:`output`, fitted on nothing, image by image, randomized."""
         return Capabilities(output=self.output)
 
-    @classmethod
-    def conformance_cases(cls, workdir: Path) -> list[ConformanceCase]:
-        """Settings the conformance suite (tests/test_conformance.py) runs this mechanism with, as sktime's
-        ``get_test_params``: the defaults on a few real images, unless the mechanism needs more (a trained model
-        file it writes into ``workdir``, images of a given shape, a public data set)."""
-        return [ConformanceCase()]
-
     @property
     def is_fitted(self) -> bool:
         """Whether :meth:`fit` has learned what a release needs (always true when it fits on nothing)."""
@@ -357,17 +402,6 @@ class Mechanism:
         self._validate()
         return self
 
-    @property
-    def saves_model(self) -> bool:
-        """Whether :meth:`save_model` writes a file that a later ``model`` parameter loads (``privpix fit``)."""
-        return type(self).save_model is not Mechanism.save_model
-
-    def save_model(self, path: str | os.PathLike) -> Path:
-        """Write what :meth:`fit` learned to ``path`` (a model file the mechanism's own module reads back)."""
-        raise ParameterError(
-            f"{self.name}: has no model file to write (it fits on {self.capabilities().fits_on} when it releases)"
-        )
-
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """The guarantee a release of images of ``shape`` = (h, w, c) carries."""
         raise NotImplementedError
@@ -377,12 +411,6 @@ class Mechanism:
         :mod:`privpix.privacy.neighbours`: :class:`OneImage`, :class:`PixelColumn`, :class:`Pixels`,
         :class:`OneOfBatch`, or one of a plugin's); the audit builds its pairs from it."""
         return OneImage()
-
-    @classmethod
-    def takes_delta(cls, params: dict[str, Any]) -> bool:
-        """Whether an instance built with ``params`` spends a δ, so that a grid-wide δ is given to it (and refused
-        nowhere): by default ``uses_delta``; a mechanism whose δ depends on a parameter says so here."""
-        return cls.uses_delta
 
     def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
         """The privacy statement of one release of images of shape ``data`` = (h, w, c), or of these very images
@@ -397,27 +425,6 @@ class Mechanism:
         the audit; a mechanism that knows its noise (Laplace per value, a Gaussian's multiplier, DP-SGD's sampled
         steps) declares it, and its charges then compose tightly and its audits read the noise's curve."""
         return Claim.of(self.guarantee(shape_of(data)), self.neighbours())
-
-    def secure_params(self) -> dict[str, Any] | None:
-        """What ``--secure`` (noise from the OS CSPRNG) needs for every noise draw behind a DP claim to be exact:
-        ``{}`` when a :class:`~privpix.privacy.noise.SecureRandom` alone does it (the samplers of
-        :mod:`privpix.privacy.noise` are exact with it), parameters to set when the exact path is a parameter (a
-        synthesizer's ``secure=true``), or ``None`` when the mechanism has no exact sampler (``--secure`` is then
-        refused, naming :meth:`secure_refusal`)."""
-        return {} if self.capabilities().randomized else None
-
-    def secure_refusal(self) -> str:
-        """Why ``--secure`` is refused, when :meth:`secure_params` is ``None``."""
-        if not self.capabilities().randomized:
-            return "it draws no randomness, so there is no noise to make exact"
-        return "its noise is drawn in floating point, with no exact sampler"
-
-    def dp_fit_record(self) -> dict[str, Any] | None:
-        """For a mechanism fitted from a model file written after a DP fit (:attr:`Capabilities.dp_fit` of the
-        mechanism that wrote it): what the file records of that fit, checked against the noise it records —
-        ``sha256`` (of the file), ``guarantee``, ``events`` (dicts) and ``ledger`` (``{"path", "entry"}`` of the
-        ledger that charged the fit, or ``None``). ``None`` for anything else."""
-        return None
 
     def release(self, images: ImageSet, rng: RNG | int | None = None) -> Release:
         """Release ``images``; ``rng`` is a Generator, SecureRandom, or an integer seed. Each output kind
@@ -465,6 +472,24 @@ class Mechanism:
             "public": "call fit() with public images, or name them with the mechanism's public-data parameter",
             "model-file": "give it a trained model file (`privpix fit`, or the model parameter)",
         }.get(caps.fits_on, "call fit()")
+
+
+class ModelFile:
+    """What a mechanism adds when :meth:`Mechanism.fit` learns something worth keeping: a model file that a later
+    ``model`` parameter reads back (``privpix fit`` writes it). Mix it in beside the kind class; generic code (the
+    fit command, the ledger, the conformance suite) asks ``isinstance(mech, ModelFile)``."""
+
+    def save_model(self, path: str | os.PathLike) -> Path:
+        """Write what :meth:`Mechanism.fit` learned to ``path`` (a model file the mechanism's own module reads
+        back)."""
+        raise NotImplementedError
+
+    def dp_fit_record(self) -> dict[str, Any] | None:
+        """For a mechanism fitted from a model file written after a DP fit (:attr:`Capabilities.dp_fit` of the
+        mechanism that wrote it): what the file records of that fit, checked against the noise it records —
+        ``sha256`` (of the file), ``guarantee``, ``events`` (dicts) and ``ledger`` (``{"path", "entry"}`` of the
+        ledger that charged the fit, or ``None``). ``None`` for anything else."""
+        return None
 
 
 class Auditable:

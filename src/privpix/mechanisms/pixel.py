@@ -10,7 +10,7 @@ import numpy as np
 from privpix.data import imageset
 from privpix.data.imageset import ImageSet, blocks
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, Claim, shape_of
+from privpix.mechanisms.base import About, Capabilities, Claim, shape_of
 from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
@@ -121,9 +121,11 @@ class PixelLaplace(ImageMechanism):
 
     name = "pixel-laplace"
     summary = "Laplace noise on every pixel (Zhang, Fu & Meng 2020's LAP); data-derived or bound-based sensitivity"
-    paper = "Zhang, Fu & Meng 2020 (LAP)"
-    guarantee_model = "central-dp"
-    soundness = "default (paper) NOT DP: data-derived Δ; sensitivity=bound is sound"
+    about = About(
+        paper="Zhang, Fu & Meng 2020 (LAP)",
+        guarantee_model="central-dp",
+        soundness="default (paper) NOT DP: data-derived Δ; sensitivity=bound is sound",
+    )
     sensitivity: str = param(
         "data",
         "'data': the paper's per-image largest column L1 norm (unsound); 'bound': from pixel_range and unit (sound)",
@@ -253,9 +255,11 @@ class DPPix(ImageMechanism):
 
     name = "dp-pix"
     summary = "DP-Pix (Fan 2018): b×b cell means + Laplace(Δ = m·range/b²); sound for m-pixel neighbours"
-    paper = "Fan 2018 (DP-Pix)"
-    guarantee_model = "central-dp"
-    soundness = "sound ε-DP for neighbours differing in m pixels"
+    about = About(
+        paper="Fan 2018 (DP-Pix)",
+        guarantee_model="central-dp",
+        soundness="sound ε-DP for neighbours differing in m pixels",
+    )
     b: int = param(4, "cell side in pixels", minimum=1)
     m: int = param(1, "neighbouring images differ in at most m pixels", minimum=1)
     pixel_range: float = _RANGE
@@ -326,14 +330,12 @@ class DPPix(ImageMechanism):
 
 
 class _NoGuarantee(ImageMechanism):
-    guarantee_model = "none"
-    uses_epsilon = False
-    paper = "Kim & Yang 2020 (conventional baseline)"
+    about = About(guarantee_model="none", uses_epsilon=False, paper="Kim & Yang 2020 (conventional baseline)")
     caveat = ""
 
-    def secure_params(self) -> dict | None:
+    def capabilities(self) -> Capabilities:
         # A filter draws nothing; Gaussian pixel noise is floating point (Box–Muller): no exact sampler either way.
-        return None
+        return Capabilities(secure=None)
 
     def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         return Guarantee.none(self.caveat)

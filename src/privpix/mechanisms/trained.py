@@ -12,13 +12,13 @@ from typing import Any, ClassVar, Self
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import DataError, ParameterError
 from privpix.fileio import sha256_file
-from privpix.mechanisms.base import Capabilities, Claim, FitsOn, Mechanism, count_of, shape_of
+from privpix.mechanisms.base import Capabilities, Claim, FitsOn, Mechanism, ModelFile, count_of, shape_of
 from privpix.mechanisms.params import param
 from privpix.privacy.composition import NoiseEvent
 from privpix.privacy.guarantees import Guarantee
 
 
-class TrainedModel(Mechanism):
+class TrainedModel(Mechanism, ModelFile):
     """A mechanism with a ``model`` parameter (declared here) and training parameters (named in
     ``training``): with ``model`` empty it fits on the private set (``fits_on="private"``: :meth:`fit` trains on
     the data it is given, with the training parameters and ``seed``); with ``model=FILE`` it fits on that file
@@ -111,12 +111,10 @@ class TrainedModel(Mechanism):
     def _write_model(self, path: Path) -> Path:
         raise NotImplementedError
 
-    def secure_params(self) -> dict[str, Any] | None:
-        # The networks draw their noise from torch's floating-point samplers.
-        return None
-
-    def secure_refusal(self) -> str:
-        return "its noise is drawn by torch in floating point (no exact sampler)"
+    def _secure(self) -> dict[str, Any]:
+        """The ``secure``/``not_secure`` of :meth:`capabilities`: the networks draw their noise from torch's
+        floating-point samplers."""
+        return {"secure": None, "not_secure": "its noise is drawn by torch in floating point (no exact sampler)"}
 
 
 def _recorded_ledger(meta: dict) -> dict | None:
@@ -170,6 +168,7 @@ class CalibratedModel(TrainedModel):
             output=self.output,
             dp_fit=self._fits_on() == "private",
             seconds_per_value=self._seconds_per_value,
+            **self._secure(),
         )
 
     def _check_delta(self) -> None:

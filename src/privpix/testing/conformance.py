@@ -2,7 +2,7 @@
 
 ``check_mechanism(name, workdir)`` runs the mechanism through the one path privpix uses (fit as declared,
 release, write a release folder through the sharded writer ``privpix release`` uses, build audit pairs) on each
-of its :meth:`Mechanism.conformance_cases` and returns the problems found (an empty list: it conforms).
+of its conformance cases (:func:`cases_of`) and returns the problems found (an empty list: it conforms).
 ``tests/test_conformance.py`` runs it on every registered mechanism, so a new mechanism is covered without writing
 a test; an author of a plugin can run it too::
 
@@ -26,12 +26,22 @@ from privpix.mechanisms import (
     MECHANISMS,
     ConformanceCase,
     Mechanism,
+    ModelFile,
     ModelMechanism,
     SyntheticImageMechanism,
     fit_as_declared,
     get_mechanism,
 )
 from privpix.privacy.composition import event_from_dict
+
+
+def cases_of(cls: type[Mechanism], workdir: Path) -> list[ConformanceCase]:
+    """The settings the suite runs ``cls`` with, as sktime's ``get_test_params``: what its optional class method
+    ``conformance_cases(workdir)`` returns when it needs more than the defaults (a trained model file it writes
+    into ``workdir``, images of a given shape, a public data set), else the defaults on a few real images. Only
+    the suite asks, so it is no part of the protocol every mechanism implements."""
+    declared = getattr(cls, "conformance_cases", None)
+    return [ConformanceCase()] if declared is None else list(declared(workdir))
 
 
 def default_images() -> ImageSet:
@@ -60,7 +70,7 @@ def check_mechanism(name: str, workdir: str | Path) -> list[str]:
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     problems: list[str] = []
-    for k, case in enumerate(cls.conformance_cases(work)):
+    for k, case in enumerate(cases_of(cls, work)):
         where = f"{name} case {k} {case.params}"
         try:
             problems += [f"{where}: {p}" for p in _check_case(cls, case, work / f"case{k}")]
@@ -71,7 +81,7 @@ def check_mechanism(name: str, workdir: str | Path) -> list[str]:
 
 def _check_case(cls: type[Mechanism], case: ConformanceCase, work: Path) -> list[str]:
     params = dict(case.params)
-    epsilon = params.pop("epsilon", 1.0 if cls.uses_epsilon else None)
+    epsilon = params.pop("epsilon", 1.0 if cls.about.uses_epsilon else None)
     delta = params.pop("delta", None)
     images = case.images if case.images is not None else default_images()
     mech = fit_as_declared(get_mechanism(cls.name, epsilon, delta, **params), private=images)
@@ -109,8 +119,8 @@ def _check_case(cls: type[Mechanism], case: ConformanceCase, work: Path) -> list
     if not caps.randomized and not np.array_equal(x, xc):
         out.append("declares itself not randomized, but another seed gave another release")
     g = a.guarantee
-    if g.model != cls.guarantee_model:
-        out.append(f"guarantee model {g.model!r} differs from the declared {cls.guarantee_model!r}")
+    if g.model != cls.about.guarantee_model:
+        out.append(f"guarantee model {g.model!r} differs from the declared {cls.about.guarantee_model!r}")
     if g.sound and (g.per_image_epsilon is None or not math.isfinite(g.per_image_epsilon)):
         out.append("a sound guarantee must state a finite per-image ε")
     if a.parameters != mech.get_params():
@@ -218,12 +228,12 @@ def _check_model(cls: type[Mechanism], mech: ModelMechanism, images: ImageSet, w
     elif not np.array_equal(a, b):
         out.append("predict() gave two different answers for the same images")
     g = mech.guarantee(images.shape)
-    if g.model != cls.guarantee_model:
-        out.append(f"guarantee model {g.model!r} differs from the declared {cls.guarantee_model!r}")
+    if g.model != cls.about.guarantee_model:
+        out.append(f"guarantee model {g.model!r} differs from the declared {cls.about.guarantee_model!r}")
     if g.sound and (g.per_image_epsilon is None or not math.isfinite(g.per_image_epsilon)):
         out.append("a sound guarantee must state a finite per-image ε")
     work.mkdir(parents=True, exist_ok=True)
-    if not mech.saves_model:
+    if not isinstance(mech, ModelFile):
         out.append("releases a model but has no model file to write (save_model)")
     elif not (path := mech.save_model(work / "model.pt")).is_file() or path.stat().st_size == 0:
         out.append("save_model() wrote no model file")
@@ -244,7 +254,7 @@ def _check_claim(mech: Mechanism, images: ImageSet) -> list[str]:
     if claim.guarantee.to_dict() != mech.guarantee(shape).to_dict():
         out.append("privacy().guarantee differs from guarantee() of the same shape")
     claims = [claim]
-    if claim.guarantee.is_dp and mech.secure_params() == {}:
+    if claim.guarantee.is_dp and mech.capabilities().secure == {}:
         claims.append(mech.privacy(shape, n, secure=True))
     for c in claims:
         if c.guarantee.is_dp and not c.events:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from privpix.data.imageset import ImageSet
-from privpix.mechanisms.base import Claim, shape_of
+from privpix.mechanisms.base import About, Claim, shape_of
 from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.ldp.rr import grr_perturb
 from privpix.mechanisms.params import param
@@ -29,9 +29,11 @@ class LDPPixel(ImageMechanism):
 
     name = "ldp-pixel"
     summary = "pixels quantised to d levels, each through randomized response (Wang & Chang 2020's pixel baseline)"
-    paper = "Wang & Chang 2020 (pixel baseline)"
-    guarantee_model = "local-dp"
-    soundness = "sound ε-LDP per pixel value; h·w·c·ε per image"
+    about = About(
+        paper="Wang & Chang 2020 (pixel baseline)",
+        guarantee_model="local-dp",
+        soundness="sound ε-LDP per pixel value; h·w·c·ε per image",
+    )
     levels: int = param(16, "domain size d of each pixel value", minimum=2)
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
@@ -23,7 +24,7 @@ from privpix.data.folders import INPUT_FOLDER
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.overlap import shared_count
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, Claim, ConformanceCase, FitsOn, Release, shape_of
+from privpix.mechanisms.base import About, Capabilities, Claim, ConformanceCase, FitsOn, ModelFile, Release, shape_of
 from privpix.mechanisms.kinds import FeatureMechanism
 from privpix.mechanisms.ldp.bnn import BNNEncoder
 from privpix.mechanisms.ldp.dcaconv import DCAConvEncoder
@@ -54,7 +55,7 @@ def register_ldp(cls: type[LDPFeatures]) -> type[LDPFeatures]:
     return register(cls)
 
 
-class LDPFeatures(FeatureMechanism):
+class LDPFeatures(FeatureMechanism, ModelFile):
     """Encode each image with a published encoder into m integer features in ``[0, d)``, then perturb every
     feature with generalised randomized response at ε per feature (Wang & Chang 2020). Output: ``"features"``, a
     :class:`~privpix.mechanisms.base.Release` whose ``features`` are the (n, m) reports (``Release.values()``
@@ -90,14 +91,15 @@ class LDPFeatures(FeatureMechanism):
       ``score(encode(test), test_labels)``.
     """
 
-    paper = "Wang & Chang 2020"
-    guarantee_model = "local-dp"
-    soundness = (
-        "sound ε-LDP per encoded feature (unit=feature) or m·ε per image (unit=image), for images the encoder "
-        "was not fitted on"
+    about = About(
+        paper="Wang & Chang 2020",
+        guarantee_model="local-dp",
+        soundness="sound ε-LDP per encoded feature (unit=feature) or m·ε per image (unit=image), for images the "
+        "encoder was not fitted on",
+        # The reports without randomized response: the paper's ε = ∞ column.
+        accepts_infinite_epsilon=True,
     )
     encoder_class: ClassVar[type[Encoder]]
-    accepts_infinite_epsilon = True  # the reports without randomized response: the paper's ε = ∞ column
     unit: str = param("feature", "feature: ε per encoded feature value (paper); image: m·ε per report", UNITS)
     model: str = param("", "encoder file (privpix ldp fit-encoder); the encoder parameters come from it")
     public: str = param("", "NAME[:SPLIT] of public labelled images to fit the encoder on")
@@ -441,7 +443,7 @@ class LDPPixelReport(LDPFeatures):
 
     name = "ldp-pixel-report"
     summary = "pixel levels → randomized response, released as a report vector (Wang & Chang 2020's pixel baseline)"
-    paper = "Wang & Chang 2020 (pixel baseline)"
+    about = replace(LDPFeatures.about, paper="Wang & Chang 2020 (pixel baseline)")
     encoder_class = PixelEncoder
     conformance_params: ClassVar[dict[str, Any]] = {"scaling": "minmax"}
 
@@ -485,7 +487,7 @@ class LDPHogBovw(LDPFeatures):
 
     name = "ldp-hog-bovw"
     summary = "HOG bag-of-visual-words counts → randomized response (Wang & Chang 2020's BoVW baseline)"
-    paper = "Wang & Chang 2020 (BoVW baseline)"
+    about = replace(LDPFeatures.about, paper="Wang & Chang 2020 (BoVW baseline)")
     encoder_class = HogBovwEncoder
     conformance_params: ClassVar[dict[str, Any]] = {"words": 8, "max_descriptors": 2000}
 
@@ -510,7 +512,7 @@ class LDPDCAConv(LDPFeatures):
 
     name = "ldp-dcaconv"
     summary = "DCAConv binarised convolution codes → randomized response (Wang & Chang 2020)"
-    paper = "Wang & Chang 2020 (DCAConv)"
+    about = replace(LDPFeatures.about, paper="Wang & Chang 2020 (DCAConv)")
     encoder_class = DCAConvEncoder
     conformance_params: ClassVar[dict[str, Any]] = {"layers": "3,2", "kernel": 3}
 
@@ -521,7 +523,7 @@ class LDPBNN(LDPFeatures):
 
     name = "ldp-bnn"
     summary = "binarized CNN activations → randomized response (Wang & Chang 2020's BNN baseline; needs PyTorch)"
-    paper = "Wang & Chang 2020 (BNN baseline)"
+    about = replace(LDPFeatures.about, paper="Wang & Chang 2020 (BNN baseline)")
     encoder_class = BNNEncoder
     conformance_params: ClassVar[dict[str, Any]] = {
         "filters": 2,

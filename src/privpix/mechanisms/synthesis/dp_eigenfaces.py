@@ -33,6 +33,7 @@ classes and the public set are public). The audit tests the released embedding a
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -134,8 +135,11 @@ class DPEigenfaces(
     name = "dp-eigenfaces"
     summary = ("public eigenfaces + one Gaussian release of the private class-wise coefficient moments → a Gaussian "
                "per class; (ε, δ)-DP per image, faces at any ε")  # fmt: skip
-    paper = "privpix: DP moments in a public PCA basis (eigenfaces: Turk & Pentland 1991)"
-    soundness = "sound (ε, δ)-DP per image (replace-one, n public); the public set is not protected"
+    about = replace(
+        MeanEmbeddingSynthesizer.about,
+        paper="privpix: DP moments in a public PCA basis (eigenfaces: Turk & Pentland 1991)",
+        soundness="sound (ε, δ)-DP per image (replace-one, n public); the public set is not protected",
+    )
     components: int = param(
         50,
         "k: principal components of the public set the images are drawn in (the "
