@@ -9,7 +9,7 @@ import pytest
 
 from privpix.errors import ParameterError
 from privpix.mechanisms import ImageMechanism, Param, get_mechanism, param
-from privpix.mechanisms.base import About
+from privpix.mechanisms.base import About, Claim
 from privpix.privacy.guarantees import Guarantee
 
 
@@ -20,8 +20,8 @@ class _Base(ImageMechanism):
     b: str = param("x", "a choice", ("x", "y"))
     c: bool = param(True, "a flag")
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
-        return Guarantee.none("test")
+    def privacy(self, data: Any, n: int | None = None, *, secure: bool = False) -> Claim:
+        return Claim.of(Guarantee.none("test"), self.neighbours())
 
     def _privatize(self, x: np.ndarray, rng: Any) -> np.ndarray:
         return x

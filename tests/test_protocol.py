@@ -254,7 +254,6 @@ def test_the_core_protocol_has_at_most_twelve_public_members():
         "capabilities",
         "fit",
         "get_params",
-        "guarantee",
         "is_fitted",
         "neighbours",
         "params",

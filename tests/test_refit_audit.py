@@ -43,12 +43,12 @@ class ToySynth(SyntheticImageMechanism, Auditable):
     def privacy(self, data, n=None, *, secure=False):
         # One Gaussian release of the mean: the audit reads it through the Gaussian DP curve.
         noise = (GaussianNoise(_z(self.epsilon, self.delta)),)
-        return Claim.of(self.guarantee(shape_of(data)), self.neighbours(), noise)
+        return Claim.of(self._guarantee(shape_of(data)), self.neighbours(), noise)
 
     def neighbours(self):
         return OneOfBatch(None)
 
-    def guarantee(self, shape):
+    def _guarantee(self, shape):
         return Guarantee(model="central-dp", epsilon=self.epsilon, delta=self.delta, unit="one image of the set",
                          per_image_epsilon=self.epsilon, sound=True)  # fmt: skip
 

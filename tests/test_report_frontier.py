@@ -17,7 +17,7 @@ import pytest
 
 from privpix.data import ImageSet, load_dataset
 from privpix.mechanisms import Capabilities, SyntheticImageMechanism
-from privpix.mechanisms.base import About
+from privpix.mechanisms.base import About, Claim
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import OneOfBatch
 from privpix.report.html import render_report
@@ -216,8 +216,8 @@ class RefitOnly(SyntheticImageMechanism):
     def neighbours(self):
         return OneOfBatch(None)
 
-    def guarantee(self, shape):
-        return _sound(self.epsilon, self.epsilon, "one image of the set")
+    def privacy(self, data, n=None, *, secure=False):
+        return Claim.of(_sound(self.epsilon, self.epsilon, "one image of the set"), self.neighbours())
 
     def fit(self, data=None, *, seed=None):
         self.fits.append(len(data))

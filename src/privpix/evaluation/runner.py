@@ -98,7 +98,7 @@ def _model_row(mech: Mechanism, test: ImageSet, cell_seed: int, src_entropy: flo
         "entropy_original": src_entropy,
         "seconds": time.perf_counter() - t0,
         "parameters": mech.get_params(),
-        "guarantee": mech.guarantee(test.shape).to_dict(),
+        "guarantee": mech.privacy(test.shape).guarantee.to_dict(),
     }
 
 

@@ -243,6 +243,16 @@ class Claim:
         return self.guarantee.delta if self.unit_claim is None else self.unit_claim[1]
 
 
+class UnstatedNoise(ParameterError):
+    """:meth:`Mechanism.privacy` cannot state the noise for the count given (a DP fit planned on no ``n``, or on
+    fewer images than one batch), though the guarantee does not depend on it: ``guarantee`` holds it, for a reader
+    that needs the claim alone (what an audit tests). The ledger, which needs the noise, refuses with the message."""
+
+    def __init__(self, message: str, guarantee: Guarantee) -> None:
+        super().__init__(message)
+        self.guarantee = guarantee
+
+
 class WhiteBoxTrials(NamedTuple):
     """A mechanism's own white-box distinguishing experiment (:meth:`Auditable.white_box_trials`): one scalar
     score per trial without the differing record (``s0``) and with it (``s1``), as many of each, independent;
@@ -269,8 +279,8 @@ class Mechanism:
     audit's optional experiments are a mixin, :class:`Auditable`. A mechanism subclasses the base class of
     the kind it releases (:mod:`privpix.mechanisms.kinds`: :class:`~privpix.mechanisms.kinds.ImageMechanism`,
     ``SyntheticImageMechanism``, ``FeatureMechanism``, ``ModelMechanism``, ``RecordMechanism``), which declares
-    its :attr:`output`, implements :meth:`release` and holds that kind's hooks; it sets the class attributes and
-    implements :meth:`guarantee` and its kind's hook (e.g. ``_privatize``).
+    its :attr:`output`, implements :meth:`release` and holds that kind's hooks; it declares :attr:`about` and
+    implements :meth:`privacy` and its kind's hook (e.g. ``_privatize``).
 
     Parameters are declared once, as typed fields of the class (``d: int = param(20, "...", minimum=1)``, see
     :func:`~privpix.mechanisms.params.param`), and are real attributes, scikit-learn style:
@@ -402,12 +412,8 @@ class Mechanism:
         self._validate()
         return self
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
-        """The guarantee a release of images of ``shape`` = (h, w, c) carries."""
-        raise NotImplementedError
-
     def neighbours(self) -> Neighbours:
-        """How two neighbouring inputs differ for the claim :meth:`guarantee` makes (a relation object of
+        """How two neighbouring inputs differ for the claim :meth:`privacy` makes (a relation object of
         :mod:`privpix.privacy.neighbours`: :class:`OneImage`, :class:`PixelColumn`, :class:`Pixels`,
         :class:`OneOfBatch`, or one of a plugin's); the audit builds its pairs from it."""
         return OneImage()
@@ -420,11 +426,13 @@ class Mechanism:
         (``--secure``), whose lattice noise is declared by what it guarantees exactly (e.g. pure ε for lattice
         Laplace). See :class:`Claim`: the guarantee, the noise events the ledger charges, and what the audit tests.
 
-        The one method a mechanism writes about its privacy beyond :meth:`guarantee`. The default declares nothing
-        finer than the guarantee's per-image (ε, δ), under the relation of :meth:`neighbours`, and no curve for
-        the audit; a mechanism that knows its noise (Laplace per value, a Gaussian's multiplier, DP-SGD's sampled
-        steps) declares it, and its charges then compose tightly and its audits read the noise's curve."""
-        return Claim.of(self.guarantee(shape_of(data)), self.neighbours())
+        The one method a mechanism writes about its privacy: every reader (a release's manifest, the report, the
+        ledger, the audit) takes what it needs from the claim. ``Claim.of(guarantee, self.neighbours())`` declares
+        nothing finer than the guarantee's per-image (ε, δ), under the relation of :meth:`neighbours`, and no curve
+        for the audit (``Claim.of(Guarantee.none("..."), self.neighbours())`` for a mechanism with no claim); a
+        mechanism that knows its noise (Laplace per value, a Gaussian's multiplier, DP-SGD's sampled steps)
+        declares it, and its charges then compose tightly and its audits read the noise's curve."""
+        raise NotImplementedError(f"{self.name}: state its privacy (privacy() -> Claim)")
 
     def release(self, images: ImageSet, rng: RNG | int | None = None) -> Release:
         """Release ``images``; ``rng`` is a Generator, SecureRandom, or an integer seed. Each output kind
@@ -436,7 +444,7 @@ class Mechanism:
         """A :class:`Release` of ``output`` (``images=``, ``features=``, ``source=``) made since ``t0``
         (``time.perf_counter()``), stating what every release states: the guarantee for ``shape``, the name and
         the parameters in force, the seconds it took."""
-        return Release(guarantee=self.guarantee(shape), mechanism=self.name, parameters=self.get_params(),
+        return Release(guarantee=self.privacy(shape).guarantee, mechanism=self.name, parameters=self.get_params(),
                        seconds=time.perf_counter() - t0, **output)  # fmt: skip
 
     def _check_release_input(self, images: ImageSet) -> None:

@@ -216,7 +216,9 @@ class RecordMechanism(Mechanism):
         rng = _as_rng(rng)
         t0 = time.perf_counter()
         frame = self._privatize_records(records, rng)
-        return RecordRelease(frame, self.guarantee((0, 0, 0)), self.name, self.get_params(), time.perf_counter() - t0)
+        return RecordRelease(
+            frame, self.privacy((0, 0, 0)).guarantee, self.name, self.get_params(), time.perf_counter() - t0
+        )
 
 
 # What each declared output is released by: the class a mechanism declaring it is an instance of.

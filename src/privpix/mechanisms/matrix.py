@@ -13,8 +13,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import About
+from privpix.mechanisms.base import About, Claim
 from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
@@ -92,8 +93,8 @@ class _SingularValueMechanism(ImageMechanism):
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
-        return knob_guarantee(self.epsilon, _SVD_CAVEATS)
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
+        return Claim.of(knob_guarantee(self.epsilon, _SVD_CAVEATS), self.neighbours())
 
     def neighbours(self) -> Neighbours:
         return PixelColumn()
@@ -232,8 +233,8 @@ class LRA(ImageMechanism):
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
-        return knob_guarantee(self.epsilon, _LRA_CAVEATS)
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
+        return Claim.of(knob_guarantee(self.epsilon, _LRA_CAVEATS), self.neighbours())
 
     def neighbours(self) -> Neighbours:
         return PixelColumn()

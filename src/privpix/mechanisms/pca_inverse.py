@@ -186,7 +186,7 @@ class PCAInverse(ImageMechanism):
 
     # -------------------------------------------------------------------------------------- guarantee
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         if self.basis == "private":
             return Guarantee(
                 model="central-dp",
@@ -243,7 +243,7 @@ class PCAInverse(ImageMechanism):
         Frobenius sensitivity 2r² over σ; the symmetric noise draws each entry once). One image is the unit, so
         the audit tests the same noise. basis=private: nothing can be charged; the paper's ε is per reduced
         attribute, and the most its reading could promise for one image, d·ε, is what an audit tests."""
-        guarantee = self.guarantee(shape_of(data))
+        guarantee = self._guarantee(shape_of(data))
         if self.basis == "private":
             return Claim(guarantee, unit_claim=(self.d * self.epsilon, 0.0))
         noise: list[NoiseEvent] = [LaplaceNoise(self.epsilon)]

@@ -154,7 +154,7 @@ class PixelLaplace(ImageMechanism):
         size = _unit_size(self.unit, self.m, h, w)
         return self.pixel_range * c * size
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         h, w, c = shape
         unit_text = self.neighbours().wording()
         if self.sensitivity == "data":
@@ -193,7 +193,7 @@ class PixelLaplace(ImageMechanism):
         (lattice Laplace), h·w·c pure events of that ε. One unit of the neighbours (L1 sensitivity Δ) is one
         Laplace release of ε. sensitivity=data: nothing can be charged, and no curve holds."""
         shape = shape_of(data)
-        guarantee = self.guarantee(shape)
+        guarantee = self._guarantee(shape)
         if self.sensitivity != "bound":
             return Claim(guarantee)
         h, w, c = shape
@@ -272,7 +272,7 @@ class DPPix(ImageMechanism):
         kmin = min(self.b, h - (gh - 1) * self.b) * min(self.b, w - (gw - 1) * self.b)
         return gh, gw, kmin
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         h, w, c = shape
         gh, gw, kmin = self._cells(h, w)
         m = min(self.m, h * w)
@@ -296,7 +296,7 @@ class DPPix(ImageMechanism):
     def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
         """Charged as the bare per-image ε (the default); one unit (m pixels, cell means of L1 sensitivity Δ) is
         one Laplace release of ε, the curve an audit of the unit reads."""
-        return Claim.of(self.guarantee(shape_of(data)), self.neighbours(), (LaplaceNoise(self.epsilon),))
+        return Claim.of(self._guarantee(shape_of(data)), self.neighbours(), (LaplaceNoise(self.epsilon),))
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         return self._cell_rows(x, rng, x.shape[1])
@@ -337,8 +337,8 @@ class _NoGuarantee(ImageMechanism):
         # A filter draws nothing; Gaussian pixel noise is floating point (Box–Muller): no exact sampler either way.
         return Capabilities(secure=None)
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
-        return Guarantee.none(self.caveat)
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
+        return Claim.of(Guarantee.none(self.caveat), self.neighbours())
 
 
 @register

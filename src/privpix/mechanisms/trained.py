@@ -12,7 +12,16 @@ from typing import Any, ClassVar, Self
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import DataError, ParameterError
 from privpix.fileio import sha256_file
-from privpix.mechanisms.base import Capabilities, Claim, FitsOn, Mechanism, ModelFile, count_of, shape_of
+from privpix.mechanisms.base import (
+    Capabilities,
+    Claim,
+    FitsOn,
+    Mechanism,
+    ModelFile,
+    UnstatedNoise,
+    count_of,
+    shape_of,
+)
 from privpix.mechanisms.params import param
 from privpix.privacy.composition import NoiseEvent
 from privpix.privacy.guarantees import Guarantee
@@ -74,6 +83,15 @@ class TrainedModel(Mechanism, ModelFile):
         self.model_, self.meta_ = self._train(data, None if seed is None else int(seed))
         self.loaded_from_, self.trained_with_, self.model_sha256_ = "", self._training(), None
         return self
+
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
+        """The guarantee of :meth:`_guarantee` (a trained model's, read from its file), with no noise finer than
+        it."""
+        return Claim.of(self._guarantee(shape_of(data)), self.neighbours())
+
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+        """The guarantee a release of images of ``shape`` carries."""
+        raise NotImplementedError
 
     def _adopt_training(self, meta: dict) -> None:
         defaults = {p.name: p.default for p in self.params}
@@ -227,7 +245,7 @@ class CalibratedModel(TrainedModel):
         ledger = fit.get("ledger")
         return {
             "sha256": self.model_sha256_,
-            "guarantee": self.guarantee(shape).to_dict(),
+            "guarantee": self._guarantee(shape).to_dict(),
             "epsilon": eps,
             "delta": float(meta["delta"]),
             "events": [e.to_dict() for e in events],
@@ -245,8 +263,11 @@ class CalibratedModel(TrainedModel):
         if self._fitted_meta() is not None:
             events = self._recomputed()[1]
         else:
-            events = self._planned_events(shape, count_of(data, n))
-        return Claim(self.guarantee(shape), events, self._unit_events(events))
+            try:
+                events = self._planned_events(shape, count_of(data, n))
+            except ParameterError as exc:
+                raise UnstatedNoise(str(exc), self._guarantee(shape)) from None
+        return Claim(self._guarantee(shape), events, self._unit_events(events))
 
     def _unit_events(self, events: tuple[NoiseEvent, ...]) -> tuple[NoiseEvent, ...]:
         """The noise an audit of one image tests: the events charged."""
@@ -264,7 +285,7 @@ class CalibratedModel(TrainedModel):
         shape = tuple(meta["shape"])
         events = self._recomputed()[1]
         meta["fit"] = {
-            "guarantee": self.guarantee(shape).to_dict(),
+            "guarantee": self._guarantee(shape).to_dict(),
             "events": [e.to_dict() for e in events],
             "accountant": self.accountant_name or meta.get("accountant"),
             "ledger": self.ledger_entry_ if self.ledger_entry_ is not None else _recorded_ledger(meta),

@@ -109,7 +109,7 @@ def fit(
             mechanism.fit(data, seed=seed)
             with writing(out, option):
                 mechanism.save_model(out)
-            return Fitted(out, mechanism.guarantee(mechanism.capabilities().fixed_shape or (0, 0, 0)))
+            return Fitted(out, mechanism.privacy(mechanism.capabilities().fixed_shape or (0, 0, 0)).guarantee)
         return _charged_fit(mechanism, data, out, shape, ledger, budget, delta_budget, label, seed, note,
                             on_reserved, option)  # fmt: skip
 
@@ -144,5 +144,5 @@ def _charged_fit(mech, data, out, shape, ledger, budget, delta_budget, label, se
         finally:
             if tmp.exists():
                 tmp.unlink()
-    return Fitted(out, mech.guarantee(mech.capabilities().fixed_shape or (0, 0, 0)), charge.path, charge.entry,
+    return Fitted(out, mech.privacy(mech.capabilities().fixed_shape or (0, 0, 0)).guarantee, charge.path, charge.entry,
                   charge.spent)  # fmt: skip

@@ -66,7 +66,7 @@ def publish_job(
     from privpix.publishing.shards import read_plan
 
     mech = job.mechanism
-    guarantee = expect if expect is not None else mech.guarantee(job.shape)
+    guarantee = expect if expect is not None else mech.privacy(job.shape).guarantee
     if ledger is None and (budget is not None or delta_budget is not None):
         raise ParameterError("a budget (budget, delta_budget) needs a ledger file (ledger)")
     ledger_path = resolved(ledger)

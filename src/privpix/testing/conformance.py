@@ -183,7 +183,7 @@ def _check_folder(mech: Mechanism, images: ImageSet, out_dir: Path, direct) -> l
     synthetic = isinstance(mech, SyntheticImageMechanism)
     count = mech.synthetic_count(len(images)) if isinstance(mech, SyntheticImageMechanism) else None
     source = None if synthetic else ImageSetSource(images, "conformance images")
-    guarantee = mech.guarantee(images.shape)
+    guarantee = mech.privacy(images.shape).guarantee
     job = ShardedRelease(mech, source, images.shape, count=count, seed=0, class_names=images.class_names,
                          input_id="conformance images")  # fmt: skip
     with Executor(1) as ex:
@@ -227,7 +227,7 @@ def _check_model(cls: type[Mechanism], mech: ModelMechanism, images: ImageSet, w
         out.append(f"predict() must give ({len(images)},) non-negative integer labels, got {a.dtype} {a.shape}")
     elif not np.array_equal(a, b):
         out.append("predict() gave two different answers for the same images")
-    g = mech.guarantee(images.shape)
+    g = mech.privacy(images.shape).guarantee
     if g.model != cls.about.guarantee_model:
         out.append(f"guarantee model {g.model!r} differs from the declared {cls.about.guarantee_model!r}")
     if g.sound and (g.per_image_epsilon is None or not math.isfinite(g.per_image_epsilon)):
@@ -245,14 +245,12 @@ def _check_model(cls: type[Mechanism], mech: ModelMechanism, images: ImageSet, w
 
 def _check_claim(mech: Mechanism, images: ImageSet) -> list[str]:
     """:meth:`~privpix.mechanisms.Mechanism.privacy`, which the ledger, the audit and the report read, agrees
-    with itself: its guarantee is :meth:`~privpix.mechanisms.Mechanism.guarantee`'s for the shape; a sound DP
+    with itself: a sound DP
     guarantee declares the noise the ledger charges (with ``--secure`` too, when the mechanism has exact
     samplers), and one that is not sound declares no noise; every event survives the ledger's JSON unchanged."""
     out: list[str] = []
     shape, n = images.shape, len(images)
     claim = mech.privacy(shape, n)
-    if claim.guarantee.to_dict() != mech.guarantee(shape).to_dict():
-        out.append("privacy().guarantee differs from guarantee() of the same shape")
     claims = [claim]
     if claim.guarantee.is_dp and mech.capabilities().secure == {}:
         claims.append(mech.privacy(shape, n, secure=True))

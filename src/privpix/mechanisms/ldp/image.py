@@ -41,9 +41,9 @@ class LDPPixel(ImageMechanism):
     def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
         """Charged as the bare per-image ε; one pixel value is one randomized response of ε, on the curve every
         ε-DP mechanism is on (randomized response meets it exactly)."""
-        return Claim.of(self.guarantee(shape_of(data)), self.neighbours(), (PureDP(self.epsilon),))
+        return Claim.of(self._guarantee(shape_of(data)), self.neighbours(), (PureDP(self.epsilon),))
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         h, w, c = shape
         per_image = self.epsilon * h * w * c
         return Guarantee(

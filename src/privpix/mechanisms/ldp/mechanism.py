@@ -365,10 +365,6 @@ class LDPFeatures(FeatureMechanism, ModelFile):
 
     # ---------------------------------------------------------------------------------------- the guarantee
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
-        """The claim for images the encoder was not fitted on (a release re-checks its own images)."""
-        return self._guarantee(shape, "")
-
     def _guarantee(self, shape: tuple[int, int, int], overlap: str) -> Guarantee:
         enc = self._encoder(shape)
         m, d, eps = int(enc.fitted_m()), int(enc.fitted_d()), float(self.epsilon)

@@ -130,7 +130,7 @@ class AEObfuscator(TrainedModel, ImageMechanism, RecordMechanism):
         training = set(self.training) - {"utility", "private"}
         return save_obfuscator(path, net, {k: v for k, v in meta.items() if k != "format" and k not in training})
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """Empirical only, whatever the shape; carries the adversary accuracies measured into the model file."""
         _, meta = self._load()
         caveats: tuple[str, ...] = (

@@ -413,7 +413,7 @@ class DPSGD(CalibratedModel, ModelMechanism, Auditable):
         log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
         return log_p[np.arange(len(images)), np.asarray(images.labels, dtype=np.int64)]
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """(ε, δ)-DP for one (image, label) of the training set added or removed (central DP, per image ε = ε)."""
         self._check_delta()
         caveats = [

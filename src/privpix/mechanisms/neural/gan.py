@@ -123,7 +123,7 @@ class _TrainedGAN(TrainedModel, ImageMechanism):
         gen, meta = self._load()
         return save_model(path, gen, {k: v for k, v in meta.items() if k not in ("kind", "classes", "format")})
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """Empirical only: ε and δ of the model file are noise-scale knobs, not a DP guarantee."""
         _, meta = self._load()
         fitted_on = meta.get("fitted_on", "unrecorded data")

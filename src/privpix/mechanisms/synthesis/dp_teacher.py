@@ -392,7 +392,7 @@ class DPTeacher(DPMERF):
         images, _ = super()._synthesize(n, shape, rng)
         return images, dp_sgd_net.predict(self.teacher_, images)  # in chunks, as the teacher's own predict
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """(ε, δ)-DP for one image and its label of the private set replaced: the embedding release and the
         teacher's DP-SGD composed (central DP, per image ε = ε)."""
         self._check_delta()

@@ -545,7 +545,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism, Auditab
 
     # -------------------------------------------------------------------------------------- releasing
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """(ε, δ)-DP for one image and its label of the private set replaced (central DP, per image ε = ε)."""
         self._check_delta()
         z = self._embedding_noise_multiplier()
