@@ -109,7 +109,7 @@ def test_release_shape_values_and_seeds(mnist):
     v = a.values()
     assert v.dtype == np.float32 and (v == a.features).all()
     assert (a.features == b.features).all() and not (a.features == c.features).all()
-    assert a.extra["domain_size"] == 16 and a.extra["n_features"] == 784
+    assert a.domain_size == 16 and a.n_features == 784
     # The clean encoding is 16 equal-width levels of the pixels.
     assert (mech.encode(imgs) == imgs.images.reshape(20, -1).astype(int) * 16 // 256).all()
     assert a.parameters == mech.get_params() and a.parameters["unit"] == "feature"

@@ -36,8 +36,6 @@ class Release:
         mechanism: registered name.
         parameters: every parameter in force, defaults included (with ``epsilon`` and ``delta``).
         seconds: wall time of the release.
-        features: for ``output == "features"``: the released per-image reports, shape (n, k), one row per input
-            image in input order (e.g. randomized-response reports of encoded features); else ``None``.
         source: the input images (labels, subjects, attributes ride along) when ``images`` is ``None`` or holds
             synthetic images (``output == "synthetic-images"``: as many new images as inputs, with their own
             labels, none of them a transform of an input).
@@ -48,8 +46,6 @@ class Release:
     mechanism: str
     parameters: dict[str, Any]
     seconds: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
-    features: np.ndarray | None = None
     source: ImageSet | None = None
 
     def image_set(self) -> ImageSet:
@@ -62,9 +58,32 @@ class Release:
     def values(self) -> np.ndarray:
         """What was released, one flat row per image: (n, k) float32 (pixels or report values). The view
         generic code (audit, attacks) compares releases through."""
-        if self.images is not None:
-            return self.images.flat().astype(np.float32)
-        assert self.features is not None
+        return self.image_set().flat().astype(np.float32)
+
+
+@dataclass(kw_only=True)
+class FeatureRelease(Release):
+    """What a mechanism whose :class:`Capabilities` ``output`` is ``"features"`` publishes
+    (:meth:`FeatureMechanism.release <privpix.mechanisms.kinds.FeatureMechanism.release>`): a :class:`Release`
+    of no images (``source`` holds the inputs) whose ``features`` are the reports, and what a reader of them needs
+    to know.
+
+    Attributes:
+        features: the released per-image reports, shape (n, k), one row per input image in input order (e.g.
+            randomized-response reports of encoded features).
+        domain_size: d, when every report value is an integer in ``[0, d)`` (randomized response over an encoded
+            domain); ``None``: real-valued reports.
+        n_features: m, the number of report values per image, when the mechanism states it.
+        encoder: the published encoder's description (its format, name and parameters), which a data user applies
+            to their own images at prediction time; ``None`` when there is none.
+    """
+
+    features: np.ndarray
+    domain_size: int | None = None
+    n_features: int | None = None
+    encoder: dict[str, Any] | None = None
+
+    def values(self) -> np.ndarray:
         return np.asarray(self.features, dtype=np.float32).reshape(len(self.features), -1)
 
 
@@ -288,7 +307,7 @@ class Mechanism:
     ``m.d = 5`` (or ``m.set_params(d=5)``) changes what the next release uses *and* what its manifest records,
     and :meth:`get_params` returns exactly what is in force. They are validated at construction and again before
     every fit and release. State learned by :meth:`fit` ends with ``_`` (``basis_``). ``epsilon`` is required
-    when ``uses_epsilon`` and refused otherwise.
+    when ``about.uses_epsilon`` and refused otherwise.
     """
 
     name: ClassVar[str]
@@ -440,11 +459,11 @@ class Mechanism:
         refusal (a model is published by ``save_model``)."""
         raise NotImplementedError(f"{self.name}: subclass one output kind of privpix.mechanisms.kinds")
 
-    def _released(self, shape: tuple[int, int, int], t0: float, **output: Any) -> Release:
-        """A :class:`Release` of ``output`` (``images=``, ``features=``, ``source=``) made since ``t0``
-        (``time.perf_counter()``), stating what every release states: the guarantee for ``shape``, the name and
-        the parameters in force, the seconds it took."""
-        return Release(guarantee=self.privacy(shape).guarantee, mechanism=self.name, parameters=self.get_params(),
+    def _released(self, shape: tuple[int, int, int], t0: float, kind: type[Release] = Release, **output: Any) -> Any:
+        """A ``kind`` (:class:`Release`, :class:`FeatureRelease`) of ``output`` (``images=``, ``features=``,
+        ``source=``) made since ``t0`` (``time.perf_counter()``), stating what every release states: the guarantee
+        for ``shape``, the name and the parameters in force, the seconds it took."""
+        return kind(guarantee=self.privacy(shape).guarantee, mechanism=self.name, parameters=self.get_params(),
                        seconds=time.perf_counter() - t0, **output)  # fmt: skip
 
     def _check_release_input(self, images: ImageSet) -> None:

@@ -25,9 +25,11 @@ from privpix.mechanisms import (
     KINDS,
     MECHANISMS,
     ConformanceCase,
+    FeatureRelease,
     Mechanism,
     ModelFile,
     ModelMechanism,
+    Release,
     SyntheticImageMechanism,
     fit_as_declared,
     get_mechanism,
@@ -56,7 +58,7 @@ def check_mechanism(name: str, workdir: str | Path) -> list[str]:
 
     Per conformance case: it constructs from its parameters, fits as declared, releases float32 images of the
     input's shape in [0, 1] (or, for ``output == "features"``, one finite row of features per image, integers
-    in ``[0, domain_size)`` when ``Release.extra`` states a domain: :func:`_check_features`); the same seed
+    in ``[0, domain_size)`` when the ``FeatureRelease`` states a domain: :func:`_check_features`); the same seed
     gives the same release and another seed another one (when it declares itself randomized); its guarantee
     has the model the class declares and a sound guarantee states a finite per-image ε; the release folder the
     sharded writer of ``privpix release`` writes records exactly ``get_params()`` and the direct release's
@@ -265,10 +267,12 @@ def _check_claim(mech: Mechanism, images: ImageSet) -> list[str]:
     return out
 
 
-def _check_features(rel, images: ImageSet) -> list[str]:
-    """A ``features`` release: no images, the input as ``source``, (n, k) features with k >= 1, finite, the
-    same as ``Release.values()`` (float32); when ``extra`` states ``domain_size`` d (randomized-response
-    reports), integers in [0, d), and ``n_features``, that width."""
+def _check_features(rel: Release, images: ImageSet) -> list[str]:
+    """A ``features`` release: a :class:`FeatureRelease` of no images, the input as ``source``, (n, k) features
+    with k >= 1, finite, the same as ``values()`` (float32); when it states ``domain_size`` d
+    (randomized-response reports), integers in [0, d), and ``n_features``, that width."""
+    if not isinstance(rel, FeatureRelease):
+        return [f"a feature mechanism's release is a FeatureRelease, got {type(rel).__name__}"]
     out: list[str] = []
     n = len(images)
     if rel.images is not None:
@@ -284,11 +288,11 @@ def _check_features(rel, images: ImageSet) -> list[str]:
         out.append(f"Release.values() is {v.dtype} {v.shape}, expected float32 {f.shape} equal to the features")
     if not np.all(np.isfinite(v)):
         out.append("released features are not finite")
-    d = rel.extra.get("domain_size")
+    d = rel.domain_size
     if d is not None:
         if not np.array_equal(v, np.round(v)) or v.min() < 0 or v.max() >= d:
             out.append(f"released features must be integers in [0, {d}), got range [{v.min()}, {v.max()}]")
-    m = rel.extra.get("n_features")
+    m = rel.n_features
     if m is not None and f.shape[1] != m:
-        out.append(f"features have {f.shape[1]} columns, extra says n_features = {m}")
+        out.append(f"features have {f.shape[1]} columns, the release says n_features = {m}")
     return out

@@ -24,7 +24,17 @@ from privpix.data.folders import INPUT_FOLDER
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.overlap import shared_count
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import About, Capabilities, Claim, ConformanceCase, FitsOn, ModelFile, Release, shape_of
+from privpix.mechanisms.base import (
+    About,
+    Capabilities,
+    Claim,
+    ConformanceCase,
+    FeatureRelease,
+    FitsOn,
+    ModelFile,
+    Release,
+    shape_of,
+)
 from privpix.mechanisms.kinds import FeatureMechanism
 from privpix.mechanisms.ldp.bnn import BNNEncoder
 from privpix.mechanisms.ldp.dcaconv import DCAConvEncoder
@@ -58,7 +68,7 @@ def register_ldp(cls: type[LDPFeatures]) -> type[LDPFeatures]:
 class LDPFeatures(FeatureMechanism, ModelFile):
     """Encode each image with a published encoder into m integer features in ``[0, d)``, then perturb every
     feature with generalised randomized response at ε per feature (Wang & Chang 2020). Output: ``"features"``, a
-    :class:`~privpix.mechanisms.base.Release` whose ``features`` are the (n, m) reports (``Release.values()``
+    :class:`~privpix.mechanisms.base.FeatureRelease` whose ``features`` are the (n, m) reports (``values()``
     gives them as float32).
 
     Parameters (real attributes, ``get_params``/``set_params``): the encoder's own (``layers``, ``words``, …),
@@ -308,15 +318,15 @@ class LDPFeatures(FeatureMechanism, ModelFile):
         enc = self._encoder(images.shape)
         return grr_perturb(self.encode(images), int(enc.fitted_d()), self.epsilon, rng)
 
-    def release(self, images: ImageSet, rng: RNG | int | None = None):
+    def release(self, images: ImageSet, rng: RNG | int | None = None) -> FeatureRelease:
         """As :meth:`FeatureMechanism.release`; the guarantee is marked not sound when ``images`` may be among the
-        encoder's fitting images, and ``extra`` records ``domain_size``, ``n_features`` and the encoder."""
+        encoder's fitting images, and the release states the ``domain_size``, ``n_features`` and ``encoder``."""
         rel = super().release(images, rng)
         overlap = self._overlap(images)
         if overlap:
             rel.guarantee = self._guarantee(images.shape, overlap)
         enc = self._encoder(images.shape)
-        rel.extra.update(domain_size=int(enc.fitted_d()), n_features=int(enc.fitted_m()), encoder=enc.describe())
+        rel.domain_size, rel.n_features, rel.encoder = int(enc.fitted_d()), int(enc.fitted_m()), enc.describe()
         return rel
 
     def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
