@@ -67,10 +67,10 @@ def per_image_mechanisms() -> list[tuple[str, bool]]:
 
     names = []
     for name, cls in MECHANISMS.items():
-        mech = get_mechanism(name, 1.0) if cls.uses_epsilon else get_mechanism(name)
+        mech = get_mechanism(name, 1.0) if cls.about.uses_epsilon else get_mechanism(name)
         caps = mech.capabilities()
         if caps.output == "images" and caps.fits_on == "nothing" and caps.batch_size is None and not caps.fixed_shape:
-            names.append((name, cls.uses_epsilon))
+            names.append((name, cls.about.uses_epsilon))
     return names
 
 

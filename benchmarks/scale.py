@@ -53,7 +53,7 @@ def _release(source, workers: int, engine: str, fmt: str, out: Path, seed: int =
     job = ShardedRelease(mech, source, source.shape, seed=seed, fmt=fmt, input_id=source.description)
     with make_executor(engine, workers) as ex:
         t0 = time.perf_counter()
-        m = job.run(out, ex, expect=mech.guarantee(source.shape))
+        m = job.run(out, ex, expect=mech.privacy(source.shape).guarantee)
         seconds = time.perf_counter() - t0
     return {"images": m["images"], "seconds": seconds, "images_per_s": m["images"] / seconds, "shards": m["shards"]}
 

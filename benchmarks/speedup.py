@@ -71,7 +71,8 @@ def main():
     job = ShardedRelease(mech, src, src.shape, seed=1, input_id=src.description)
     marks = []
     with make_executor("local", workers, None) as ex:
-        job.run(out, ex, expect=mech.guarantee(src.shape), on_progress=lambda n: marks.append(time.perf_counter()))
+        expect = mech.privacy(src.shape).guarantee
+        job.run(out, ex, expect=expect, on_progress=lambda n: marks.append(time.perf_counter()))
         t3 = time.perf_counter()
     t4 = time.perf_counter()
     print(json.dumps({"import": t1 - t0, "scan": t2 - t1, "first_shard": marks[0] - t2, "shards": marks[-1] - t2,

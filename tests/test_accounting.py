@@ -39,7 +39,7 @@ MERF = {"epsilon": 1.0, "delta": 1e-5}
 
 
 def _merf_guarantee() -> Guarantee:
-    return get_mechanism("dp-merf", **MERF).guarantee((28, 28, 1))
+    return get_mechanism("dp-merf", **MERF).privacy((28, 28, 1)).guarantee
 
 
 def _merf_events() -> list[NoiseEvent]:
@@ -102,7 +102,8 @@ def test_add_remove_events_are_charged_for_a_replacement():
     from dp_accounting.pld import pld_privacy_accountant
 
     mech = get_mechanism("dp-sgd", epsilon=1.0, delta=1e-5, epochs=2, batch_size=100)
-    (event,) = mech.privacy((28, 28, 1), 1000).events
+    claim = mech.privacy((28, 28, 1), 1000)
+    (event,) = claim.events or ()
     assert event.kind == "sampled-gaussian" and event.relation == "add-remove" and event.count == 20
     acc = pld_privacy_accountant.PLDAccountant(dp_accounting.NeighboringRelation.REPLACE_ONE)
     inner = dp_accounting.GaussianDpEvent(event.noise_multiplier)
@@ -110,7 +111,7 @@ def test_add_remove_events_are_charged_for_a_replacement():
     eps, _ = compose([event], 1e-5)
     assert eps == pytest.approx(acc.get_epsilon(1e-5), rel=1e-3)
     book = PrivacyLedger(100.0, 1e-3)
-    entry = book.spend(mech.guarantee((28, 28, 1)), events=[event])
+    entry = book.spend(claim.guarantee, events=[event])
     assert entry.epsilon == pytest.approx(2.0) and entry.delta == pytest.approx((1 + np.e) * 1e-5)
 
 
@@ -118,10 +119,11 @@ def test_events_of_both_relations_are_charged_only_the_replace_one_claim_they_pr
     """dp-teacher composes a replace-one Gaussian and add/remove DP-SGD steps into one replace-one claim: the ledger
     charges that claim (no doubling) because the events compose to it; a claim the events do not reach is refused."""
     mech = get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, teacher_batch_size=100, teacher_epochs=2)
-    events = list(mech.privacy((28, 28, 1), 1000).events)
+    claim = mech.privacy((28, 28, 1), 1000)
+    events = list(claim.events or ())
     assert {e.relation for e in events} == {"replace-one", "add-remove"}
     book = PrivacyLedger(100.0, 1e-3)
-    entry = book.spend(mech.guarantee((28, 28, 1)), events=events)
+    entry = book.spend(claim.guarantee, events=events)
     assert entry.epsilon == 1.0 and entry.delta == 1e-5
     understated = Guarantee(model="central-dp", epsilon=0.5, delta=1e-5, unit="image", per_image_epsilon=0.5,
                             sound=True)  # fmt: skip
@@ -457,7 +459,7 @@ def test_a_secure_file_whose_lattice_was_edited_is_refused(merf_files, tmp_path)
 def test_an_unedited_file_states_its_recomputed_epsilon(merf_files):
     for path in merf_files.values():
         mech = get_mechanism("dp-merf", **MERF, model=str(path)).fit(None)
-        g = mech.guarantee(mech.capabilities().fixed_shape)
+        g = mech.privacy(mech.capabilities().fixed_shape).guarantee
         assert g.epsilon == 1.0 and any("recomputed from the recorded noise" in c for c in g.caveats)
         record = mech.dp_fit_record()
         assert record["sha256"] and record["epsilon"] <= 1.0 and record["epsilon"] > 1.0 - 1e-6
@@ -496,7 +498,9 @@ def test_ledger_charge_finishes_a_killed_fits_reservation_and_never_adopts_anoth
     with open_ledger(ledger, budget=4.0, delta_budget=1e-4) as session:
         cheap = session.add(Guarantee(model="central-dp", epsilon=0.1, per_image_epsilon=0.1, sound=True), "cheap",
                             status="charged")  # fmt: skip
-        fit = session.add(mech.guarantee((28, 28, 1)), "killed fit", run="run-1", events=_merf_events(), kind="fit")
+        fit = session.add(
+            mech.privacy((28, 28, 1)).guarantee, "killed fit", run="run-1", events=_merf_events(), kind="fit"
+        )
         resolved = session.path
     mech.ledger_entry_ = {"path": str(resolved), "entry": fit.id, "run": "run-1"}
     left = mech.save_model(tmp_path / ".privpix-fit-run-1.tmp")
@@ -522,7 +526,9 @@ def test_a_release_from_a_model_whose_fit_is_only_reserved_points_to_ledger_char
     ledger = tmp_path / "ledger.json"
     mech = get_mechanism("dp-merf", **MERF, **TINY).fit(sixty, seed=0)
     with open_ledger(ledger, budget=4.0, delta_budget=1e-4) as session:
-        fit = session.add(mech.guarantee((28, 28, 1)), "killed fit", run="run-1", events=_merf_events(), kind="fit")
+        fit = session.add(
+            mech.privacy((28, 28, 1)).guarantee, "killed fit", run="run-1", events=_merf_events(), kind="fit"
+        )
         mech.ledger_entry_ = {"path": str(session.path), "entry": fit.id, "run": "run-1"}
     path = mech.save_model(tmp_path / "m.pt")
     r = run("release", "--method", "dp-merf", "--epsilon", 1, "--delta", 1e-5, "--param", f"model={path}", "--param",
@@ -598,7 +604,7 @@ def test_reserved_fit_rolls_back_on_an_exception_and_is_refused_over_budget(tmp_
     assert PrivacyLedger.load(ledger).entries == []
     big = get_mechanism("dp-merf", epsilon=5.0, delta=1e-5)
     with pytest.raises(BudgetExceededError):
-        with reserved_fit(ledger, big.guarantee((28, 28, 1)), list(big.privacy((28, 28, 1), 60).events), "x"):
+        with reserved_fit(ledger, big.privacy((28, 28, 1)).guarantee, list(big.privacy((28, 28, 1), 60).events), "x"):
             raise AssertionError("entered although over budget")
 
 
@@ -666,7 +672,7 @@ def test_float_images_outside_the_declared_range_are_refused():
     with pytest.raises(ParameterError, match=r"must lie in \[0, 1\].*255"):
         mech.release(bright, 0)
     narrow = get_mechanism("pixel-laplace", epsilon=1.0, sensitivity="bound", unit="image", pixel_range=0.5)
-    assert any("clipped" in c for c in narrow.guarantee((4, 4, 1)).caveats)
+    assert any("clipped" in c for c in narrow.privacy((4, 4, 1)).guarantee.caveats)
     # Values above the declared range are clipped before the noise: an input of 1.0 releases as one of 0.5.
     white, half = ImageSet(np.ones((1, 4, 4, 1), np.float32)), ImageSet(np.full((1, 4, 4, 1), 0.5, np.float32))
     np.testing.assert_array_equal(narrow.release(white, 3).images.images, narrow.release(half, 3).images.images)
@@ -676,6 +682,6 @@ def test_the_noise_of_per_pixel_laplace_is_the_composition_of_its_values():
     mech = get_mechanism("pixel-laplace", epsilon=0.1, sensitivity="bound", unit="pixel")
     (event,) = mech.privacy((8, 8, 3)).events
     assert event.kind == "laplace" and event.count == 8 * 8 * 3
-    assert event.epsilon * event.count == pytest.approx(mech.guarantee((8, 8, 3)).per_image_epsilon)
+    assert event.epsilon * event.count == pytest.approx(mech.privacy((8, 8, 3)).guarantee.per_image_epsilon)
     (exact,) = mech.privacy((8, 8, 3), secure=True).events
     assert exact.kind == "pure" and exact.epsilon == event.epsilon

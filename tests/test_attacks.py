@@ -78,7 +78,7 @@ def test_membership_loss_attack_sees_the_fit_set(split):
         mech = get_mechanism("pca-inverse[basis=public,d=50]", epsilon=100.0).fit(fit_on)
         # The experiment is the overlap itself (a "public" basis fitted on the members): the release's check that a
         # public set holds none of the private images is switched off by clearing what it compares with.
-        mech.public_digests_ = None
+        mech._public_digests = None
         res = A.membership_inference(
             members, mech.release(members, 0).images, non_members, query=lambda s, m=mech: m.release(s, 1).images
         )

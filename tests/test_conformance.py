@@ -69,7 +69,8 @@ def _example_package(root: Path) -> Path:
 @pytest.mark.slow
 def test_worked_example_plugs_in_through_an_entry_point(tmp_path, monkeypatch):
     site = _example_package(tmp_path / "site")
-    env = {**os.environ, "PYTHONPATH": str(site)}
+    # The caller's path stays after the package: the privpix under test, not whichever one is installed.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(site), os.environ.get("PYTHONPATH"))))}
 
     def privpix(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(

@@ -113,7 +113,7 @@ def test_a_model_file_carries_the_basis_and_releases_the_same_images(hundred, tm
     b = loaded.release(hundred.subset(np.arange(10)), 7).images
     np.testing.assert_array_equal(a.as_uint8(), b.as_uint8())
     np.testing.assert_array_equal(a.labels, b.labels)
-    assert any("digits" in c for c in loaded.guarantee(hundred.shape).caveats)
+    assert any("digits" in c for c in loaded.privacy(hundred.shape).guarantee.caveats)
 
 
 def test_same_seed_same_fit(hundred):

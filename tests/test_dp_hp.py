@@ -225,7 +225,7 @@ def test_unseeded_secure_fits_draw_the_noise_from_the_os_csprng(sixty, monkeypat
 
 
 def test_the_guarantee_states_replace_one_per_image_dp_and_its_noise(fitted, sixty):
-    g = fitted.guarantee((28, 28, 1))
+    g = fitted.privacy((28, 28, 1)).guarantee
     assert (g.model, g.epsilon, g.delta, g.per_image_epsilon, g.sound) == ("central-dp", 1.0, 1e-5, 1.0, True)
     assert g.unit == "one image and its label of the private set" and g.is_dp
     text = " ".join(g.caveats)
@@ -240,7 +240,7 @@ def test_the_guarantee_states_replace_one_per_image_dp_and_its_noise(fitted, six
         (28, 28, 1),
     )
     secure = get_mechanism("dp-hp", epsilon=1.0, delta=1e-5, secure=True, **TINY).fit(sixty, seed=0)
-    st_text = " ".join(secure.guarantee((28, 28, 1)).caveats)
+    st_text = " ".join(secure.privacy((28, 28, 1)).guarantee.caveats)
     assert "exact discrete Gaussian" in st_text and "RDP accountant" in st_text and "seed 0" in st_text
     assert "floating-point" not in st_text and "analytic" not in st_text
     z = gaussian_release.rdp_noise_multiplier(1.0, 1e-5)

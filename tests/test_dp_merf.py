@@ -159,7 +159,7 @@ def test_labels_come_from_the_dp_label_distribution_not_from_the_input(digits):
 
 
 def test_the_guarantee_states_replace_one_per_image_dp(fitted):
-    g = fitted.guarantee((28, 28, 1))
+    g = fitted.privacy((28, 28, 1)).guarantee
     assert (g.model, g.epsilon, g.delta, g.per_image_epsilon, g.sound) == ("central-dp", 1.0, 1e-5, 1.0, True)
     assert g.unit == "one image and its label of the private set" and g.is_dp
     text = " ".join(g.caveats)
@@ -257,7 +257,10 @@ def test_secure_mode_releases_the_float_embedding_plus_exact_noise_of_the_rdp_si
 def test_the_secure_guarantee_states_exact_noise_and_the_rdp_calibration(fitted, secure):
     from privpix.privacy import gaussian_release
 
-    plain, exact = " ".join(fitted.guarantee((28, 28, 1)).caveats), " ".join(secure.guarantee((28, 28, 1)).caveats)
+    plain, exact = (
+        " ".join(fitted.privacy((28, 28, 1)).guarantee.caveats),
+        " ".join(secure.privacy((28, 28, 1)).guarantee.caveats),
+    )
     assert "floating-point Gaussian noise" in plain and "analytic Gaussian" in plain
     assert f"{dp_merf.noise_multiplier(1.0, 1e-5):.6g}" in plain
     assert "exact discrete Gaussian" in exact and "RDP accountant" in exact and "2^-20" in exact
@@ -265,7 +268,7 @@ def test_the_secure_guarantee_states_exact_noise_and_the_rdp_calibration(fitted,
     assert f"{gaussian_release.rdp_noise_multiplier(1.0, 1e-5):.6g}" in exact
     for text in (plain, exact):  # the seed caveat stays in both modes
         assert "replace-one" in text and "seed 0: whoever knows the seed" in text
-    assert secure.guarantee((28, 28, 1)).epsilon == 1.0 and secure.guarantee((28, 28, 1)).sound
+    assert secure.privacy((28, 28, 1)).guarantee.epsilon == 1.0 and secure.privacy((28, 28, 1)).guarantee.sound
 
 
 def test_unseeded_fits_draw_the_noise_from_the_os_csprng(sixty, monkeypatch):
@@ -282,12 +285,12 @@ def test_unseeded_fits_draw_the_noise_from_the_os_csprng(sixty, monkeypatch):
     b = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, **TINY).fit(sixty)
     assert seen == [SecureRandom, SecureRandom]
     assert a.meta_["seed"] is None and "CSPRNG" in a.meta_["noise_rng"] and "CSPRNG" in b.meta_["noise_rng"]
-    assert not any("seed" in c for c in a.guarantee((28, 28, 1)).caveats[1:])
+    assert not any("seed" in c for c in a.privacy((28, 28, 1)).guarantee.caveats[1:])
 
 
 def test_secure_is_a_training_parameter_recorded_in_the_model_file(fitted, secure, sixty, tmp_path):
     loaded = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, model=str(secure.save_model(tmp_path / "s.pt"))).fit()
-    assert loaded.secure is True and loaded.guarantee((28, 28, 1)) == secure.guarantee((28, 28, 1))
+    assert loaded.secure is True and loaded.privacy((28, 28, 1)).guarantee == secure.privacy((28, 28, 1)).guarantee
     np.testing.assert_array_equal(loaded.embedding_, secure.embedding_)
     changed = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, **TINY).fit(sixty, seed=0)
     changed.secure = True  # the noise was not the exact one: the guarantee would misstate it
@@ -300,7 +303,7 @@ def test_secure_is_a_training_parameter_recorded_in_the_model_file(fitted, secur
     finally:
         fitted.meta_ = old
     legacy = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, model=str(path)).fit()
-    assert legacy.secure is False and legacy.guarantee((28, 28, 1)) == fitted.guarantee((28, 28, 1))
+    assert legacy.secure is False and legacy.privacy((28, 28, 1)).guarantee == fitted.privacy((28, 28, 1)).guarantee
 
 
 def test_n_is_the_published_count_and_not_a_training_parameter(fitted, sixty, tmp_path):

@@ -64,7 +64,7 @@ def test_sampling_rate_and_steps():
 
 
 def test_guarantee_is_central_dp_per_example_added_or_removed(fitted):
-    g = fitted.guarantee((28, 28, 1))
+    g = fitted.privacy((28, 28, 1)).guarantee
     assert g.model == "central-dp" and g.sound and g.is_dp
     assert (g.epsilon, g.delta, g.per_image_epsilon) == (1.0, 1e-5, 1.0)
     assert "added or removed" in g.unit
@@ -82,7 +82,7 @@ def test_guarantee_is_central_dp_per_example_added_or_removed(fitted):
 
 def test_guarantee_needs_a_delta():
     with pytest.raises(ParameterError, match="delta"):
-        get_mechanism("dp-sgd", epsilon=1.0).guarantee((28, 28, 1))
+        get_mechanism("dp-sgd", epsilon=1.0).privacy((28, 28, 1))
 
 
 def test_bad_input_is_refused_naming_the_parameter(sixty):
@@ -176,7 +176,7 @@ def test_model_file_round_trip(fitted, sixty, tmp_path):
     loaded = get_mechanism("dp-sgd", epsilon=1.0, delta=1e-5, model=str(path)).fit()
     np.testing.assert_array_equal(loaded.predict(sixty), fitted.predict(sixty))
     assert loaded.get_params()["batch_size"] == 10 and loaded.capabilities().fits_on == "model-file"
-    assert loaded.guarantee((28, 28, 1)) == fitted.guarantee((28, 28, 1))
+    assert loaded.privacy((28, 28, 1)).guarantee == fitted.privacy((28, 28, 1)).guarantee
     with pytest.raises(ParameterError, match="trained for ε=1"):
         get_mechanism("dp-sgd", epsilon=2.0, delta=1e-5, model=str(path)).fit()
     with pytest.raises(ParameterError, match="batch_size=64 was given"):
@@ -207,7 +207,7 @@ def test_grid_row_scores_the_models_own_predictions(fitted, sixty):
 
 def test_neighbours_are_training_sets_one_example_apart(fitted, sixty):
     rel = fitted.neighbours()
-    assert rel.dataset_level and rel.wording() == fitted.guarantee((28, 28, 1)).unit
+    assert rel.dataset_level and rel.wording() == fitted.privacy((28, 28, 1)).guarantee.unit
     for pair in rel.pairs(sixty.subset(np.arange(12))):
         small, large = sorted((pair.a, pair.b), key=len)
         assert (len(small), len(large)) == (11, 12) and pair.index == 11

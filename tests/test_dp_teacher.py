@@ -192,7 +192,7 @@ def test_refuses_what_it_cannot_claim_before_reading_the_images(sixty, monkeypat
         get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, **TINY).fit(ImageSet(sixty.images), seed=0)
     with pytest.raises(ParameterError, match="contradicts the 10 classes"):
         get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, n_classes=5, **TINY).fit(sixty, seed=0)
-    assert get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5).secure_params() is None
+    assert get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5).capabilities().secure is None
     assert get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5).released_statistic(sixty, None, seed=0) is None
     with pytest.raises(ParameterError, match="n_classes"):
         get_mechanism("dp-teacher", epsilon=1.0, delta=1e-5, **TINY).fit(replace(sixty, class_names=None), seed=0)

@@ -4,6 +4,7 @@ sees only that kind's hooks, and generic code refuses a mechanism of another kin
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import pytest
 
@@ -11,6 +12,8 @@ from privpix.errors import ParameterError
 from privpix.mechanisms import (
     KINDS,
     MECHANISMS,
+    About,
+    Claim,
     FeatureMechanism,
     ImageMechanism,
     Mechanism,
@@ -20,6 +23,7 @@ from privpix.mechanisms import (
     get_mechanism,
     register,
     require_kind,
+    takes_delta,
 )
 from privpix.privacy.guarantees import Guarantee
 
@@ -31,7 +35,7 @@ SAME_NAME = {"dp-teacher": {"predict"}}
 
 
 def _unfitted(cls: type[Mechanism]) -> Mechanism:
-    return cls(epsilon=1.0 if cls.uses_epsilon else None, delta=1e-5 if cls.takes_delta({}) else None)
+    return cls(epsilon=1.0 if cls.about.uses_epsilon else None, delta=1e-5 if takes_delta(cls, {}) else None)
 
 
 def _outputs_of(cls: type) -> set[str]:
@@ -104,10 +108,10 @@ def test_register_refuses_a_mechanism_of_no_kind():
     class NoKind(Mechanism):
         name = "no-kind"
         summary = "releases nothing"
-        uses_epsilon = False
+        about = About(uses_epsilon=False)
 
-        def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
-            return Guarantee.none("nothing")
+        def privacy(self, data: Any, n: int | None = None, *, secure: bool = False) -> Claim:
+            return Claim.of(Guarantee.none("nothing"), self.neighbours())
 
     with pytest.raises(ValueError, match="subclass the base class of its output kind"):
         register(NoKind)

@@ -62,7 +62,7 @@ class UnderstatedDCA(LDPDCAConv):
 def test_registered_feature_mechanisms_and_one_encoder_registry(run):
     for name in NAMES:
         cls = MECHANISMS[name]
-        assert issubclass(cls, LDPFeatures) and cls.guarantee_model == "local-dp"
+        assert issubclass(cls, LDPFeatures) and cls.about.guarantee_model == "local-dp"
         caps = cls(epsilon=1.0).capabilities()
         assert caps.output == "features"
         assert {"unit", "model", "public"} <= {p.name for p in cls.params}
@@ -109,7 +109,7 @@ def test_release_shape_values_and_seeds(mnist):
     v = a.values()
     assert v.dtype == np.float32 and (v == a.features).all()
     assert (a.features == b.features).all() and not (a.features == c.features).all()
-    assert a.extra["domain_size"] == 16 and a.extra["n_features"] == 784
+    assert a.domain_size == 16 and a.n_features == 784
     # The clean encoding is 16 equal-width levels of the pixels.
     assert (mech.encode(imgs) == imgs.images.reshape(20, -1).astype(int) * 16 // 256).all()
     assert a.parameters == mech.get_params() and a.parameters["unit"] == "feature"
@@ -137,7 +137,7 @@ def test_guarantee_follows_the_unit_and_the_fitting_data(mnist, dca):
     train, test = mnist
     m = dca.encoder_.n_features
     assert dca.d == 2 and m == 5 * 27 * 27
-    g = dca.guarantee(test.shape)
+    g = dca.privacy(test.shape).guarantee
     assert g.model == "local-dp" and g.sound and g.epsilon == 2.0 and g.per_feature_epsilon == 2.0
     assert g.per_image_epsilon == pytest.approx(2.0 * m) and "one encoded feature value" in g.unit
     assert any("label" in c for c in g.caveats) and any("fitted on builtin-mnist" in c for c in g.caveats)
@@ -146,7 +146,7 @@ def test_guarantee_follows_the_unit_and_the_fitting_data(mnist, dca):
     # Each feature is one randomized response of ε: the audit reads the curve every ε-DP mechanism is on.
     assert claim.unit_events == (PureDP(2.0),)
     per_image = get_mechanism("ldp-dcaconv", 2.0, layers="5-1", fit_images=300, unit="image").fit(train, seed=0)
-    gi = per_image.guarantee(test.shape)
+    gi = per_image.privacy(test.shape).guarantee
     assert gi.epsilon == pytest.approx(2.0 * m) == gi.per_image_epsilon and gi.per_feature_epsilon == 2.0
     assert isinstance(per_image.neighbours(), OneImage) and "whole report" in gi.unit
     # Releasing other digits keeps the guarantee; releasing digits the encoder was fitted on does not.

@@ -17,7 +17,7 @@ def test_registry_lists_every_foundation_mechanism():
         MECHANISMS
     )
     for cls in MECHANISMS.values():
-        assert cls.summary and cls.guarantee_model in ("central-dp", "local-dp", "empirical", "none")
+        assert cls.summary and cls.about.guarantee_model in ("central-dp", "local-dp", "empirical", "none")
 
 
 def test_lap_data_sensitivity_is_the_papers_column_norm_and_scale_is_right():
@@ -44,7 +44,7 @@ def test_lap_data_sensitivity_releases_black_image_unchanged_and_says_unsound():
 )
 def test_lap_bound_guarantee_per_unit(unit, m, per_image):
     mech = get_mechanism("pixel-laplace", epsilon=0.5, sensitivity="bound", unit=unit, m=m)
-    g = mech.guarantee((12, 10, 1))
+    g = mech.privacy((12, 10, 1)).guarantee
     assert g.sound and g.epsilon == 0.5
     assert g.per_image_epsilon == pytest.approx(per_image)
 
@@ -71,7 +71,7 @@ def test_dp_pix_cells_and_noise():
     means = imgs.as_float().reshape(200, 2, 4, 2, 4, 1).mean(axis=(2, 4))
     res = (cells[:, :, 0, :, 0, :] - means).ravel()
     assert stats.kstest(res, stats.laplace(scale=2 / 16).cdf).pvalue > 1e-3
-    g = mech.guarantee((8, 8, 1))
+    g = mech.privacy((8, 8, 1)).guarantee
     assert g.sound and g.per_image_epsilon == pytest.approx(1.0 * 4 / (2 / 16))
 
 

@@ -222,7 +222,7 @@ def test_cli_train_and_release_adult_records(run, data_dir, tmp_path):
     got = m["guarantee"]["measured"]
     assert {"weak_adversary_accuracy", "strong_adversary_accuracy", "utility_accuracy"} <= set(got)
     assert 0.5 < got["adversary_accuracy_on_original"] <= 1 and 0 <= got["weak_adversary_accuracy"] <= 1
-    other = get_mechanism("ae-obfuscator", model=str(model), sigma2=7.0, K=50.0).guarantee((0, 0, 0))
+    other = get_mechanism("ae-obfuscator", model=str(model), sigma2=7.0, K=50.0).privacy((0, 0, 0)).guarantee
     assert "utility_accuracy" not in other.measured and "not measured at these settings" in " ".join(other.caveats)
     r = run(*args, "--output", tmp_path / "rel2")
     assert (tmp_path / "rel2" / "records.csv").read_bytes() == (out / "records.csv").read_bytes()  # same seed

@@ -9,18 +9,19 @@ import pytest
 
 from privpix.errors import ParameterError
 from privpix.mechanisms import ImageMechanism, Param, get_mechanism, param
+from privpix.mechanisms.base import About, Claim
 from privpix.privacy.guarantees import Guarantee
 
 
 class _Base(ImageMechanism):
     name = "params-test"
-    uses_epsilon = False
+    about = About(uses_epsilon=False)
     a: int = param(3, "an integer", minimum=1)
     b: str = param("x", "a choice", ("x", "y"))
     c: bool = param(True, "a flag")
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
-        return Guarantee.none("test")
+    def privacy(self, data: Any, n: int | None = None, *, secure: bool = False) -> Claim:
+        return Claim.of(Guarantee.none("test"), self.neighbours())
 
     def _privatize(self, x: np.ndarray, rng: Any) -> np.ndarray:
         return x

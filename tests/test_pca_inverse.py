@@ -59,12 +59,16 @@ def test_release_without_noise_is_the_pca_reconstruction_and_batches_are_separat
 
 
 def test_guarantees_are_honest():
-    g = get_mechanism("pca-inverse", epsilon=1.0, d=20).guarantee((28, 28, 1))
+    g = get_mechanism("pca-inverse", epsilon=1.0, d=20).privacy((28, 28, 1)).guarantee
     assert not g.sound and g.per_image_epsilon is None
     assert any("d·ε = 20" in c for c in g.caveats) and any("computed on the private images" in c for c in g.caveats)
-    pub = get_mechanism("pca-inverse", epsilon=1.0, basis="public").guarantee((28, 28, 1))
+    pub = get_mechanism("pca-inverse", epsilon=1.0, basis="public").privacy((28, 28, 1)).guarantee
     assert pub.sound and pub.per_image_epsilon == 1.0
-    dp = get_mechanism("pca-inverse", epsilon=1.0, basis="dp", delta=1e-5, basis_epsilon=0.5).guarantee((28, 28, 1))
+    dp = (
+        get_mechanism("pca-inverse", epsilon=1.0, basis="dp", delta=1e-5, basis_epsilon=0.5)
+        .privacy((28, 28, 1))
+        .guarantee
+    )
     assert dp.sound and dp.per_image_epsilon == 1.5 and dp.delta == 1e-5
     with pytest.raises(ParameterError, match="basis=dp needs a delta"):
         get_mechanism("pca-inverse", epsilon=1.0, basis="dp")

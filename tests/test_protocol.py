@@ -9,7 +9,7 @@ import pytest
 
 from privpix.data import ImageSet
 from privpix.errors import ParameterError
-from privpix.mechanisms import MECHANISMS, Capabilities, fit_as_declared, get_mechanism
+from privpix.mechanisms import MECHANISMS, Capabilities, Mechanism, ModelFile, fit_as_declared, get_mechanism
 
 
 def _images(n: int = 30, seed: int = 0) -> ImageSet:
@@ -36,7 +36,7 @@ def test_parameters_are_real_attributes_and_the_manifest_records_what_was_used()
 
 def test_a_parameter_named_model_is_the_parameter_not_the_guarantee_model():
     m = get_mechanism("ae-obfuscator", model="x.pt")
-    assert m.model == "x.pt" and m.guarantee_model == "empirical"
+    assert m.model == "x.pt" and m.about.guarantee_model == "empirical"
     assert m.get_params()["model"] == "x.pt"
 
 
@@ -49,7 +49,7 @@ def test_parameters_normalise_strings_like_the_cli_gives_them():
 def test_every_mechanism_declares_capabilities(name):
     cls = MECHANISMS[name]
     params = {"model": "x.pt"} if any(p.name == "model" for p in cls.params) else {}
-    m = cls(epsilon=1.0 if cls.uses_epsilon else None, **params)
+    m = cls(epsilon=1.0 if cls.about.uses_epsilon else None, **params)
     caps = m.capabilities()
     assert isinstance(caps, Capabilities)
     assert caps.batch_size is None or caps.batch_size >= 2
@@ -222,3 +222,33 @@ def test_privacy_is_one_method_and_the_audits_own_experiments_a_mixin():
     assert {n for n, cls in MECHANISMS.items() if issubclass(cls, Auditable)} == {
         "dp-sgd", "dp-teacher", "dp-merf", "dp-hp", "dp-eigenfaces"
     }  # fmt: skip
+
+
+def test_the_core_protocol_has_at_most_twelve_public_members():
+    # What a plug-in implements and generic code may call; anything only some mechanisms need (a model file, the
+    # audit's experiments, conformance cases) is an optional mixin or hook, outside this list.
+    public = sorted(n for n in dir(Mechanism) if not n.startswith("_"))
+    assert len(public) <= 12, public
+    assert public == [
+        "about",
+        "capabilities",
+        "fit",
+        "get_params",
+        "is_fitted",
+        "neighbours",
+        "params",
+        "privacy",
+        "release",
+        "set_params",
+    ]
+
+
+def test_model_files_and_secure_noise_are_declared_where_generic_code_reads_them():
+    trained = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5)
+    assert isinstance(trained, ModelFile) and trained.capabilities().secure == {"secure": True}
+    blur = get_mechanism("gaussian-blur")
+    assert not isinstance(blur, ModelFile)
+    assert blur.capabilities().secure is None and "no randomness" in blur.capabilities().not_secure
+    dp_basis = get_mechanism("pca-inverse[basis=dp]", epsilon=1.0, delta=1e-5).capabilities()
+    assert dp_basis.secure is None and "basis=dp" in dp_basis.not_secure
+    assert get_mechanism("pixel-laplace", epsilon=1.0).capabilities().secure == {}

@@ -94,13 +94,13 @@ def test_the_model_and_guarantee_name_the_public_set(fits, tmp_path):
     meta = public.meta_
     assert meta["public"] == "digits" and meta["public_n"] == 1797 and len(meta["public_sha256"]) == 64
     assert len(meta["public_history"]["loss"]) == 1
-    g = public.guarantee((28, 28, 1))
+    g = public.privacy((28, 28, 1)).guarantee
     text = " ".join(g.caveats)
     assert g.epsilon == 1.0 and g.per_image_epsilon == 1.0 and g.sound
     assert "not protected" in text and "distinct from the private set" in text and "1797 images" in text
     loaded = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, model=str(public.save_model(tmp_path / "m.pt"))).fit()
     assert loaded.public == "digits" and loaded.public_epochs == 1
-    assert "not protected" in " ".join(loaded.guarantee((28, 28, 1)).caveats)
+    assert "not protected" in " ".join(loaded.privacy((28, 28, 1)).guarantee.caveats)
 
 
 def test_a_bad_public_set_fails_before_the_private_release(sixty, monkeypatch):

@@ -14,7 +14,7 @@ from privpix.data import ImageSet, load_dataset
 from privpix.errors import ParameterError
 from privpix.evaluation.audit import audit
 from privpix.mechanisms import Auditable, Capabilities, Claim, SyntheticImageMechanism, param
-from privpix.mechanisms.base import shape_of
+from privpix.mechanisms.base import About, shape_of
 from privpix.privacy.composition import GaussianNoise
 from privpix.privacy.gaussian_release import analytic_noise_multiplier
 from privpix.privacy.guarantees import Guarantee
@@ -32,8 +32,7 @@ class ToySynth(SyntheticImageMechanism, Auditable):
     synthesizes copies of that noisy mean. ``cheat`` divides the calibrated noise: a broken implementation."""
 
     name = "toy-synth"
-    guarantee_model = "central-dp"
-    uses_delta = True
+    about = About(guarantee_model="central-dp", uses_delta=True)
     cheat: float = param(1.0, "noise divisor (1: honest)", minimum=1.0)
     noisy_: np.ndarray | None = None
 
@@ -44,12 +43,12 @@ class ToySynth(SyntheticImageMechanism, Auditable):
     def privacy(self, data, n=None, *, secure=False):
         # One Gaussian release of the mean: the audit reads it through the Gaussian DP curve.
         noise = (GaussianNoise(_z(self.epsilon, self.delta)),)
-        return Claim.of(self.guarantee(shape_of(data)), self.neighbours(), noise)
+        return Claim.of(self._guarantee(shape_of(data)), self.neighbours(), noise)
 
     def neighbours(self):
         return OneOfBatch(None)
 
-    def guarantee(self, shape):
+    def _guarantee(self, shape):
         return Guarantee(model="central-dp", epsilon=self.epsilon, delta=self.delta, unit="one image of the set",
                          per_image_epsilon=self.epsilon, sound=True)  # fmt: skip
 

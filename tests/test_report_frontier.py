@@ -17,6 +17,7 @@ import pytest
 
 from privpix.data import ImageSet, load_dataset
 from privpix.mechanisms import Capabilities, SyntheticImageMechanism
+from privpix.mechanisms.base import About, Claim
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import OneOfBatch
 from privpix.report.html import render_report
@@ -206,8 +207,7 @@ class RefitOnly(SyntheticImageMechanism):
     """Fitted on the private set, claim about that set, and no released statistic: only whole refits could test it."""
 
     name = "refit-only"
-    guarantee_model = "central-dp"
-    uses_delta = True
+    about = About(guarantee_model="central-dp", uses_delta=True)
     fits: ClassVar[list[int]] = []
 
     def capabilities(self) -> Capabilities:
@@ -216,8 +216,8 @@ class RefitOnly(SyntheticImageMechanism):
     def neighbours(self):
         return OneOfBatch(None)
 
-    def guarantee(self, shape):
-        return _sound(self.epsilon, self.epsilon, "one image of the set")
+    def privacy(self, data, n=None, *, secure=False):
+        return Claim.of(_sound(self.epsilon, self.epsilon, "one image of the set"), self.neighbours())
 
     def fit(self, data=None, *, seed=None):
         self.fits.append(len(data))

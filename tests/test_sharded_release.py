@@ -87,7 +87,7 @@ def test_same_seed_same_pixels_whatever_the_workers_backend_or_shards(tmp_path):
             for shard in shards:
                 out = tmp_path / f"{engine}-{workers}-{shard}"
                 job = ShardedRelease(_mech(), src, src.shape, seed=7, shard=shard, input_id=src.description)
-                m = job.run(out, ex, expect=_mech().guarantee(src.shape))
+                m = job.run(out, ex, expect=_mech().privacy(src.shape).guarantee)
                 assert m["images"] == 700 and not verify_manifest(out)
                 results.append(_pixels(out))
     assert len(results) == 4
@@ -95,7 +95,7 @@ def test_same_seed_same_pixels_whatever_the_workers_backend_or_shards(tmp_path):
     # And a different seed gives different noise.
     job = ShardedRelease(_mech(), src, src.shape, seed=8, input_id=src.description)
     with make_executor("local", 1) as ex:
-        job.run(tmp_path / "other", ex, expect=_mech().guarantee(src.shape))
+        job.run(tmp_path / "other", ex, expect=_mech().privacy(src.shape).guarantee)
     assert _pixels(tmp_path / "other") != results[0]
 
 
@@ -547,7 +547,7 @@ def test_a_late_worker_of_an_interrupted_run_never_changes_what_a_later_run_publ
     monkeypatch.setattr(shards, "run_shard", recording)
     monkeypatch.setattr(ShardedRelease, "_commit", late_worker_then_commit)
     with Executor(1) as ex:
-        manifest = job.run(tmp_path / "out", ex, expect=mech.guarantee(digits.shape))
+        manifest = job.run(tmp_path / "out", ex, expect=mech.privacy(digits.shape).guarantee)
     assert len(tasks) == 3 and manifest["images"] == len({x.tobytes() for x in digits.images})
     assert verify_manifest(tmp_path / "out") == []
 
@@ -564,7 +564,7 @@ def test_every_released_file_has_one_modification_time(tmp_path):
     mech = get_mechanism("pixel-laplace", epsilon=1)
     job = ShardedRelease(mech, ImageSetSource(digits), digits.shape, seed=0, shard=256, labels=True)
     with Executor(1) as ex:
-        manifest = job.run(tmp_path / "out", ex, expect=mech.guarantee(digits.shape))
+        manifest = job.run(tmp_path / "out", ex, expect=mech.privacy(digits.shape).guarantee)
     assert manifest["shards"] == 3 and "files" not in manifest and job.files_published == 602
     files = read_manifest(tmp_path / "out")["files"]
     stamps = {(tmp_path / "out" / f["name"]).stat().st_mtime_ns for f in files}
@@ -611,7 +611,7 @@ def test_shards_are_handed_out_largest_first(tmp_path, monkeypatch):
     job = ShardedRelease(_mech(), src, src.shape, seed=7, shard=256, input_id=src.description)
     plan = {**job.plan(1), "block_order": key}
     with make_executor("local", 1) as ex:
-        m = job.run(tmp_path / "out", ex, expect=_mech().guarantee(src.shape), plan=plan)
+        m = job.run(tmp_path / "out", ex, expect=_mech().privacy(src.shape).guarantee, plan=plan)
     assert m["images"] == 700 and len(seen) == 1
     assert sorted(seen[0]) == [(0,), (1,), (2,)] and seen[0][-1] == (2,), seen
 

@@ -158,7 +158,7 @@ def test_epsilon_is_annotated_float_only_where_it_is_required(name: str) -> None
     ``None`` for those alone."""
     cls = MECHANISMS[name]
     if _annotation(cls, "epsilon") is float:
-        assert cls.uses_epsilon, f"{cls.__qualname__} annotates epsilon as float but takes none"
+        assert cls.about.uses_epsilon, f"{cls.__qualname__} annotates epsilon as float but takes none"
 
 
 @pytest.mark.slow

@@ -308,7 +308,7 @@ def bench(
             attribute_values(train, attribute)
         except ParameterError as exc:
             raise ParameterError(f"--attribute: {exc}") from None
-    steps = sum((repeats + 1) * (len(eps) if mechanism_class(m).uses_epsilon else 1) for m in method_list)
+    steps = sum((repeats + 1) * (len(eps) if mechanism_class(m).about.uses_epsilon else 1) for m in method_list)
     bar, step = progress_bar(steps, "bench", "step", quiet)
 
     if not quiet:

@@ -75,10 +75,10 @@ def mechanisms(as_json: bool) -> None:
             {
                 "name": name,
                 "aliases": [{"alias": a, "spec": ALIASES[a][0], "why": ALIASES[a][1]} for a in aliases],
-                "model": cls.guarantee_model,
-                "soundness": cls.soundness,
-                "uses_epsilon": cls.uses_epsilon,
-                "paper": cls.paper,
+                "model": cls.about.guarantee_model,
+                "soundness": cls.about.soundness,
+                "uses_epsilon": cls.about.uses_epsilon,
+                "paper": cls.about.paper,
                 "summary": cls.summary,
                 "parameters": [
                     {

@@ -55,7 +55,7 @@ def fit_to_file(
     any training (refused over budget), and the model file records the entry; releases from the file are then
     post-processing and charge nothing more (docs/accounting.md)."""
     from privpix.errors import ParameterError
-    from privpix.mechanisms import Mechanism, get_mechanism, mechanism_class
+    from privpix.mechanisms import ModelFile, get_mechanism, mechanism_class
     from privpix.publishing.fit import check_fit
     from privpix.publishing.fit import fit as fit_model
     from privpix.threads import one_thread
@@ -63,7 +63,7 @@ def fit_to_file(
     out = Path(output)
     if ledger is None and (budget is not None or delta_budget is not None):
         raise ParameterError("--budget and --delta-budget need --ledger FILE")
-    if mechanism_class(method).save_model is Mechanism.save_model:  # before its parameters are judged
+    if not issubclass(mechanism_class(method), ModelFile):  # before its parameters are judged
         raise ParameterError(
             f"--method {method}: has no model file to write; whatever it needs it fits when it releases (use it "
             "with release, evaluate or bench directly)"
@@ -223,7 +223,7 @@ class _ParamValue(click.ParamType):
 
         try:
             value = self.declared.validate(value)
-            if not self.cls.uses_epsilon:
+            if not self.cls.about.uses_epsilon:
                 self.cls(**{self.declared.name: value})
         except ParameterError as exc:
             self.fail(str(exc), param, ctx)

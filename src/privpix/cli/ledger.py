@@ -100,8 +100,8 @@ def load_fitted_model(path: str):
     if "model" not in known:
         raise DataError(f"{path}: {kind} model files are not read back through a model parameter")
     args = {"model": str(path)}
-    eps = meta.get("epsilon") if cls.uses_epsilon else None
-    delta = meta.get("delta") if cls.uses_delta else None
+    eps = meta.get("epsilon") if cls.about.uses_epsilon else None
+    delta = meta.get("delta") if cls.about.uses_delta else None
     mech = get_mechanism(kind, eps, delta, **args)
     return mech.fit(None)
 
@@ -116,15 +116,17 @@ def charge(file: str, model: str, budget: float | None, delta_budget: float | No
     --ledger FILE are post-processing (nothing more is charged). Refused over budget, for a model whose fit is not
     a DP release, and for a file whose recorded fit does not match its noise."""
     from privpix.errors import BudgetExceededError, DataError
+    from privpix.mechanisms import ModelFile
     from privpix.privacy.accounting import open_ledger
     from privpix.privacy.composition import events_from_dicts
     from privpix.privacy.guarantees import Guarantee
 
     mech = load_fitted_model(model)
-    fit = mech.dp_fit_record()
+    fit = mech.dp_fit_record() if isinstance(mech, ModelFile) else None
     if fit is None:
         raise BudgetExceededError(
-            f"--model {model}: its fit is not a DP release ({mech.guarantee_model} guarantee), nothing can be charged"
+            f"--model {model}: its fit is not a DP release ({mech.about.guarantee_model} guarantee), nothing can be "
+            "charged"
         )
     with open_ledger(file, budget=budget, delta_budget=delta_budget, wait=print_note) as session:
         book = session.ledger
@@ -194,20 +196,22 @@ def check(file, method, epsilon, delta, params, dataset, input_dir, shape, count
     """Would this release (or a fit that is a DP release) fit the budget of the ledger FILE? Nothing is charged.
     Exit 0 when it fits, 1 when it does not (the reason printed), 2 on bad input."""
     from privpix.errors import BudgetExceededError, ParameterError
-    from privpix.mechanisms import get_mechanism
+    from privpix.mechanisms import ModelFile, get_mechanism
     from privpix.privacy.accounting import PrivacyLedger
 
     book = PrivacyLedger.load(file)
     mech = get_mechanism(method, epsilon, delta, **parse_params(params))
     if secure:
-        exact = mech.secure_params()
+        if mech.capabilities().fits_on == "model-file":
+            mech.fit(None)  # its noise was drawn when the file was fitted: the file says whether exactly
+        exact = mech.capabilities().secure
         if exact is None:
-            raise ParameterError(f"--secure: {method} has no exact sampler: {mech.secure_refusal()}")
+            raise ParameterError(f"--secure: {method} has no exact sampler: {mech.capabilities().not_secure}")
         mech.set_params(**exact)
     caps = mech.capabilities()
     if caps.fits_on == "model-file":
         mech.fit(None)
-        fit = mech.dp_fit_record()
+        fit = mech.dp_fit_record() if isinstance(mech, ModelFile) else None
         if fit is not None:
             entry = book.entry_for_model(fit["sha256"])
             if entry is None:

@@ -179,9 +179,11 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
     make_rng(seed, secure=secure)  # the same checks of --seed / --secure as every command
     if secure:
         # Exact samplers for every noise draw behind the claim, or no --secure at all.
-        exact = mech.secure_params()
+        if mech.capabilities().fits_on == "model-file":
+            mech.fit(None)  # its noise was drawn when the file was fitted: the file says whether exactly
+        exact = mech.capabilities().secure
         if exact is None:
-            raise ParameterError(f"--secure: {method} has no exact sampler: {mech.secure_refusal()}")
+            raise ParameterError(f"--secure: {method} has no exact sampler: {mech.capabilities().not_secure}")
         mech.set_params(**exact)
     if resume and caps.fits_on == "private" and seed is None:
         # A resumed run fits again; without a seed that is a second, different fit of the private images (a second
@@ -274,8 +276,9 @@ def _check_public_distinct(mech, source, chunk: int = 256) -> None:
     here over the whole input, a chunk at a time, before any shard starts, so the refusal leaves nothing behind."""
     from privpix.data.overlap import check_distinct
 
-    if not mech.public_digests_:
+    caps = mech.capabilities()
+    if not caps.public_digests:
         return
-    name = mech.capabilities().public_data or "set"
+    name = caps.public_data or "set"
     for a in range(0, len(source), chunk):
-        check_distinct(mech.public_digests_, source.read(a, min(len(source), a + chunk)), name)
+        check_distinct(caps.public_digests, source.read(a, min(len(source), a + chunk)), name)

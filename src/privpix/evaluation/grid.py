@@ -20,7 +20,7 @@ from privpix.errors import privpix_warnings_to
 from privpix.evaluation.quality import entropy
 from privpix.evaluation.runner import cell_seed, evaluate_cell
 from privpix.executor import Executor
-from privpix.mechanisms.base import Auditable, Mechanism
+from privpix.mechanisms.base import Auditable, Mechanism, takes_delta
 from privpix.mechanisms.registry import mechanism_class, method_params, ready_mechanism
 from privpix.threads import one_thread
 
@@ -94,7 +94,9 @@ def eps_key(eps: float | None) -> str:
 
 def grid_points(methods: Sequence[str], epsilons: Sequence[float]) -> list[GridPoint]:
     """Every (method, ε) of a grid, in order; a mechanism that takes no ε gets one point with ε = None."""
-    return [GridPoint(m, e) for m in methods for e in (list(epsilons) if mechanism_class(m).uses_epsilon else [None])]
+    return [
+        GridPoint(m, e) for m in methods for e in (list(epsilons) if mechanism_class(m).about.uses_epsilon else [None])
+    ]
 
 
 class FittedMechanisms:
@@ -135,7 +137,7 @@ class FittedMechanisms:
         return {**self.__dict__, "_cache": {}}
 
     def _takes_delta(self, method: str) -> bool:
-        return mechanism_class(method).takes_delta(method_params(method, self.params.get(method, {})))
+        return takes_delta(mechanism_class(method), method_params(method, self.params.get(method, {})))
 
 
 @dataclass

@@ -97,8 +97,8 @@ def _model_row(mech: Mechanism, test: ImageSet, cell_seed: int, src_entropy: flo
         "entropy": nan,
         "entropy_original": src_entropy,
         "seconds": time.perf_counter() - t0,
-        "parameters": mech.parameters(),
-        "guarantee": mech.guarantee(test.shape).to_dict(),
+        "parameters": mech.get_params(),
+        "guarantee": mech.privacy(test.shape).guarantee.to_dict(),
     }
 
 

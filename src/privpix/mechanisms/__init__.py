@@ -3,14 +3,18 @@
 # Each import registers its mechanisms (dp_sgd imports torch and Opacus only when used).
 from privpix.mechanisms import matrix, pca_inverse, pixel  # noqa: F401
 from privpix.mechanisms.base import (
+    About,
     Auditable,
     Capabilities,
     Claim,
     ConformanceCase,
+    FeatureRelease,
     Mechanism,
+    ModelFile,
     Param,
     RecordRelease,
     Release,
+    takes_delta,
 )
 from privpix.mechanisms.kinds import (
     KINDS,
@@ -46,14 +50,17 @@ __all__ = [
     "ALIASES",
     "KINDS",
     "MECHANISMS",
+    "About",
     "Auditable",
     "Capabilities",
     "Claim",
     "ConformanceCase",
     "FeatureMechanism",
+    "FeatureRelease",
     "ImageMechanism",
     "LearnerSpec",
     "Mechanism",
+    "ModelFile",
     "ModelMechanism",
     "Param",
     "RecordMechanism",
@@ -69,6 +76,7 @@ __all__ = [
     "ready_mechanism",
     "register",
     "require_kind",
+    "takes_delta",
 ]
 
 # Mechanisms of other installed packages (entry-point group ``privpix.mechanisms``), after the built-ins.

@@ -36,8 +36,6 @@ class Release:
         mechanism: registered name.
         parameters: every parameter in force, defaults included (with ``epsilon`` and ``delta``).
         seconds: wall time of the release.
-        features: for ``output == "features"``: the released per-image reports, shape (n, k), one row per input
-            image in input order (e.g. randomized-response reports of encoded features); else ``None``.
         source: the input images (labels, subjects, attributes ride along) when ``images`` is ``None`` or holds
             synthetic images (``output == "synthetic-images"``: as many new images as inputs, with their own
             labels, none of them a transform of an input).
@@ -48,8 +46,6 @@ class Release:
     mechanism: str
     parameters: dict[str, Any]
     seconds: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
-    features: np.ndarray | None = None
     source: ImageSet | None = None
 
     def image_set(self) -> ImageSet:
@@ -62,9 +58,32 @@ class Release:
     def values(self) -> np.ndarray:
         """What was released, one flat row per image: (n, k) float32 (pixels or report values). The view
         generic code (audit, attacks) compares releases through."""
-        if self.images is not None:
-            return self.images.flat().astype(np.float32)
-        assert self.features is not None
+        return self.image_set().flat().astype(np.float32)
+
+
+@dataclass(kw_only=True)
+class FeatureRelease(Release):
+    """What a mechanism whose :class:`Capabilities` ``output`` is ``"features"`` publishes
+    (:meth:`FeatureMechanism.release <privpix.mechanisms.kinds.FeatureMechanism.release>`): a :class:`Release`
+    of no images (``source`` holds the inputs) whose ``features`` are the reports, and what a reader of them needs
+    to know.
+
+    Attributes:
+        features: the released per-image reports, shape (n, k), one row per input image in input order (e.g.
+            randomized-response reports of encoded features).
+        domain_size: d, when every report value is an integer in ``[0, d)`` (randomized response over an encoded
+            domain); ``None``: real-valued reports.
+        n_features: m, the number of report values per image, when the mechanism states it.
+        encoder: the published encoder's description (its format, name and parameters), which a data user applies
+            to their own images at prediction time; ``None`` when there is none.
+    """
+
+    features: np.ndarray
+    domain_size: int | None = None
+    n_features: int | None = None
+    encoder: dict[str, Any] | None = None
+
+    def values(self) -> np.ndarray:
         return np.asarray(self.features, dtype=np.float32).reshape(len(self.features), -1)
 
 
@@ -103,18 +122,27 @@ class Capabilities:
         needs_labels: whether releases need the images' labels (class-conditional generators).
         output: what a release holds: ``"images"``, ``"records"``, ``"features"``, ``"synthetic-images"`` or
             ``"model"``: a trained model and no images at all (the alternative to publishing, e.g. a DP-SGD
-            classifier); it is published as the model file :meth:`Mechanism.save_model` writes (``privpix fit``),
+            classifier); it is published as the model file :meth:`ModelFile.save_model` writes (``privpix fit``),
             applied with ``predict``, and :meth:`Mechanism.release` refuses it. The mechanism is an instance of
             the kind class of its output (:data:`privpix.mechanisms.kinds.KINDS`), which holds that kind's hooks.
         randomized: whether a release draws randomness (another seed, another output); a plain filter does not.
         dp_fit: whether :meth:`Mechanism.fit` on the private set is itself a DP release (a noisy statistic of it,
             or training with noisy gradients) of which the model file is post-processing: ``privpix fit --ledger``
             charges that fit, and releases from the model file charge nothing more
-            (:meth:`Mechanism.dp_fit_record`).
+            (:meth:`ModelFile.dp_fit_record`).
         seconds_per_value: rough CPU seconds on one core to release one output value (pixel × channel), for a
             release much costlier than a noise draw (a generator, a network); ``None`` for cheap ones. A
             planning hint only: a costly release is cut into more shards, so that every worker is busy
             (:func:`privpix.publishing.shards.shard_size`). No output depends on it.
+        secure: what ``--secure`` (noise from the OS CSPRNG) needs for every noise draw behind a DP claim to be
+            exact: ``{}`` when a :class:`~privpix.privacy.noise.SecureRandom` alone does it (the samplers of
+            :mod:`privpix.privacy.noise` are exact with it), parameters to set when the exact path is a parameter
+            (a synthesizer's ``secure=true``), or ``None`` when it has no exact sampler (``--secure`` is then
+            refused, saying :attr:`not_secure`). Always ``None`` for a mechanism that is not randomized.
+        not_secure: why ``--secure`` is refused, when ``secure`` is ``None`` (a default reason when not given).
+        public_digests: the SHA-256 of the images of the public set it was fitted on (``fits_on == "public"``,
+            once fitted), so that a release refuses private images that are also in it
+            (:func:`privpix.data.overlap.check_distinct`); ``None``: no public set to compare with.
     """
 
     fits_on: FitsOn = "nothing"
@@ -126,14 +154,67 @@ class Capabilities:
     randomized: bool = True
     dp_fit: bool = False
     seconds_per_value: float | None = None
+    secure: dict[str, Any] | None = field(default_factory=dict)
+    not_secure: str = ""
+    public_digests: frozenset[bytes] | None = None
 
     def __post_init__(self) -> None:
+        # A filter draws nothing, so there is no noise to make exact, whatever the mechanism says.
+        if not self.randomized:
+            object.__setattr__(self, "secure", None)
+        if self.secure is None and not self.not_secure:
+            why = (
+                "its noise is drawn in floating point, with no exact sampler"
+                if self.randomized
+                else "it draws no randomness, so there is no noise to make exact"
+            )
+            object.__setattr__(self, "not_secure", why)
         if self.fits_on not in FITS_ON:
             raise ValueError(f"fits_on must be one of {FITS_ON}, got {self.fits_on!r}")
         if self.output not in OUTPUTS:
             raise ValueError(f"output must be one of {OUTPUTS}, got {self.output!r}")
         if self.seconds_per_value is not None and not self.seconds_per_value > 0:
             raise ValueError(f"seconds_per_value must be > 0, got {self.seconds_per_value!r}")
+
+
+@dataclass(frozen=True)
+class About:
+    """What a mechanism class is, declared once as its ``about`` (read before any instance exists: by listings,
+    the grid, validation).
+
+    Attributes:
+        paper: where the method comes from, for listings (``privpix mechanisms``): "Author Year (method)", or
+            "privpix: ..." for a method of privpix's own. docs/references.md holds the full references.
+        guarantee_model: the model of the guarantees its releases carry (``"central-dp"``, ``"local-dp"``,
+            ``"empirical"``, ``"none"``).
+        soundness: one line for listings: what holds, and how to get a proof.
+        uses_epsilon: whether it takes ``epsilon`` (required then, refused otherwise).
+        uses_delta: whether it takes ``delta`` (refused otherwise).
+        delta_only_if: ``(parameter, value)`` when only that setting spends the δ it takes (a grid-wide δ is given
+            to the others as nothing, :func:`takes_delta`); ``None``: every setting does, when ``uses_delta``.
+        accepts_infinite_epsilon: whether ε = ∞ is a defined setting: the output without noise, released with no
+            guarantee (the ε = ∞ column of Wang & Chang 2020: LDP reports without randomized response). Other
+            mechanisms refuse it.
+    """
+
+    paper: str = ""
+    guarantee_model: str = "none"
+    soundness: str = "no privacy claim"
+    uses_epsilon: bool = True
+    uses_delta: bool = False
+    delta_only_if: tuple[str, Any] | None = None
+    accepts_infinite_epsilon: bool = False
+
+
+def takes_delta(cls: type[Mechanism], params: dict[str, Any]) -> bool:
+    """Whether an instance of ``cls`` built with ``params`` spends a δ, so that a grid-wide δ is given to it (and
+    refused nowhere), asked before construction."""
+    about = cls.about
+    if not about.uses_delta or about.delta_only_if is None:
+        return about.uses_delta
+    name, value = about.delta_only_if
+    declared = next(p for p in cls.params if p.name == name)
+    return bool(declared.validate(params.get(name, declared.default)) == value)
 
 
 @dataclass(frozen=True)
@@ -181,6 +262,16 @@ class Claim:
         return self.guarantee.delta if self.unit_claim is None else self.unit_claim[1]
 
 
+class UnstatedNoise(ParameterError):
+    """:meth:`Mechanism.privacy` cannot state the noise for the count given (a DP fit planned on no ``n``, or on
+    fewer images than one batch), though the guarantee does not depend on it: ``guarantee`` holds it, for a reader
+    that needs the claim alone (what an audit tests). The ledger, which needs the noise, refuses with the message."""
+
+    def __init__(self, message: str, guarantee: Guarantee) -> None:
+        super().__init__(message)
+        self.guarantee = guarantee
+
+
 class WhiteBoxTrials(NamedTuple):
     """A mechanism's own white-box distinguishing experiment (:meth:`Auditable.white_box_trials`): one scalar
     score per trial without the differing record (``s0``) and with it (``s1``), as many of each, independent;
@@ -207,8 +298,8 @@ class Mechanism:
     audit's optional experiments are a mixin, :class:`Auditable`. A mechanism subclasses the base class of
     the kind it releases (:mod:`privpix.mechanisms.kinds`: :class:`~privpix.mechanisms.kinds.ImageMechanism`,
     ``SyntheticImageMechanism``, ``FeatureMechanism``, ``ModelMechanism``, ``RecordMechanism``), which declares
-    its :attr:`output`, implements :meth:`release` and holds that kind's hooks; it sets the class attributes and
-    implements :meth:`guarantee` and its kind's hook (e.g. ``_privatize``).
+    its :attr:`output`, implements :meth:`release` and holds that kind's hooks; it declares :attr:`about` and
+    implements :meth:`privacy` and its kind's hook (e.g. ``_privatize``).
 
     Parameters are declared once, as typed fields of the class (``d: int = param(20, "...", minimum=1)``, see
     :func:`~privpix.mechanisms.params.param`), and are real attributes, scikit-learn style:
@@ -216,33 +307,25 @@ class Mechanism:
     ``m.d = 5`` (or ``m.set_params(d=5)``) changes what the next release uses *and* what its manifest records,
     and :meth:`get_params` returns exactly what is in force. They are validated at construction and again before
     every fit and release. State learned by :meth:`fit` ends with ``_`` (``basis_``). ``epsilon`` is required
-    when ``uses_epsilon`` and refused otherwise.
+    when ``about.uses_epsilon`` and refused otherwise.
     """
 
     name: ClassVar[str]
     summary: ClassVar[str]
     # What a release holds (Capabilities.output): set by the kind class a mechanism subclasses.
     output: ClassVar[Output]
-    # Capabilities.seconds_per_value of the default capabilities(): a planning hint for costly releases.
-    seconds_per_value: ClassVar[float | None] = None
     # Set by fit() when the mechanism learned from a public image set: the SHA-256 of its images, so that release()
-    # refuses private images that are also in it (privpix.data.overlap.check_distinct). An experiment on the overlap
-    # itself (a membership attack on the "public" set) clears it, in the open.
-    public_digests_: frozenset[bytes] | None = None
-    # Where the method comes from, for listings (``privpix mechanisms``): "Author Year (method)", or "privpix: ..." for
-    # a method of privpix's own. docs/references.md holds the full references of the papers privpix implements.
-    paper: ClassVar[str] = ""
-    guarantee_model: ClassVar[str] = "none"
-    soundness: ClassVar[str] = "no privacy claim"  # one line for listings: what holds, and how to get a proof
-    uses_epsilon: ClassVar[bool] = True
-    uses_delta: ClassVar[bool] = False
+    # refuses private images that are also in it (privpix.data.overlap.check_distinct); generic code reads it as
+    # Capabilities.public_digests. An experiment on the overlap itself (a membership attack on the "public" set)
+    # clears it, in the open.
+    _public_digests: frozenset[bytes] | None = None
+    # What the class is, declared once (see About); a subclass that changes part of it writes
+    # ``about = replace(Base.about, paper=...)``.
+    about: ClassVar[About] = About()
     # Derived, never written by hand: the parameters the class declares as typed fields with
     # :func:`~privpix.mechanisms.params.param` (``d: int = param(20, "...", minimum=1)``), after its bases' ones
     # (see :meth:`__init_subclass__`). Validation, get_params, the CLI's --param help and the docs read it.
     params: ClassVar[tuple[Param, ...]] = ()
-    # Whether ε = ∞ is a defined setting: the mechanism's output without noise, released with no guarantee (the
-    # ε = ∞ column of Wang & Chang 2020: LDP reports without randomized response). Other mechanisms refuse it.
-    accepts_infinite_epsilon: ClassVar[bool] = False
 
     def __init_subclass__(
         cls, *, params_before: str | None = None, drop_params: tuple[str, ...] = (), **kw: Any
@@ -271,10 +354,10 @@ class Mechanism:
     def _validate(self) -> None:
         """Check and normalise every parameter as it is now (``"4"`` → 4): run at construction and before each
         fit and release, so a parameter set after construction is checked before it is used."""
-        if self.uses_epsilon:
+        if self.about.uses_epsilon:
             if self.epsilon is None:
                 raise ParameterError(f"{self.name}: epsilon is required")
-            if self.accepts_infinite_epsilon and _is_inf(self.epsilon):
+            if self.about.accepts_infinite_epsilon and _is_inf(self.epsilon):
                 self.epsilon = math.inf
             else:
                 self.epsilon = check_positive("epsilon", self.epsilon)
@@ -283,9 +366,10 @@ class Mechanism:
                 raise ParameterError(f"epsilon must be >= {MIN_EPSILON:g}, got {self.epsilon!r}")
         elif self.epsilon is not None:
             raise ParameterError(
-                f"{self.name}: takes no epsilon (guarantee '{self.guarantee_model}'); set its strength with --param"
+                f"{self.name}: takes no epsilon (guarantee '{self.about.guarantee_model}'); set its strength with "
+                "--param"
             )
-        if not self.uses_delta and self.delta is not None and float(self.delta) != 0.0:
+        if not self.about.uses_delta and self.delta is not None and float(self.delta) != 0.0:
             raise ParameterError(f"{self.name}: takes no delta")
         self.delta = check_delta(self.delta if self.delta is not None else 0.0)
         for p in self.params:
@@ -302,9 +386,9 @@ class Mechanism:
         ``deep`` is scikit-learn's signature (``sklearn.base.clone`` passes ``deep=False``); a mechanism holds no
         nested estimators, so both give the same dict."""
         out: dict[str, Any] = {}
-        if self.uses_epsilon:
+        if self.about.uses_epsilon:
             out["epsilon"] = self.epsilon
-        if self.uses_delta:
+        if self.about.uses_delta:
             out["delta"] = self.delta
         for p in self.params:
             out[p.name] = getattr(self, p.name)
@@ -327,10 +411,6 @@ class Mechanism:
             raise
         return self
 
-    def parameters(self) -> dict[str, Any]:
-        """What a manifest records: :meth:`get_params`."""
-        return self.get_params()
-
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
@@ -338,14 +418,7 @@ class Mechanism:
     def capabilities(self) -> Capabilities:
         """What this mechanism (with its current parameters) can do and needs; see :class:`Capabilities`. The
         default: its kind's :attr:`output`, fitted on nothing, image by image, randomized."""
-        return Capabilities(output=self.output, seconds_per_value=self.seconds_per_value)
-
-    @classmethod
-    def conformance_cases(cls, workdir: Path) -> list[ConformanceCase]:
-        """Settings the conformance suite (tests/test_conformance.py) runs this mechanism with, as sktime's
-        ``get_test_params``: the defaults on a few real images, unless the mechanism needs more (a trained model
-        file it writes into ``workdir``, images of a given shape, a public data set)."""
-        return [ConformanceCase()]
+        return Capabilities(output=self.output)
 
     @property
     def is_fitted(self) -> bool:
@@ -358,32 +431,11 @@ class Mechanism:
         self._validate()
         return self
 
-    @property
-    def saves_model(self) -> bool:
-        """Whether :meth:`save_model` writes a file that a later ``model`` parameter loads (``privpix fit``)."""
-        return type(self).save_model is not Mechanism.save_model
-
-    def save_model(self, path: str | os.PathLike) -> Path:
-        """Write what :meth:`fit` learned to ``path`` (a model file the mechanism's own module reads back)."""
-        raise ParameterError(
-            f"{self.name}: has no model file to write (it fits on {self.capabilities().fits_on} when it releases)"
-        )
-
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
-        """The guarantee a release of images of ``shape`` = (h, w, c) carries."""
-        raise NotImplementedError
-
     def neighbours(self) -> Neighbours:
-        """How two neighbouring inputs differ for the claim :meth:`guarantee` makes (a relation object of
+        """How two neighbouring inputs differ for the claim :meth:`privacy` makes (a relation object of
         :mod:`privpix.privacy.neighbours`: :class:`OneImage`, :class:`PixelColumn`, :class:`Pixels`,
         :class:`OneOfBatch`, or one of a plugin's); the audit builds its pairs from it."""
         return OneImage()
-
-    @classmethod
-    def takes_delta(cls, params: dict[str, Any]) -> bool:
-        """Whether an instance built with ``params`` spends a δ, so that a grid-wide δ is given to it (and refused
-        nowhere): by default ``uses_delta``; a mechanism whose δ depends on a parameter says so here."""
-        return cls.uses_delta
 
     def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
         """The privacy statement of one release of images of shape ``data`` = (h, w, c), or of these very images
@@ -393,32 +445,13 @@ class Mechanism:
         (``--secure``), whose lattice noise is declared by what it guarantees exactly (e.g. pure ε for lattice
         Laplace). See :class:`Claim`: the guarantee, the noise events the ledger charges, and what the audit tests.
 
-        The one method a mechanism writes about its privacy beyond :meth:`guarantee`. The default declares nothing
-        finer than the guarantee's per-image (ε, δ), under the relation of :meth:`neighbours`, and no curve for
-        the audit; a mechanism that knows its noise (Laplace per value, a Gaussian's multiplier, DP-SGD's sampled
-        steps) declares it, and its charges then compose tightly and its audits read the noise's curve."""
-        return Claim.of(self.guarantee(shape_of(data)), self.neighbours())
-
-    def secure_params(self) -> dict[str, Any] | None:
-        """What ``--secure`` (noise from the OS CSPRNG) needs for every noise draw behind a DP claim to be exact:
-        ``{}`` when a :class:`~privpix.privacy.noise.SecureRandom` alone does it (the samplers of
-        :mod:`privpix.privacy.noise` are exact with it), parameters to set when the exact path is a parameter (a
-        synthesizer's ``secure=true``), or ``None`` when the mechanism has no exact sampler (``--secure`` is then
-        refused, naming :meth:`secure_refusal`)."""
-        return {} if self.capabilities().randomized else None
-
-    def secure_refusal(self) -> str:
-        """Why ``--secure`` is refused, when :meth:`secure_params` is ``None``."""
-        if not self.capabilities().randomized:
-            return "it draws no randomness, so there is no noise to make exact"
-        return "its noise is drawn in floating point, with no exact sampler"
-
-    def dp_fit_record(self) -> dict[str, Any] | None:
-        """For a mechanism fitted from a model file written after a DP fit (:attr:`Capabilities.dp_fit` of the
-        mechanism that wrote it): what the file records of that fit, checked against the noise it records —
-        ``sha256`` (of the file), ``guarantee``, ``events`` (dicts) and ``ledger`` (``{"path", "entry"}`` of the
-        ledger that charged the fit, or ``None``). ``None`` for anything else."""
-        return None
+        The one method a mechanism writes about its privacy: every reader (a release's manifest, the report, the
+        ledger, the audit) takes what it needs from the claim. ``Claim.of(guarantee, self.neighbours())`` declares
+        nothing finer than the guarantee's per-image (ε, δ), under the relation of :meth:`neighbours`, and no curve
+        for the audit (``Claim.of(Guarantee.none("..."), self.neighbours())`` for a mechanism with no claim); a
+        mechanism that knows its noise (Laplace per value, a Gaussian's multiplier, DP-SGD's sampled steps)
+        declares it, and its charges then compose tightly and its audits read the noise's curve."""
+        raise NotImplementedError(f"{self.name}: state its privacy (privacy() -> Claim)")
 
     def release(self, images: ImageSet, rng: RNG | int | None = None) -> Release:
         """Release ``images``; ``rng`` is a Generator, SecureRandom, or an integer seed. Each output kind
@@ -426,11 +459,11 @@ class Mechanism:
         refusal (a model is published by ``save_model``)."""
         raise NotImplementedError(f"{self.name}: subclass one output kind of privpix.mechanisms.kinds")
 
-    def _released(self, shape: tuple[int, int, int], t0: float, **output: Any) -> Release:
-        """A :class:`Release` of ``output`` (``images=``, ``features=``, ``source=``) made since ``t0``
-        (``time.perf_counter()``), stating what every release states: the guarantee for ``shape``, the name and
-        the parameters in force, the seconds it took."""
-        return Release(guarantee=self.guarantee(shape), mechanism=self.name, parameters=self.parameters(),
+    def _released(self, shape: tuple[int, int, int], t0: float, kind: type[Release] = Release, **output: Any) -> Any:
+        """A ``kind`` (:class:`Release`, :class:`FeatureRelease`) of ``output`` (``images=``, ``features=``,
+        ``source=``) made since ``t0`` (``time.perf_counter()``), stating what every release states: the guarantee
+        for ``shape``, the name and the parameters in force, the seconds it took."""
+        return kind(guarantee=self.privacy(shape).guarantee, mechanism=self.name, parameters=self.get_params(),
                        seconds=time.perf_counter() - t0, **output)  # fmt: skip
 
     def _check_release_input(self, images: ImageSet) -> None:
@@ -441,10 +474,11 @@ class Mechanism:
         self._validate()
         check_value_range(images)
         self._check_fitted()
-        if self.public_digests_:
+        caps = self.capabilities()
+        if caps.public_digests:
             from privpix.data.overlap import check_distinct
 
-            check_distinct(self.public_digests_, images, self.capabilities().public_data or "set given to fit()")
+            check_distinct(caps.public_digests, images, caps.public_data or "set given to fit()")
 
     def _check_fitted(self) -> None:
         """Refuse to release unfitted; a mechanism that fits on a named model file loads it on first use
@@ -465,6 +499,24 @@ class Mechanism:
             "public": "call fit() with public images, or name them with the mechanism's public-data parameter",
             "model-file": "give it a trained model file (`privpix fit`, or the model parameter)",
         }.get(caps.fits_on, "call fit()")
+
+
+class ModelFile:
+    """What a mechanism adds when :meth:`Mechanism.fit` learns something worth keeping: a model file that a later
+    ``model`` parameter reads back (``privpix fit`` writes it). Mix it in beside the kind class; generic code (the
+    fit command, the ledger, the conformance suite) asks ``isinstance(mech, ModelFile)``."""
+
+    def save_model(self, path: str | os.PathLike) -> Path:
+        """Write what :meth:`Mechanism.fit` learned to ``path`` (a model file the mechanism's own module reads
+        back)."""
+        raise NotImplementedError
+
+    def dp_fit_record(self) -> dict[str, Any] | None:
+        """For a mechanism fitted from a model file written after a DP fit (:attr:`Capabilities.dp_fit` of the
+        mechanism that wrote it): what the file records of that fit, checked against the noise it records —
+        ``sha256`` (of the file), ``guarantee``, ``events`` (dicts) and ``ledger`` (``{"path", "entry"}`` of the
+        ledger that charged the fit, or ``None``). ``None`` for anything else."""
+        return None
 
 
 class Auditable:

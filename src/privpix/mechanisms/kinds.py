@@ -26,7 +26,7 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Mechanism, Output, RecordRelease, Release, as_rng
+from privpix.mechanisms.base import FeatureRelease, Mechanism, Output, RecordRelease, Release, as_rng
 from privpix.privacy.noise import RNG
 
 if TYPE_CHECKING:  # pandas (0.4 s to import) only where records are handled
@@ -139,8 +139,8 @@ class FeatureMechanism(Mechanism):
     output: ClassVar[Output] = "features"
     noun: ClassVar[str] = "features"
 
-    def release(self, images: ImageSet, rng: RNG | int | None = None) -> Release:
-        """The reports of ``images`` (``Release.features``, (n, k), input order; ``images`` is ``None`` and
+    def release(self, images: ImageSet, rng: RNG | int | None = None) -> FeatureRelease:
+        """The reports of ``images`` (``FeatureRelease.features``, (n, k), input order; ``images`` is ``None`` and
         ``source`` holds the inputs)."""
         self._check_release_input(images)
         rng = as_rng(rng)
@@ -148,7 +148,7 @@ class FeatureMechanism(Mechanism):
         feats = np.asarray(self._privatize_features(images, rng))
         if feats.ndim != 2 or len(feats) != len(images):
             raise AssertionError(f"{self.name}: _privatize_features must return (n, k), got {feats.shape}")
-        return self._released(images.shape, t0, images=None, features=feats, source=images)
+        return self._released(images.shape, t0, FeatureRelease, images=None, features=feats, source=images)
 
     def _privatize_features(self, images: ImageSet, rng: RNG) -> np.ndarray:
         """(n, k) released reports, one row per image."""
@@ -230,7 +230,9 @@ class RecordMechanism(Mechanism):
         rng = as_rng(rng)
         t0 = time.perf_counter()
         frame = self._privatize_records(records, rng)
-        return RecordRelease(frame, self.guarantee((0, 0, 0)), self.name, self.parameters(), time.perf_counter() - t0)
+        return RecordRelease(
+            frame, self.privacy((0, 0, 0)).guarantee, self.name, self.get_params(), time.perf_counter() - t0
+        )
 
 
 # What each declared output is released by: the class a mechanism declaring it is an instance of.

@@ -9,9 +9,13 @@ largest singular value. Their guarantees say so (``sound: false``). The paper's 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
+from privpix.mechanisms.base import About, Claim
 from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
@@ -78,17 +82,19 @@ def _rebuild(q: np.ndarray, s: np.ndarray, pt: np.ndarray, r: np.ndarray, shape)
 
 
 class _SingularValueMechanism(ImageMechanism):
-    guarantee_model = "central-dp"
-    paper = "Zhang, Fu & Meng 2020"
-    soundness = "NOT DP: singular vectors published untouched; data-derived Δ"
+    about = About(
+        guarantee_model="central-dp",
+        paper="Zhang, Fu & Meng 2020",
+        soundness="NOT DP: singular vectors published untouched; data-derived Δ",
+    )
     # Both subclasses' last two parameters: each declares its own first (params_before="postprocess").
     postprocess: bool = param(True, "isotonic (non-increasing, non-negative) refinement, §3.2.3")
     clip: bool = param(True, "clip the release to [0, 1]")
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
-        return knob_guarantee(self.epsilon, _SVD_CAVEATS)
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
+        return Claim.of(knob_guarantee(self.epsilon, _SVD_CAVEATS), self.neighbours())
 
     def neighbours(self) -> Neighbours:
         return PixelColumn()
@@ -113,7 +119,7 @@ class SRA(_SingularValueMechanism, params_before="postprocess"):
 
     name = "sra"
     summary = "SVD, Laplace on the top-r singular values, rebuild (Zhang, Fu & Meng 2020's SRA); not DP"
-    paper = "Zhang, Fu & Meng 2020 (SRA)"
+    about = replace(_SingularValueMechanism.about, paper="Zhang, Fu & Meng 2020 (SRA)")
     r: int = param(100, "singular values kept (capped at the image's rank)", minimum=1)
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
@@ -134,7 +140,7 @@ class ESRA(_SingularValueMechanism, params_before="postprocess"):
     summary = (
         "exponential-mechanism choice of r, then Laplace on singular values (Zhang, Fu & Meng 2020's ESRA); not DP"
     )
-    paper = "Zhang, Fu & Meng 2020 (ESRA)"
+    about = replace(_SingularValueMechanism.about, paper="Zhang, Fu & Meng 2020 (ESRA)")
     split: float = param(0.5, "fraction ε₁/ε spent choosing r", minimum=1e-6)
 
     def _check(self) -> None:
@@ -209,9 +215,11 @@ class LRA(ImageMechanism):
 
     name = "lra"
     summary = "SGD factorisation A ≈ B L with Laplace noise on L (Zhang, Fu & Meng 2020's LRA); not DP"
-    guarantee_model = "central-dp"
-    paper = "Zhang, Fu & Meng 2020 (LRA)"
-    soundness = "NOT DP: the factor B is fitted to the private image; data-derived Δ"
+    about = About(
+        guarantee_model="central-dp",
+        paper="Zhang, Fu & Meng 2020 (LRA)",
+        soundness="NOT DP: the factor B is fitted to the private image; data-derived Δ",
+    )
     k: int = param(0, "factor rank; 0 = min(height, width), the largest possible rank", minimum=0)
     iterations: int = param(5, "SGD passes over the entries (the paper's r)", minimum=1)
     gamma: float = param(0.01, "learning rate γ", minimum=0.0)
@@ -225,8 +233,8 @@ class LRA(ImageMechanism):
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
-        return knob_guarantee(self.epsilon, _LRA_CAVEATS)
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
+        return Claim.of(knob_guarantee(self.epsilon, _LRA_CAVEATS), self.neighbours())
 
     def neighbours(self) -> Neighbours:
         return PixelColumn()

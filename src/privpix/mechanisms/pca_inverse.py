@@ -34,7 +34,7 @@ import numpy as np
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.overlap import image_digests
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, Claim, ConformanceCase, shape_of
+from privpix.mechanisms.base import About, Capabilities, Claim, ConformanceCase, shape_of
 from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
@@ -86,10 +86,14 @@ class PCAInverse(ImageMechanism):
 
     name = "pca-inverse"
     summary = "PCA → Laplace per coefficient → regularised PCA inverse (Zhang et al. 2022); basis=public|dp is DP"
-    paper = "Zhang et al. 2022"
-    guarantee_model = "central-dp"
-    soundness = "basis=private (paper): NOT DP; basis=public: ε-DP per image; basis=dp: (ε+ε_b, δ)-DP per image"
-    uses_delta = True
+    about = About(
+        paper="Zhang et al. 2022",
+        guarantee_model="central-dp",
+        soundness="basis=private (paper): NOT DP; basis=public: ε-DP per image; basis=dp: (ε+ε_b, δ)-DP per image",
+        uses_delta=True,
+        # Only the DP basis is a Gaussian mechanism; the others refuse a δ they would leave unused.
+        delta_only_if=("basis", "dp"),
+    )
     d: int = param(20, "number of principal components kept", minimum=1)
     batch: int = param(100, "images per PCA for basis=private|dp (paper: 100 MNIST, 300 faces)", minimum=2)
     basis: str = param("private", "private (paper) | public | dp", choices=("private", "public", "dp"))
@@ -100,12 +104,6 @@ class PCAInverse(ImageMechanism):
     clip: bool = param(True, "clip the release to [0, 1]")
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
-
-    @classmethod
-    def takes_delta(cls, params: dict[str, Any]) -> bool:
-        # Only the DP basis is a Gaussian mechanism; the others refuse a δ they would leave unused.
-        basis = next(p for p in cls.params if p.name == "basis")
-        return basis.validate(params.get("basis", basis.default)) == "dp"
 
     def _check(self) -> None:
         if self.basis == "dp":
@@ -128,9 +126,11 @@ class PCAInverse(ImageMechanism):
                 fits_on="public",
                 public_data=self.public or None,
                 fixed_shape=self.public_shape_ if self.is_fitted else None,
+                public_digests=self._public_digests,
+                **self._secure(),
             )
         # basis=private|dp learn their basis per batch inside the release: nothing to fit beforehand.
-        return Capabilities(batch_size=self.batch)
+        return Capabilities(batch_size=self.batch, **self._secure())
 
     @classmethod
     def conformance_cases(cls, workdir: Path) -> list[ConformanceCase]:
@@ -180,13 +180,13 @@ class PCAInverse(ImageMechanism):
         bound = self.coef_bound or float(np.quantile(norms, 0.99))
         self.public_fit_ = (mean, e, max(bound, 1e-12))
         self.public_shape_ = data.shape
-        self.public_digests_ = image_digests(data)
+        self._public_digests = image_digests(data)
         self.fitted_with_ = (self.d, self.coef_bound)
         return self
 
     # -------------------------------------------------------------------------------------- guarantee
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         if self.basis == "private":
             return Guarantee(
                 model="central-dp",
@@ -243,7 +243,7 @@ class PCAInverse(ImageMechanism):
         Frobenius sensitivity 2r² over σ; the symmetric noise draws each entry once). One image is the unit, so
         the audit tests the same noise. basis=private: nothing can be charged; the paper's ε is per reduced
         attribute, and the most its reading could promise for one image, d·ε, is what an audit tests."""
-        guarantee = self.guarantee(shape_of(data))
+        guarantee = self._guarantee(shape_of(data))
         if self.basis == "private":
             return Claim(guarantee, unit_claim=(self.d * self.epsilon, 0.0))
         noise: list[NoiseEvent] = [LaplaceNoise(self.epsilon)]
@@ -252,12 +252,13 @@ class PCAInverse(ImageMechanism):
         events = [PureDP(self.epsilon), *noise[1:]] if secure else noise
         return Claim(guarantee, tuple(events), tuple(noise))
 
-    def secure_params(self) -> dict[str, Any] | None:
-        # The DP basis's Gaussian is drawn in floating point; the Laplace coefficients are exact with --secure.
-        return None if self.basis == "dp" else {}
-
-    def secure_refusal(self) -> str:
-        return "basis=dp draws its Gaussian basis noise in floating point (no exact sampler); basis=public is exact"
+    def _secure(self) -> dict[str, Any]:
+        """Capabilities.secure: the DP basis's Gaussian is drawn in floating point; the Laplace coefficients are
+        exact with --secure."""
+        if self.basis != "dp":
+            return {}
+        why = "basis=dp draws its Gaussian basis noise in floating point (no exact sampler); basis=public is exact"
+        return {"secure": None, "not_secure": why}
 
     # ------------------------------------------------------------------------------------- privatize
 

@@ -10,7 +10,7 @@ import numpy as np
 from privpix.data import imageset
 from privpix.data.imageset import ImageSet, blockwise, float64_block
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, Claim, shape_of
+from privpix.mechanisms.base import About, Capabilities, Claim, shape_of
 from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
@@ -83,9 +83,11 @@ class PixelLaplace(ImageMechanism):
 
     name = "pixel-laplace"
     summary = "Laplace noise on every pixel (Zhang, Fu & Meng 2020's LAP); data-derived or bound-based sensitivity"
-    paper = "Zhang, Fu & Meng 2020 (LAP)"
-    guarantee_model = "central-dp"
-    soundness = "default (paper) NOT DP: data-derived Δ; sensitivity=bound is sound"
+    about = About(
+        paper="Zhang, Fu & Meng 2020 (LAP)",
+        guarantee_model="central-dp",
+        soundness="default (paper) NOT DP: data-derived Δ; sensitivity=bound is sound",
+    )
     sensitivity: str = param(
         "data",
         "'data': the paper's per-image largest column L1 norm (unsound); 'bound': from pixel_range and unit (sound)",
@@ -114,7 +116,7 @@ class PixelLaplace(ImageMechanism):
         size = _unit_size(self.unit, self.m, h, w)
         return self.pixel_range * c * size
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         h, w, c = shape
         unit_text = self.neighbours().wording()
         if self.sensitivity == "data":
@@ -153,7 +155,7 @@ class PixelLaplace(ImageMechanism):
         (lattice Laplace), h·w·c pure events of that ε. One unit of the neighbours (L1 sensitivity Δ) is one
         Laplace release of ε. sensitivity=data: nothing can be charged, and no curve holds."""
         shape = shape_of(data)
-        guarantee = self.guarantee(shape)
+        guarantee = self._guarantee(shape)
         if self.sensitivity != "bound":
             return Claim(guarantee)
         h, w, c = shape
@@ -215,9 +217,11 @@ class DPPix(ImageMechanism):
 
     name = "dp-pix"
     summary = "DP-Pix (Fan 2018): b×b cell means + Laplace(Δ = m·range/b²); sound for m-pixel neighbours"
-    paper = "Fan 2018 (DP-Pix)"
-    guarantee_model = "central-dp"
-    soundness = "sound ε-DP for neighbours differing in m pixels"
+    about = About(
+        paper="Fan 2018 (DP-Pix)",
+        guarantee_model="central-dp",
+        soundness="sound ε-DP for neighbours differing in m pixels",
+    )
     b: int = param(4, "cell side in pixels", minimum=1)
     m: int = param(1, "neighbouring images differ in at most m pixels", minimum=1)
     pixel_range: float = _RANGE
@@ -230,7 +234,7 @@ class DPPix(ImageMechanism):
         kmin = min(self.b, h - (gh - 1) * self.b) * min(self.b, w - (gw - 1) * self.b)
         return gh, gw, kmin
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         h, w, c = shape
         gh, gw, kmin = self._cells(h, w)
         m = min(self.m, h * w)
@@ -254,7 +258,7 @@ class DPPix(ImageMechanism):
     def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
         """Charged as the bare per-image ε (the default); one unit (m pixels, cell means of L1 sensitivity Δ) is
         one Laplace release of ε, the curve an audit of the unit reads."""
-        return Claim.of(self.guarantee(shape_of(data)), self.neighbours(), (LaplaceNoise(self.epsilon),))
+        return Claim.of(self._guarantee(shape_of(data)), self.neighbours(), (LaplaceNoise(self.epsilon),))
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         return self._cell_rows(x, rng, x.shape[1])
@@ -288,17 +292,15 @@ class DPPix(ImageMechanism):
 
 
 class _NoGuarantee(ImageMechanism):
-    guarantee_model = "none"
-    uses_epsilon = False
-    paper = "Kim & Yang 2020 (conventional baseline)"
+    about = About(guarantee_model="none", uses_epsilon=False, paper="Kim & Yang 2020 (conventional baseline)")
     caveat = ""
 
-    def secure_params(self) -> dict | None:
+    def capabilities(self) -> Capabilities:
         # A filter draws nothing; Gaussian pixel noise is floating point (Box–Muller): no exact sampler either way.
-        return None
+        return Capabilities(secure=None)
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
-        return Guarantee.none(self.caveat)
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
+        return Claim.of(Guarantee.none(self.caveat), self.neighbours())
 
 
 @register

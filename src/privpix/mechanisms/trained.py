@@ -12,13 +12,22 @@ from typing import Any, ClassVar, Self
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import DataError, ParameterError
 from privpix.fileio import sha256_file
-from privpix.mechanisms.base import Capabilities, Claim, FitsOn, Mechanism, count_of, shape_of
+from privpix.mechanisms.base import (
+    Capabilities,
+    Claim,
+    FitsOn,
+    Mechanism,
+    ModelFile,
+    UnstatedNoise,
+    count_of,
+    shape_of,
+)
 from privpix.mechanisms.params import param
 from privpix.privacy.composition import NoiseEvent
 from privpix.privacy.guarantees import Guarantee
 
 
-class TrainedModel(Mechanism):
+class TrainedModel(Mechanism, ModelFile):
     """A mechanism with a ``model`` parameter (declared here) and training parameters (named in
     ``training``): with ``model`` empty it fits on the private set (``fits_on="private"``: :meth:`fit` trains on
     the data it is given, with the training parameters and ``seed``); with ``model=FILE`` it fits on that file
@@ -75,6 +84,15 @@ class TrainedModel(Mechanism):
         self.loaded_from_, self.trained_with_, self.model_sha256_ = "", self._training(), None
         return self
 
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
+        """The guarantee of :meth:`_guarantee` (a trained model's, read from its file), with no noise finer than
+        it."""
+        return Claim.of(self._guarantee(shape_of(data)), self.neighbours())
+
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+        """The guarantee a release of images of ``shape`` carries."""
+        raise NotImplementedError
+
     def _adopt_training(self, meta: dict) -> None:
         defaults = {p.name: p.default for p in self.params}
         for attr, key in self.training.items():
@@ -111,12 +129,10 @@ class TrainedModel(Mechanism):
     def _write_model(self, path: Path) -> Path:
         raise NotImplementedError
 
-    def secure_params(self) -> dict[str, Any] | None:
-        # The networks draw their noise from torch's floating-point samplers.
-        return None
-
-    def secure_refusal(self) -> str:
-        return "its noise is drawn by torch in floating point (no exact sampler)"
+    def _secure(self) -> dict[str, Any]:
+        """The ``secure``/``not_secure`` of :meth:`capabilities`: the networks draw their noise from torch's
+        floating-point samplers."""
+        return {"secure": None, "not_secure": "its noise is drawn by torch in floating point (no exact sampler)"}
 
 
 def _recorded_ledger(meta: dict) -> dict | None:
@@ -148,6 +164,8 @@ class CalibratedModel(TrainedModel):
     # The accountant a fit's ε comes from, when it is not the one its meta records for its noise (a mechanism that
     # composes several releases, dp-teacher); None: ``meta["accountant"]``.
     accountant_name: ClassVar[str | None] = None
+    # Capabilities.seconds_per_value: a planning hint for a release that runs a generator or a network.
+    _seconds_per_value: ClassVar[float | None] = None
     # Set by `privpix fit --ledger` before save_model: the ledger entry that charged this fit ({"path", "entry"}).
     ledger_entry_: dict | None = None
     # K, resolved by :meth:`_labels` (a subclass may override the parameter, or place its own before it).
@@ -167,7 +185,8 @@ class CalibratedModel(TrainedModel):
             needs_labels=True,
             output=self.output,
             dp_fit=self._fits_on() == "private",
-            seconds_per_value=self.seconds_per_value,
+            seconds_per_value=self._seconds_per_value,
+            **self._secure(),
         )
 
     def _check_delta(self) -> None:
@@ -226,7 +245,7 @@ class CalibratedModel(TrainedModel):
         ledger = fit.get("ledger")
         return {
             "sha256": self.model_sha256_,
-            "guarantee": self.guarantee(shape).to_dict(),
+            "guarantee": self._guarantee(shape).to_dict(),
             "epsilon": eps,
             "delta": float(meta["delta"]),
             "events": [e.to_dict() for e in events],
@@ -244,8 +263,11 @@ class CalibratedModel(TrainedModel):
         if self._fitted_meta() is not None:
             events = self._recomputed()[1]
         else:
-            events = self._planned_events(shape, count_of(data, n))
-        return Claim(self.guarantee(shape), events, self._unit_events(events))
+            try:
+                events = self._planned_events(shape, count_of(data, n))
+            except ParameterError as exc:
+                raise UnstatedNoise(str(exc), self._guarantee(shape)) from None
+        return Claim(self._guarantee(shape), events, self._unit_events(events))
 
     def _unit_events(self, events: tuple[NoiseEvent, ...]) -> tuple[NoiseEvent, ...]:
         """The noise an audit of one image tests: the events charged."""
@@ -263,7 +285,7 @@ class CalibratedModel(TrainedModel):
         shape = tuple(meta["shape"])
         events = self._recomputed()[1]
         meta["fit"] = {
-            "guarantee": self.guarantee(shape).to_dict(),
+            "guarantee": self._guarantee(shape).to_dict(),
             "events": [e.to_dict() for e in events],
             "accountant": self.accountant_name or meta.get("accountant"),
             "ledger": self.ledger_entry_ if self.ledger_entry_ is not None else _recorded_ledger(meta),

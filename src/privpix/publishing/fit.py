@@ -16,7 +16,7 @@ from pathlib import Path
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import DataError, ParameterError
-from privpix.mechanisms.base import Mechanism
+from privpix.mechanisms.base import Mechanism, ModelFile
 from privpix.privacy.accounting import Spend
 from privpix.privacy.guarantees import Guarantee
 from privpix.publishing.outputs import check_output_path, writing
@@ -57,7 +57,7 @@ def check_fit(
         raise ParameterError("a budget (budget, delta_budget) needs a ledger file (ledger)")
     cli = option.startswith("--")  # errors name the command's options, or the Python arguments
     name, ledger_arg = (f"--method {mechanism.name}", "--ledger") if cli else (mechanism.name, "ledger")
-    if not mechanism.saves_model:
+    if not isinstance(mechanism, ModelFile):
         raise ParameterError(
             f"{name}: has no model file to write; whatever it needs it fits when it releases (use it with release, "
             "evaluate or bench directly)"
@@ -67,7 +67,8 @@ def check_fit(
     if ledger is not None and not mechanism.capabilities().dp_fit:
         raise ParameterError(
             f"{ledger_arg}: the fit of {mechanism.name} is not a DP release (its releases carry a "
-            f"'{mechanism.guarantee_model}' guarantee), so it has no ε a ledger could charge; fit it without a ledger"
+            f"'{mechanism.about.guarantee_model}' guarantee), so it has no ε a ledger could charge; fit it without a "
+            "ledger"
         )
 
 
@@ -98,6 +99,7 @@ def fit(
     from privpix.threads import one_thread
 
     check_fit(mechanism, output, ledger=ledger, budget=budget, delta_budget=delta_budget, force=force, option=option)
+    assert isinstance(mechanism, ModelFile)  # check_fit refuses any other
     out = Path(output)
     shape = tuple(data.shape) if isinstance(data, ImageSet) else (0, 0, 0)
     # One thread for torch and BLAS, as in every fit privpix runs: the same seed then gives the same model on any
@@ -107,7 +109,7 @@ def fit(
             mechanism.fit(data, seed=seed)
             with writing(out, option):
                 mechanism.save_model(out)
-            return Fitted(out, mechanism.guarantee(mechanism.capabilities().fixed_shape or (0, 0, 0)))
+            return Fitted(out, mechanism.privacy(mechanism.capabilities().fixed_shape or (0, 0, 0)).guarantee)
         return _charged_fit(mechanism, data, out, shape, ledger, budget, delta_budget, label, seed, note,
                             on_reserved, option)  # fmt: skip
 
@@ -142,5 +144,5 @@ def _charged_fit(mech, data, out, shape, ledger, budget, delta_budget, label, se
         finally:
             if tmp.exists():
                 tmp.unlink()
-    return Fitted(out, mech.guarantee(mech.capabilities().fixed_shape or (0, 0, 0)), charge.path, charge.entry,
+    return Fitted(out, mech.privacy(mech.capabilities().fixed_shape or (0, 0, 0)).guarantee, charge.path, charge.entry,
                   charge.spent)  # fmt: skip

@@ -62,10 +62,11 @@ def publish_job(
     job's shape). ``resume`` continues the interrupted release in ``output``, which must have been started with the
     same ledger. ``budget``/``delta_budget`` create a new ledger file (and must match an existing one's). What the
     ledger did goes into the manifest (``metadata["ledger"]``)."""
+    from privpix.mechanisms.base import ModelFile
     from privpix.publishing.shards import read_plan
 
     mech = job.mechanism
-    guarantee = expect if expect is not None else mech.guarantee(job.shape)
+    guarantee = expect if expect is not None else mech.privacy(job.shape).guarantee
     if ledger is None and (budget is not None or delta_budget is not None):
         raise ParameterError("a budget (budget, delta_budget) needs a ledger file (ledger)")
     ledger_path = resolved(ledger)
@@ -101,7 +102,7 @@ def publish_job(
                        on_published=visible, note=note, on_discard=discard)  # fmt: skip
 
     caps = mech.capabilities()
-    fit = mech.dp_fit_record() if caps.fits_on == "model-file" else None
+    fit = mech.dp_fit_record() if caps.fits_on == "model-file" and isinstance(mech, ModelFile) else None
     events = None
     if fit is None:
         found = mech.privacy(job.shape, None if job.count is not None else job.n, secure=job.secure).events

@@ -134,7 +134,9 @@ def release_to_dir(
             source, shape, class_names = ImageSetSource(images), images.shape, images.class_names
     if expect is None:
         whole = caps.output == "features" and source is not None
-        expect = mechanism.privacy(source.read(0, len(source))).guarantee if whole else mechanism.guarantee(shape)
+        expect = (
+            mechanism.privacy(source.read(0, len(source))).guarantee if whole else mechanism.privacy(shape).guarantee
+        )
     job = ShardedRelease(mechanism, source, shape, count=count, seed=seed, secure=secure, fmt=fmt,
                          compress_level=compress_level, labels=labels, class_names=class_names,
                          input_id=getattr(source, "description", ""))  # fmt: skip

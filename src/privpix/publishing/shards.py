@@ -251,7 +251,7 @@ class ShardedRelease:
         return {
             "privpix_version": __version__,
             "mechanism": self.mechanism.name,
-            "parameters": json.loads(strict_json.dumps(self.mechanism.parameters(), default=None)),
+            "parameters": json.loads(strict_json.dumps(self.mechanism.get_params(), default=None)),
             "input": self.input_id,
             "images": self.n,
             "shape": list(self.shape),
@@ -540,7 +540,7 @@ def release_manifest(
     return {
         "privpix_version": __version__,
         "mechanism": mechanism.name,
-        "parameters": mechanism.parameters(),
+        "parameters": mechanism.get_params(),
         "guarantee": guarantee.to_dict(),
         "guarantee_text": guarantee.text(),
         "seconds": seconds,

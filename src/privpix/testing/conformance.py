@@ -2,7 +2,7 @@
 
 ``check_mechanism(name, workdir)`` runs the mechanism through the one path privpix uses (fit as declared,
 release, write a release folder through the sharded writer ``privpix release`` uses, build audit pairs) on each
-of its :meth:`Mechanism.conformance_cases` and returns the problems found (an empty list: it conforms).
+of its conformance cases (:func:`cases_of`) and returns the problems found (an empty list: it conforms).
 ``tests/test_conformance.py`` runs it on every registered mechanism, so a new mechanism is covered without writing
 a test; an author of a plugin can run it too::
 
@@ -25,13 +25,25 @@ from privpix.mechanisms import (
     KINDS,
     MECHANISMS,
     ConformanceCase,
+    FeatureRelease,
     Mechanism,
+    ModelFile,
     ModelMechanism,
+    Release,
     SyntheticImageMechanism,
     fit_as_declared,
     get_mechanism,
 )
 from privpix.privacy.composition import event_from_dict
+
+
+def cases_of(cls: type[Mechanism], workdir: Path) -> list[ConformanceCase]:
+    """The settings the suite runs ``cls`` with, as sktime's ``get_test_params``: what its optional class method
+    ``conformance_cases(workdir)`` returns when it needs more than the defaults (a trained model file it writes
+    into ``workdir``, images of a given shape, a public data set), else the defaults on a few real images. Only
+    the suite asks, so it is no part of the protocol every mechanism implements."""
+    declared = getattr(cls, "conformance_cases", None)
+    return [ConformanceCase()] if declared is None else list(declared(workdir))
 
 
 def default_images() -> ImageSet:
@@ -46,7 +58,7 @@ def check_mechanism(name: str, workdir: str | Path) -> list[str]:
 
     Per conformance case: it constructs from its parameters, fits as declared, releases float32 images of the
     input's shape in [0, 1] (or, for ``output == "features"``, one finite row of features per image, integers
-    in ``[0, domain_size)`` when ``Release.extra`` states a domain: :func:`_check_features`); the same seed
+    in ``[0, domain_size)`` when the ``FeatureRelease`` states a domain: :func:`_check_features`); the same seed
     gives the same release and another seed another one (when it declares itself randomized); its guarantee
     has the model the class declares and a sound guarantee states a finite per-image ε; the release folder the
     sharded writer of ``privpix release`` writes records exactly ``get_params()`` and the direct release's
@@ -60,7 +72,7 @@ def check_mechanism(name: str, workdir: str | Path) -> list[str]:
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     problems: list[str] = []
-    for k, case in enumerate(cls.conformance_cases(work)):
+    for k, case in enumerate(cases_of(cls, work)):
         where = f"{name} case {k} {case.params}"
         try:
             problems += [f"{where}: {p}" for p in _check_case(cls, case, work / f"case{k}")]
@@ -71,7 +83,7 @@ def check_mechanism(name: str, workdir: str | Path) -> list[str]:
 
 def _check_case(cls: type[Mechanism], case: ConformanceCase, work: Path) -> list[str]:
     params = dict(case.params)
-    epsilon = params.pop("epsilon", 1.0 if cls.uses_epsilon else None)
+    epsilon = params.pop("epsilon", 1.0 if cls.about.uses_epsilon else None)
     delta = params.pop("delta", None)
     images = case.images if case.images is not None else default_images()
     mech = fit_as_declared(get_mechanism(cls.name, epsilon, delta, **params), private=images)
@@ -109,8 +121,8 @@ def _check_case(cls: type[Mechanism], case: ConformanceCase, work: Path) -> list
     if not caps.randomized and not np.array_equal(x, xc):
         out.append("declares itself not randomized, but another seed gave another release")
     g = a.guarantee
-    if g.model != cls.guarantee_model:
-        out.append(f"guarantee model {g.model!r} differs from the declared {cls.guarantee_model!r}")
+    if g.model != cls.about.guarantee_model:
+        out.append(f"guarantee model {g.model!r} differs from the declared {cls.about.guarantee_model!r}")
     if g.sound and (g.per_image_epsilon is None or not math.isfinite(g.per_image_epsilon)):
         out.append("a sound guarantee must state a finite per-image ε")
     if a.parameters != mech.get_params():
@@ -173,7 +185,7 @@ def _check_folder(mech: Mechanism, images: ImageSet, out_dir: Path, direct) -> l
     synthetic = isinstance(mech, SyntheticImageMechanism)
     count = mech.synthetic_count(len(images)) if isinstance(mech, SyntheticImageMechanism) else None
     source = None if synthetic else ImageSetSource(images, "conformance images")
-    guarantee = mech.guarantee(images.shape)
+    guarantee = mech.privacy(images.shape).guarantee
     job = ShardedRelease(mech, source, images.shape, count=count, seed=0, class_names=images.class_names,
                          input_id="conformance images")  # fmt: skip
     with Executor(1) as ex:
@@ -217,13 +229,13 @@ def _check_model(cls: type[Mechanism], mech: ModelMechanism, images: ImageSet, w
         out.append(f"predict() must give ({len(images)},) non-negative integer labels, got {a.dtype} {a.shape}")
     elif not np.array_equal(a, b):
         out.append("predict() gave two different answers for the same images")
-    g = mech.guarantee(images.shape)
-    if g.model != cls.guarantee_model:
-        out.append(f"guarantee model {g.model!r} differs from the declared {cls.guarantee_model!r}")
+    g = mech.privacy(images.shape).guarantee
+    if g.model != cls.about.guarantee_model:
+        out.append(f"guarantee model {g.model!r} differs from the declared {cls.about.guarantee_model!r}")
     if g.sound and (g.per_image_epsilon is None or not math.isfinite(g.per_image_epsilon)):
         out.append("a sound guarantee must state a finite per-image ε")
     work.mkdir(parents=True, exist_ok=True)
-    if not mech.saves_model:
+    if not isinstance(mech, ModelFile):
         out.append("releases a model but has no model file to write (save_model)")
     elif not (path := mech.save_model(work / "model.pt")).is_file() or path.stat().st_size == 0:
         out.append("save_model() wrote no model file")
@@ -235,16 +247,14 @@ def _check_model(cls: type[Mechanism], mech: ModelMechanism, images: ImageSet, w
 
 def _check_claim(mech: Mechanism, images: ImageSet) -> list[str]:
     """:meth:`~privpix.mechanisms.Mechanism.privacy`, which the ledger, the audit and the report read, agrees
-    with itself: its guarantee is :meth:`~privpix.mechanisms.Mechanism.guarantee`'s for the shape; a sound DP
+    with itself: a sound DP
     guarantee declares the noise the ledger charges (with ``--secure`` too, when the mechanism has exact
     samplers), and one that is not sound declares no noise; every event survives the ledger's JSON unchanged."""
     out: list[str] = []
     shape, n = images.shape, len(images)
     claim = mech.privacy(shape, n)
-    if claim.guarantee.to_dict() != mech.guarantee(shape).to_dict():
-        out.append("privacy().guarantee differs from guarantee() of the same shape")
     claims = [claim]
-    if claim.guarantee.is_dp and mech.secure_params() == {}:
+    if claim.guarantee.is_dp and mech.capabilities().secure == {}:
         claims.append(mech.privacy(shape, n, secure=True))
     for c in claims:
         if c.guarantee.is_dp and not c.events:
@@ -257,10 +267,12 @@ def _check_claim(mech: Mechanism, images: ImageSet) -> list[str]:
     return out
 
 
-def _check_features(rel, images: ImageSet) -> list[str]:
-    """A ``features`` release: no images, the input as ``source``, (n, k) features with k >= 1, finite, the
-    same as ``Release.values()`` (float32); when ``extra`` states ``domain_size`` d (randomized-response
-    reports), integers in [0, d), and ``n_features``, that width."""
+def _check_features(rel: Release, images: ImageSet) -> list[str]:
+    """A ``features`` release: a :class:`FeatureRelease` of no images, the input as ``source``, (n, k) features
+    with k >= 1, finite, the same as ``values()`` (float32); when it states ``domain_size`` d
+    (randomized-response reports), integers in [0, d), and ``n_features``, that width."""
+    if not isinstance(rel, FeatureRelease):
+        return [f"a feature mechanism's release is a FeatureRelease, got {type(rel).__name__}"]
     out: list[str] = []
     n = len(images)
     if rel.images is not None:
@@ -276,11 +288,11 @@ def _check_features(rel, images: ImageSet) -> list[str]:
         out.append(f"Release.values() is {v.dtype} {v.shape}, expected float32 {f.shape} equal to the features")
     if not np.all(np.isfinite(v)):
         out.append("released features are not finite")
-    d = rel.extra.get("domain_size")
+    d = rel.domain_size
     if d is not None:
         if not np.array_equal(v, np.round(v)) or v.min() < 0 or v.max() >= d:
             out.append(f"released features must be integers in [0, {d}), got range [{v.min()}, {v.max()}]")
-    m = rel.extra.get("n_features")
+    m = rel.n_features
     if m is not None and f.shape[1] != m:
-        out.append(f"features have {f.shape[1]} columns, extra says n_features = {m}")
+        out.append(f"features have {f.shape[1]} columns, the release says n_features = {m}")
     return out

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from privpix.data.imageset import ImageSet, RecordSet
-from privpix.errors import ParameterError
 from privpix.evaluation.audit.bounds import Candidate, bounds, ceiling
 from privpix.evaluation.audit.curves import AnyCurve, curve_of
 from privpix.evaluation.audit.result import (
@@ -22,7 +21,7 @@ from privpix.evaluation.audit.result import (
     data_shape,
     split_trials,
 )
-from privpix.mechanisms.base import Claim, Mechanism
+from privpix.mechanisms.base import Claim, Mechanism, UnstatedNoise
 from privpix.privacy.neighbours import NeighbourPair, RecordPair
 
 
@@ -57,11 +56,16 @@ def audited_claim(mech: Mechanism, images: ImageSet | RecordSet) -> Claim:
 def claimed(mech: Mechanism, images: ImageSet | RecordSet) -> tuple[float | None, float]:
     """The (ε, δ) ``mech`` claims for one unit of its neighbours, also where its noise cannot be stated for
     these images (a DP fit whose batch is larger than the set): the claim does not depend on it."""
-    try:
-        claim = audited_claim(mech, images)
-    except ParameterError:
-        claim = Claim(mech.guarantee(data_shape(images)))
+    claim = _stated_claim(mech, images)
     return claim.epsilon, claim.delta
+
+
+def _stated_claim(mech: Mechanism, images: ImageSet | RecordSet) -> Claim:
+    """:func:`audited_claim`, or the guarantee alone where the noise cannot be stated for these images."""
+    try:
+        return audited_claim(mech, images)
+    except UnstatedNoise as exc:
+        return Claim(exc.guarantee)
 
 
 def mechanism_curve(mech: Mechanism, images: ImageSet | RecordSet) -> AnyCurve | None:
@@ -119,13 +123,14 @@ def conclude(mech: Mechanism, images: ImageSet | RecordSet, candidates: list[Can
 
 def claim_fields(mech: Mechanism, images: ImageSet | RecordSet) -> dict[str, Any]:
     """The fields of an :class:`AuditResult` that say what was claimed, for whom, and whether it is sound."""
-    claim_eps, claim_delta = claimed(mech, images)
+    claim = _stated_claim(mech, images)
+    claim_eps, claim_delta = claim.epsilon, claim.delta
     return {
         "method": mech.name,
-        "parameters": mech.parameters(),
+        "parameters": mech.get_params(),
         "claimed_epsilon": claim_eps,
         "claimed_delta": claim_delta,
-        "sound": mech.guarantee(data_shape(images)).sound,
+        "sound": claim.guarantee.sound,
         "unit": RECORD_UNIT if isinstance(images, RecordSet) else mech.neighbours().wording(),
     }
 

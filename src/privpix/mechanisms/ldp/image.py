@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from privpix.data.imageset import ImageSet, blockwise
-from privpix.mechanisms.base import Claim, shape_of
+from privpix.mechanisms.base import About, Claim, shape_of
 from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
@@ -28,9 +28,11 @@ class LDPPixel(ImageMechanism):
 
     name = "ldp-pixel"
     summary = "pixels quantised to d levels, each through randomized response (Wang & Chang 2020's pixel baseline)"
-    paper = "Wang & Chang 2020 (pixel baseline)"
-    guarantee_model = "local-dp"
-    soundness = "sound ε-LDP per pixel value; h·w·c·ε per image"
+    about = About(
+        paper="Wang & Chang 2020 (pixel baseline)",
+        guarantee_model="local-dp",
+        soundness="sound ε-LDP per pixel value; h·w·c·ε per image",
+    )
     levels: int = param(16, "domain size d of each pixel value", minimum=2)
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.
     epsilon: float
@@ -38,9 +40,9 @@ class LDPPixel(ImageMechanism):
     def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
         """Charged as the bare per-image ε; one pixel value is one randomized response of ε, on the curve every
         ε-DP mechanism is on (randomized response meets it exactly)."""
-        return Claim.of(self.guarantee(shape_of(data)), self.neighbours(), (PureDP(self.epsilon),))
+        return Claim.of(self._guarantee(shape_of(data)), self.neighbours(), (PureDP(self.epsilon),))
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         h, w, c = shape
         per_image = self.epsilon * h * w * c
         return Guarantee(

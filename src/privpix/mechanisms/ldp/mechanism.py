@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
@@ -23,7 +24,17 @@ from privpix.data.folders import INPUT_FOLDER
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.overlap import shared_count
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, Claim, ConformanceCase, FitsOn, Release, shape_of
+from privpix.mechanisms.base import (
+    About,
+    Capabilities,
+    Claim,
+    ConformanceCase,
+    FeatureRelease,
+    FitsOn,
+    ModelFile,
+    Release,
+    shape_of,
+)
 from privpix.mechanisms.kinds import FeatureMechanism, LearnerSpec
 from privpix.mechanisms.ldp.bnn import BNNEncoder
 from privpix.mechanisms.ldp.dcaconv import DCAConvEncoder
@@ -54,10 +65,10 @@ def register_ldp(cls: type[LDPFeatures]) -> type[LDPFeatures]:
     return register(cls)
 
 
-class LDPFeatures(FeatureMechanism):
+class LDPFeatures(FeatureMechanism, ModelFile):
     """Encode each image with a published encoder into m integer features in ``[0, d)``, then perturb every
     feature with generalised randomized response at ε per feature (Wang & Chang 2020). Output: ``"features"``, a
-    :class:`~privpix.mechanisms.base.Release` whose ``features`` are the (n, m) reports (``Release.values()``
+    :class:`~privpix.mechanisms.base.FeatureRelease` whose ``features`` are the (n, m) reports (``values()``
     gives them as float32).
 
     Parameters (real attributes, ``get_params``/``set_params``): the encoder's own (``layers``, ``words``, …),
@@ -90,14 +101,15 @@ class LDPFeatures(FeatureMechanism):
       view ``Release.values()``) and ``score(encode(test), test_labels)``.
     """
 
-    paper = "Wang & Chang 2020"
-    guarantee_model = "local-dp"
-    soundness = (
-        "sound ε-LDP per encoded feature (unit=feature) or m·ε per image (unit=image), for images the encoder "
-        "was not fitted on"
+    about = About(
+        paper="Wang & Chang 2020",
+        guarantee_model="local-dp",
+        soundness="sound ε-LDP per encoded feature (unit=feature) or m·ε per image (unit=image), for images the "
+        "encoder was not fitted on",
+        # The reports without randomized response: the paper's ε = ∞ column.
+        accepts_infinite_epsilon=True,
     )
     encoder_class: ClassVar[type[Encoder]]
-    accepts_infinite_epsilon = True  # the reports without randomized response: the paper's ε = ∞ column
     unit: str = param("feature", "feature: ε per encoded feature value (paper); image: m·ε per report", UNITS)
     model: str = param("", "encoder file (privpix ldp fit-encoder); the encoder parameters come from it")
     public: str = param("", "NAME[:SPLIT] of public labelled images to fit the encoder on")
@@ -306,15 +318,15 @@ class LDPFeatures(FeatureMechanism):
         enc = self._encoder(images.shape)
         return grr_perturb(self.encode(images), int(enc.fitted_d()), self.epsilon, rng)
 
-    def release(self, images: ImageSet, rng: RNG | int | None = None):
+    def release(self, images: ImageSet, rng: RNG | int | None = None) -> FeatureRelease:
         """As :meth:`FeatureMechanism.release`; the guarantee is marked not sound when ``images`` may be among the
-        encoder's fitting images, and ``extra`` records ``domain_size``, ``n_features`` and the encoder."""
+        encoder's fitting images, and the release states the ``domain_size``, ``n_features`` and ``encoder``."""
         rel = super().release(images, rng)
         overlap = self._overlap(images)
         if overlap:
             rel.guarantee = self._guarantee(images.shape, overlap)
         enc = self._encoder(images.shape)
-        rel.extra.update(domain_size=int(enc.fitted_d()), n_features=int(enc.fitted_m()), encoder=enc.describe())
+        rel.domain_size, rel.n_features, rel.encoder = int(enc.fitted_d()), int(enc.fitted_m()), enc.describe()
         return rel
 
     def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
@@ -362,10 +374,6 @@ class LDPFeatures(FeatureMechanism):
         return ""
 
     # ---------------------------------------------------------------------------------------- the guarantee
-
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
-        """The claim for images the encoder was not fitted on (a release re-checks its own images)."""
-        return self._guarantee(shape, "")
 
     def _guarantee(self, shape: tuple[int, int, int], overlap: str) -> Guarantee:
         enc = self._encoder(shape)
@@ -439,7 +447,7 @@ class LDPPixelReport(LDPFeatures):
 
     name = "ldp-pixel-report"
     summary = "pixel levels → randomized response, released as a report vector (Wang & Chang 2020's pixel baseline)"
-    paper = "Wang & Chang 2020 (pixel baseline)"
+    about = replace(LDPFeatures.about, paper="Wang & Chang 2020 (pixel baseline)")
     encoder_class = PixelEncoder
     conformance_params: ClassVar[dict[str, Any]] = {"scaling": "minmax"}
 
@@ -483,7 +491,7 @@ class LDPHogBovw(LDPFeatures):
 
     name = "ldp-hog-bovw"
     summary = "HOG bag-of-visual-words counts → randomized response (Wang & Chang 2020's BoVW baseline)"
-    paper = "Wang & Chang 2020 (BoVW baseline)"
+    about = replace(LDPFeatures.about, paper="Wang & Chang 2020 (BoVW baseline)")
     encoder_class = HogBovwEncoder
     conformance_params: ClassVar[dict[str, Any]] = {"words": 8, "max_descriptors": 2000}
 
@@ -508,7 +516,7 @@ class LDPDCAConv(LDPFeatures):
 
     name = "ldp-dcaconv"
     summary = "DCAConv binarised convolution codes → randomized response (Wang & Chang 2020)"
-    paper = "Wang & Chang 2020 (DCAConv)"
+    about = replace(LDPFeatures.about, paper="Wang & Chang 2020 (DCAConv)")
     encoder_class = DCAConvEncoder
     conformance_params: ClassVar[dict[str, Any]] = {"layers": "3,2", "kernel": 3}
 
@@ -519,7 +527,7 @@ class LDPBNN(LDPFeatures):
 
     name = "ldp-bnn"
     summary = "binarized CNN activations → randomized response (Wang & Chang 2020's BNN baseline; needs PyTorch)"
-    paper = "Wang & Chang 2020 (BNN baseline)"
+    about = replace(LDPFeatures.about, paper="Wang & Chang 2020 (BNN baseline)")
     encoder_class = BNNEncoder
     conformance_params: ClassVar[dict[str, Any]] = {
         "filters": 2,

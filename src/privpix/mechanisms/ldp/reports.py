@@ -129,11 +129,11 @@ class Reports:
     @classmethod
     def of_release(cls, release: Any, epsilon: float, labels: np.ndarray | None = None) -> Reports:
         """The reports of a feature mechanism's :class:`~privpix.mechanisms.Release` (its ``features``, and the
-        ``domain_size`` and ``encoder`` its ``extra`` states), perturbed at ``epsilon`` per feature; ``labels``
-        travel with them in the clear when given."""
-        d = int(release.extra["domain_size"])
+        ``domain_size`` and ``encoder`` it states), perturbed at ``epsilon`` per feature; ``labels`` travel with
+        them in the clear when given."""
+        d = int(release.domain_size)
         return cls(np.asarray(release.features).astype(value_dtype(d)), None if labels is None else np.asarray(labels),
-                   d, float(epsilon), release.guarantee, release.extra["encoder"],
+                   d, float(epsilon), release.guarantee, release.encoder,
                    {"seconds": round(release.seconds, 3)})  # fmt: skip
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, ConformanceCase
+from privpix.mechanisms.base import About, Capabilities, ConformanceCase
 from privpix.mechanisms.kinds import ImageMechanism, RecordMechanism
 from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
@@ -31,10 +31,12 @@ class AEObfuscator(TrainedModel, ImageMechanism, RecordMechanism):
 
     name = "ae-obfuscator"
     summary = "autoencoder obfuscator with adjustable f (K) and g (noise) (Jamshidi et al. 2023); empirical only"
-    paper = "Jamshidi et al. 2023"
-    guarantee_model = "empirical"
-    soundness = "empirical only: privacy is the measured adversary accuracy"
-    uses_epsilon = False
+    about = About(
+        paper="Jamshidi et al. 2023",
+        guarantee_model="empirical",
+        soundness="empirical only: privacy is the measured adversary accuracy",
+        uses_epsilon=False,
+    )
     model: str = param("", "obfuscator model file; empty: fit() trains one on the data it is given")
     sigma2: float = param(0.0, "g: noise multiplier on the R output (× its mean |activation|)", minimum=0.0)
     K: float = param(3000.0, "f: the non-true class's log-probability is set to −K", minimum=0.0)
@@ -78,6 +80,7 @@ class AEObfuscator(TrainedModel, ImageMechanism, RecordMechanism):
             fixed_shape=None if tabular else (64, 64, 3),
             output="records" if tabular else "images",
             randomized=self.sigma2 > 0,
+            **self._secure(),
         )
 
     @classmethod
@@ -127,7 +130,7 @@ class AEObfuscator(TrainedModel, ImageMechanism, RecordMechanism):
         training = set(self.training) - {"utility", "private"}
         return save_obfuscator(path, net, {k: v for k, v in meta.items() if k != "format" and k not in training})
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """Empirical only, whatever the shape; carries the adversary accuracies measured into the model file."""
         _, meta = self._load()
         caveats: tuple[str, ...] = (

@@ -53,7 +53,7 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Auditable, ConformanceCase, WhiteBoxTrials
+from privpix.mechanisms.base import About, Auditable, ConformanceCase, WhiteBoxTrials
 from privpix.mechanisms.kinds import ModelMechanism
 from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
@@ -160,11 +160,13 @@ class DPSGD(CalibratedModel, ModelMechanism, Auditable):
 
     name = "dp-sgd"
     summary = "DP-SGD classifier (Abadi et al. 2016, Opacus): releases a model, no images; (ε, δ)-DP per example"
-    paper = "Abadi et al. 2016 (DP-SGD); Tramèr & Boneh 2021 (CNN)"
-    guarantee_model = "central-dp"
-    soundness = "sound (ε, δ)-DP per example (add/remove, Poisson sampling); z from Opacus's RDP accountant"
-    uses_epsilon = True
-    uses_delta = True
+    about = About(
+        paper="Abadi et al. 2016 (DP-SGD); Tramèr & Boneh 2021 (CNN)",
+        guarantee_model="central-dp",
+        soundness="sound (ε, δ)-DP per example (add/remove, Poisson sampling); z from Opacus's RDP accountant",
+        uses_epsilon=True,
+        uses_delta=True,
+    )
     model: str = param("", "fitted model file; empty: fit() trains on the private images it is given")
     features: str = param(
         "pixels",
@@ -197,8 +199,11 @@ class DPSGD(CalibratedModel, ModelMechanism, Auditable):
         if not self.delta > 0:
             raise ParameterError("dp-sgd: the sampled Gaussian mechanism needs a delta in (0, 1), e.g. --delta 1e-5")
 
-    def secure_refusal(self) -> str:
-        return "its noise is torch's floating-point Gaussian through Opacus (no exact sampler)"
+    def _secure(self) -> dict[str, Any]:
+        return {
+            "secure": None,
+            "not_secure": "its noise is torch's floating-point Gaussian through Opacus (no exact sampler)",
+        }
 
     def _planned_events(self, shape: tuple[int, int, int], n: int | None) -> tuple[NoiseEvent, ...]:
         """T sampled Gaussian steps (add/remove) of a fit on ``n`` examples."""
@@ -398,7 +403,7 @@ class DPSGD(CalibratedModel, ModelMechanism, Auditable):
         log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
         return log_p[np.arange(len(images)), np.asarray(images.labels, dtype=np.int64)]
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """(ε, δ)-DP for one (image, label) of the training set added or removed (central DP, per image ε = ε)."""
         self._check_delta()
         caveats = [

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from privpix.data.imageset import ImageSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import Capabilities, ConformanceCase
+from privpix.mechanisms.base import About, Capabilities, ConformanceCase
 from privpix.mechanisms.kinds import ImageMechanism
 from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
@@ -40,9 +41,7 @@ class _TrainedGAN(TrainedModel, ImageMechanism):
     training parameter below is recorded in it. With a model file, the training parameters in force are the
     file's (``get_params`` reports them after :meth:`fit`), and giving a different one is an error."""
 
-    paper = "Kim & Yang 2020"
-    guarantee_model = "empirical"
-    uses_epsilon = False
+    about = About(paper="Kim & Yang 2020", guarantee_model="empirical", uses_epsilon=False)
     noise_epsilon: float = param(1.0, "training: the paper's ε, a noise-scale knob (not a DP ε)", minimum=1e-12)
     noise_delta: float = param(0.0, "training: the paper's δ knob; 0 → Laplace, > 0 → Gaussian", minimum=0.0)
     d: int = param(128, "training: latent size d", minimum=1)
@@ -72,7 +71,9 @@ class _TrainedGAN(TrainedModel, ImageMechanism):
         if self.meta_ is not None and self.is_fitted:
             c, h, w = self.meta_["shape"]
             shape = (h, w, c)
-        return Capabilities(fits_on=self._fits_on(), fixed_shape=shape, needs_labels=self.needs_labels)
+        return Capabilities(
+            fits_on=self._fits_on(), fixed_shape=shape, needs_labels=self.needs_labels, **self._secure()
+        )
 
     @classmethod
     def conformance_cases(cls, workdir: Path) -> list[ConformanceCase]:
@@ -122,7 +123,7 @@ class _TrainedGAN(TrainedModel, ImageMechanism):
         gen, meta = self._load()
         return save_model(path, gen, {k: v for k, v in meta.items() if k not in ("kind", "classes", "format")})
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """Empirical only: ε and δ of the model file are noise-scale knobs, not a DP guarantee."""
         _, meta = self._load()
         fitted_on = meta.get("fitted_on", "unrecorded data")
@@ -163,24 +164,33 @@ class _TrainedGAN(TrainedModel, ImageMechanism):
 class PPSGAN(_TrainedGAN):
     name = "ppsgan"
     summary = "PPSGAN selective latent anonymization with self-attention noise (Kim & Yang 2020); empirical only"
-    paper = "Kim & Yang 2020 (PPSGAN)"
+    about = replace(
+        _TrainedGAN.about,
+        paper="Kim & Yang 2020 (PPSGAN)",
+        soundness="empirical only: ε, δ scale the latent noise; s_e is data-derived",
+    )
     noise_caveat = "the self-attention reweights the noise per image"
-    soundness = "empirical only: ε, δ scale the latent noise; s_e is data-derived"
 
 
 @register
 class PPAPNet(_TrainedGAN):
     name = "ppapnet"
     summary = "PPAPNet: noise on the whole latent vector (Kim & Yang 2020's baseline); empirical only"
-    paper = "Kim & Yang 2020 (PPAPNet baseline)"
+    about = replace(
+        _TrainedGAN.about,
+        paper="Kim & Yang 2020 (PPAPNet baseline)",
+        soundness="empirical only: ε, δ scale the latent noise; s_e is data-derived",
+    )
     noise_caveat = "the noise is on the whole latent vector"
-    soundness = "empirical only: ε, δ scale the latent noise; s_e is data-derived"
 
 
 @register
 class ACGAN(_TrainedGAN):
     name = "acgan"
     summary = "ACGAN class-conditional synthetic images (Kim & Yang 2020's baseline); empirical only"
-    paper = "Kim & Yang 2020 (ACGAN baseline)"
+    about = replace(
+        _TrainedGAN.about,
+        paper="Kim & Yang 2020 (ACGAN baseline)",
+        soundness="empirical only: a non-private GAN trained on the data",
+    )
     needs_labels = True
-    soundness = "empirical only: a non-private GAN trained on the data"

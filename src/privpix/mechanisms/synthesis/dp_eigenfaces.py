@@ -33,6 +33,7 @@ classes and the public set are public). The audit tests the released embedding a
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -134,8 +135,11 @@ class DPEigenfaces(
     name = "dp-eigenfaces"
     summary = ("public eigenfaces + one Gaussian release of the private class-wise coefficient moments → a Gaussian "
                "per class; (ε, δ)-DP per image, faces at any ε")  # fmt: skip
-    paper = "privpix: DP moments in a public PCA basis (eigenfaces: Turk & Pentland 1991)"
-    soundness = "sound (ε, δ)-DP per image (replace-one, n public); the public set is not protected"
+    about = replace(
+        MeanEmbeddingSynthesizer.about,
+        paper="privpix: DP moments in a public PCA basis (eigenfaces: Turk & Pentland 1991)",
+        soundness="sound (ε, δ)-DP per image (replace-one, n public); the public set is not protected",
+    )
     components: int = param(
         50,
         "k: principal components of the public set the images are drawn in (the "
@@ -161,7 +165,7 @@ class DPEigenfaces(
     public_parts = "the public set's basis"
     conformance_tiny: ClassVar[dict[str, Any]] = {"components": 6, "public": "digits"}
     # Drawing: one (k × d) product per image, about 0.03 ms for a 32×32 face on one core (a shard-planning hint).
-    seconds_per_value = 1e-8
+    _seconds_per_value = 1e-8
 
     basis_: tuple[np.ndarray, np.ndarray, float] | None = None
 

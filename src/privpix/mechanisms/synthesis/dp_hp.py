@@ -36,6 +36,7 @@ the model file). The kernel length is a fixed default or the user's, never fitte
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
@@ -112,8 +113,11 @@ class DPHP(MeanEmbeddingSynthesizer, params_before="n_classes"):
 
     name = "dp-hp"
     summary = "DP-HP (Vinaroz et al. 2022): noisy Hermite-feature mean embedding + generator; (ε, δ)-DP per image"
-    paper = "Vinaroz et al. 2022 (DP-HP)"
-    soundness = "sound (ε, δ)-DP per image (replace-one, n public); σ from dp-accounting"
+    about = replace(
+        MeanEmbeddingSynthesizer.about,
+        paper="Vinaroz et al. 2022 (DP-HP)",
+        soundness="sound (ε, δ)-DP per image (replace-one, n public); σ from dp-accounting",
+    )
     order: int = param(20, "C: Hermite order of the per-pixel (sum) kernel; D = d·(C + 1) features", minimum=1)
     length_scale: float = param(
         0.5,

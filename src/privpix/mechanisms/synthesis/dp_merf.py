@@ -43,6 +43,7 @@ is: rows rounded to a lattice, summed as integers, exact discrete Gaussian noise
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
@@ -116,8 +117,11 @@ class DPMERF(MeanEmbeddingSynthesizer, params_before="n_classes"):
 
     name = "dp-merf"
     summary = "DP-MERF (Harder et al. 2021): noisy random-feature mean embedding + generator; (ε, δ)-DP per image"
-    paper = "Harder et al. 2021 (DP-MERF)"
-    soundness = "sound (ε, δ)-DP per image (replace-one, n public); σ from dp-accounting"
+    about = replace(
+        MeanEmbeddingSynthesizer.about,
+        paper="Harder et al. 2021 (DP-MERF)",
+        soundness="sound (ε, δ)-DP per image (replace-one, n public); σ from dp-accounting",
+    )
     n_features: int = param(10000, "D: random Fourier features (even; D/2 frequencies)", minimum=2)
     length_scale: float = param(
         0.0,

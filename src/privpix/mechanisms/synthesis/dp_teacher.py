@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -137,8 +138,11 @@ class DPTeacher(DPMERF):
     name = "dp-teacher"
     summary = ("DP-MERF images labelled by a DP-SGD ScatterNet teacher (two releases, PLD-composed); (ε, δ)-DP per "
                "image")  # fmt: skip
-    paper = "Harder et al. 2021 (DP-MERF); Tramèr & Boneh 2021 (ScatterNet DP-SGD); Papernot et al. 2017 (teacher)"
-    soundness = "sound (ε, δ)-DP per image (replace-one, n public); the two releases composed by dp-accounting's PLD"
+    about = replace(
+        DPMERF.about,
+        paper="Harder et al. 2021 (DP-MERF); Tramèr & Boneh 2021 (ScatterNet DP-SGD); Papernot et al. 2017 (teacher)",
+        soundness="sound (ε, δ)-DP per image (replace-one, n public); the two releases composed by dp-accounting's PLD",
+    )
     teacher_share: float = param(
         0.75,
         "share of ε the teacher is given: the embedding is calibrated alone to "
@@ -162,7 +166,7 @@ class DPTeacher(DPMERF):
     history_: dict | None = None  # the last fit's teacher loss and seconds (kept out of the model file)
     accountant_name: ClassVar[str] = ACCOUNTANT
     # About 0.9 ms per 28×28 digit on one core, three quarters of it the teacher's scattering transform.
-    seconds_per_value: ClassVar[float] = 1.1e-6
+    _seconds_per_value: ClassVar[float] = 1.1e-6
 
     def _check_features(self) -> None:
         super()._check_features()
@@ -171,7 +175,7 @@ class DPTeacher(DPMERF):
         if not self.teacher_momentum < 1:
             raise ParameterError(f"{self.name}: teacher_momentum must be in [0, 1), got {self.teacher_momentum}")
         if self.secure:
-            raise ParameterError(f"{self.name}: secure=true is not available: {self.secure_refusal()}")
+            raise ParameterError(f"{self.name}: secure=true is not available: {self._secure()['not_secure']}")
 
     def _check_shape(self, shape: tuple[int, int, int]) -> None:
         super()._check_shape(shape)
@@ -182,11 +186,11 @@ class DPTeacher(DPMERF):
                 "--size 28x28)"
             )
 
-    def secure_params(self) -> dict[str, Any] | None:
-        return None
-
-    def secure_refusal(self) -> str:
-        return "the teacher's DP-SGD noise is Opacus's floating-point Gaussian (no exact sampler)"
+    def _secure(self) -> dict[str, Any]:
+        return {
+            "secure": None,
+            "not_secure": "the teacher's DP-SGD noise is Opacus's floating-point Gaussian (no exact sampler)",
+        }
 
     # ------------------------------------------------------------------------------------------- calibration
 
@@ -387,7 +391,7 @@ class DPTeacher(DPMERF):
         images, _ = super()._synthesize(n, shape, rng)
         return images, dp_sgd_training.predict(self.teacher_, images)  # in chunks, as the teacher's own predict
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """(ε, δ)-DP for one image and its label of the private set replaced: the embedding release and the
         teacher's DP-SGD composed (central DP, per image ε = ε)."""
         self._check_delta()

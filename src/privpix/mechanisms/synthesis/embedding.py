@@ -46,7 +46,7 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError, PrivpixWarning
-from privpix.mechanisms.base import Auditable, ConformanceCase
+from privpix.mechanisms.base import About, Auditable, ConformanceCase
 from privpix.mechanisms.kinds import SyntheticImageMechanism
 from privpix.mechanisms.params import param
 from privpix.mechanisms.trained import CalibratedModel
@@ -134,7 +134,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism, Auditab
     reduce: ClassVar[str] = "sum"  # embed_net.train_generator's class-mean reduction
     conformance_tiny: ClassVar[dict[str, Any]] = {}
     # Generating: about 0.17 ms per 28×28 digit on one core (the generator's forward pass), a shard-planning hint.
-    seconds_per_value: ClassVar[float] = 2.2e-7
+    _seconds_per_value: ClassVar[float] = 2.2e-7
     # The parameters every subclass has, in this order after its feature map's own, which it declares first
     # (``params_before="n_classes"``); one without a generator drops GENERATOR_PARAMS and public_epochs.
     model: str = param("", "fitted model file; empty: fit() fits on the private images it is given")
@@ -179,9 +179,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism, Auditab
         minimum=1,
     )
 
-    guarantee_model = "central-dp"
-    uses_epsilon = True
-    uses_delta = True
+    about = About(guarantee_model="central-dp", uses_epsilon=True, uses_delta=True)
 
     # The fitted generator is ``model_`` (TrainedModel); beside it:
     embedding_: np.ndarray | None = None  # the released noisy embedding μ̃ (K·D + K,)
@@ -229,20 +227,24 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism, Auditab
         if not self.delta > 0:
             raise ParameterError(f"{self.name}: the Gaussian mechanism needs a delta in (0, 1), e.g. --delta 1e-5")
 
-    def secure_params(self) -> dict[str, Any] | None:
+    def _secure(self) -> dict[str, Any]:
         """Fitting now: ``secure=true`` (exact discrete Gaussian on the fixed-point sum). From a model file: its
-        noise was drawn when it was fitted, exactly only if it was fitted with ``secure=true``."""
+        noise was drawn when it was fitted, exactly only if it was fitted with ``secure=true``, which only the file
+        says (``--secure`` reads it first)."""
         if not self.model:
-            return {"secure": True}
+            return {"secure": {"secure": True}}
         if not self.is_fitted:
-            self.fit(None)
-        return {} if self.secure else None
-
-    def secure_refusal(self) -> str:
-        return (
+            return {
+                "secure": None,
+                "not_secure": f"{self.model} is not read yet: fit() reads whether its noise was exact",
+            }
+        if self.secure:
+            return {"secure": {}}
+        why = (
             f"{self.model} was fitted with floating-point Gaussian noise (secure=false), and a release from it adds "
             "no noise; refit with --param secure=true for exact noise"
         )
+        return {"secure": None, "not_secure": why}
 
     def _planned_events(self, shape: tuple[int, int, int], n: int | None) -> tuple[NoiseEvent, ...]:
         """One Gaussian release of the embedding, noise multiplier z for (ε, δ) (its sensitivity 2/n normalised);
@@ -543,7 +545,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism, Auditab
 
     # -------------------------------------------------------------------------------------- releasing
 
-    def guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         """(ε, δ)-DP for one image and its label of the private set replaced (central DP, per image ε = ε)."""
         self._check_delta()
         z = self._embedding_noise_multiplier()
