@@ -96,3 +96,17 @@ def test_evaluate_is_exported_at_the_top():
     from privpix.evaluation.grid import evaluate
 
     assert privpix.evaluate is evaluate and "evaluate" in privpix.__all__
+
+
+def test_errors_raised_to_python_name_python_arguments_and_the_cli_its_options(tmp_path, run):
+    images = ImageSet(np.random.default_rng(0).integers(0, 256, (4, 4, 4, 1), dtype=np.uint8))
+    mech = get_mechanism("pixel-laplace", epsilon=1.0, sensitivity="bound", unit="image")
+    privpix.release(mech, images, tmp_path / "out", seed=0)
+    with pytest.raises(ParameterError, match=r"^output .*: holds an earlier release; pass force=True to replace it"):
+        privpix.release(mech, images, tmp_path / "out", seed=1)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    Image.fromarray(np.zeros((4, 4), np.uint8)).save(folder / "a.png")
+    r = run("release", "--input", folder, "--method", "pixel-laplace", "--param", "sensitivity=bound", "--param",
+            "unit=image", "--epsilon", "1", "--output", tmp_path / "out")  # fmt: skip
+    assert r.exit_code == 2 and "--output" in r.output and "pass --force to replace it" in r.output

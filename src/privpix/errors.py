@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import warnings
 from collections.abc import Callable, Iterator
+
+# Whether the code runs under the command line (set by it): an error then names the option a user typed, else the
+# argument a Python caller passed.
+_COMMAND_LINE: contextvars.ContextVar[bool] = contextvars.ContextVar("privpix_command_line", default=False)
 
 
 class PrivpixError(Exception):
@@ -77,3 +82,19 @@ def require_torch(purpose: str):
 
     torch_loaded(torch)  # loaded inside one_thread(): one thread from the start
     return torch
+
+
+def arg(option: str, python: str) -> str:
+    """How an error names a setting: ``option`` (``--force``) under the command line, ``python`` (``force=True``)
+    for a Python caller, so that neither is told to pass what it cannot."""
+    return option if _COMMAND_LINE.get() else python
+
+
+@contextlib.contextmanager
+def command_line() -> Iterator[None]:
+    """Errors raised inside name the command line's options (:func:`arg`)."""
+    token = _COMMAND_LINE.set(True)
+    try:
+        yield
+    finally:
+        _COMMAND_LINE.reset(token)

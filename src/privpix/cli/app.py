@@ -20,7 +20,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from privpix.errors import PrivpixError
+from privpix.errors import PrivpixError, command_line
 from privpix.version import __version__
 
 # A wide console even when piped, so tables stay one row per line in logs. No emoji codes: a dataset split in a
@@ -67,7 +67,7 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            with _terminate_as_interrupt():
+            with _terminate_as_interrupt(), command_line():
                 return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise  # click's own: main() above reports them

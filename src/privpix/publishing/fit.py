@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from privpix.data.imageset import ImageSet, RecordSet
-from privpix.errors import DataError, ParameterError
+from privpix.errors import DataError, ParameterError, arg
 from privpix.mechanisms.base import Mechanism, ModelFile
 from privpix.privacy.accounting import Spend
 from privpix.privacy.guarantees import Guarantee
@@ -51,8 +51,7 @@ def check_fit(
     out = Path(output)
     check_output_path(out, option)
     if out.exists() and not force:
-        flag = "--force" if option.startswith("--") else "force=True"
-        raise ParameterError(f"{option} {out}: exists; pass {flag} to replace it")
+        raise ParameterError(f"{option} {out}: exists; pass {arg('--force', 'force=True')} to replace it")
     if ledger is None and (budget is not None or delta_budget is not None):
         raise ParameterError("a budget (budget, delta_budget) needs a ledger file (ledger)")
     cli = option.startswith("--")  # errors name the command's options, or the Python arguments

@@ -51,7 +51,7 @@ from privpix.data.formats.release_layout import (
     read_manifest,
     safe_name,
 )
-from privpix.errors import DataError, ParameterError
+from privpix.errors import DataError, ParameterError, arg
 from privpix.fileio import fsync_path, sha256_file, write_chunks_atomic, write_text_atomic
 from privpix.spill import SortedSpill
 
@@ -184,7 +184,7 @@ def check_output(output: Path, force: bool, inputs: Sequence[str | Path] = ()) -
     is given. A non-empty folder without a privpix manifest is refused even with ``force``."""
     check_no_overlap(output, inputs)
     if output.exists() and not output.is_dir():
-        raise ParameterError(f"--output {output}: exists and is not a directory")
+        raise ParameterError(f"{arg('--output', 'output')} {output}: exists and is not a directory")
     if not output.is_dir():
         return None
     if (output / JOURNAL).exists():
@@ -194,9 +194,14 @@ def check_output(output: Path, force: bool, inputs: Sequence[str | Path] = ()) -
         return None
     manifest = read_manifest(output)
     if manifest is None:
-        raise ParameterError(f"--output {output}: not empty and holds no privpix manifest; refusing to touch it")
+        raise ParameterError(
+            f"{arg('--output', 'output')} {output}: not empty and holds no privpix manifest; refusing to touch it"
+        )
     if not force:
-        raise ParameterError(f"--output {output}: holds an earlier release; pass --force to replace it")
+        raise ParameterError(
+            f"{arg('--output', 'output')} {output}: holds an earlier release; pass {arg('--force', 'force=True')} to "
+            "replace it"
+        )
     return manifest
 
 
@@ -276,21 +281,21 @@ class ReleaseWriter:
     def __enter__(self) -> ReleaseWriter:
         check_no_overlap(self.out, self.inputs)
         if self.out.exists() and not self.out.is_dir():
-            raise ParameterError(f"--output {self.out}: exists and is not a directory")
+            raise ParameterError(f"{self._where()}: exists and is not a directory")
         if not self.out.is_dir():
             try:
                 self.out.mkdir(parents=True)
             except OSError as exc:
-                raise ParameterError(f"--output {self.out}: cannot create it ({exc.strerror or exc})") from None
+                raise ParameterError(f"{self._where()}: cannot create it ({exc.strerror or exc})") from None
             self._created = True
         self._lock = FileLock(self.out / LOCK)
         try:
             self._lock.acquire(timeout=0)
         except Timeout:
-            raise ParameterError(f"--output {self.out}: another privpix release is writing there now") from None
+            raise ParameterError(f"{self._where()}: another privpix release is writing there now") from None
         except OSError as exc:
             self._undo_create()
-            raise ParameterError(f"--output {self.out}: cannot write there ({exc.strerror or exc})") from None
+            raise ParameterError(f"{self._where()}: cannot write there ({exc.strerror or exc})") from None
         try:
             recover(self.out, self.note, keep_resumable=self.resume, on_discard=self.on_discard)
             earlier = check_output(self.out, self.force, self.inputs)
@@ -301,7 +306,7 @@ class ReleaseWriter:
                     p = in_out(name)
                     if p.exists() and (not p.is_file() or sha256_file(p) != sha):
                         raise ParameterError(
-                            f"--output {self.out}: {name} was changed after the earlier release was written; "
+                            f"{self._where()}: {name} was changed after the earlier release was written; "
                             "privpix replaces only its own unchanged files (move it away first)"
                         )
             if self.resume:
@@ -315,7 +320,7 @@ class ReleaseWriter:
                     write_text_atomic(self.stage / PLAN, strict_json.dumps(self.plan, indent=2, default=None))
         except OSError as exc:
             self._release_lock()
-            raise ParameterError(f"--output {self.out}: cannot write there ({exc.strerror or exc})") from None
+            raise ParameterError(f"{self._where()}: cannot write there ({exc.strerror or exc})") from None
         except BaseException:
             self._release_lock()
             raise
@@ -389,7 +394,7 @@ class ReleaseWriter:
             self._files.add((name, sha))  # may spill a run to disk
         except OSError as exc:
             raise ParameterError(
-                f"--output {self.out}: cannot write the release ({exc.strerror or exc}); nothing was published"
+                f"{self._where()}: cannot write the release ({exc.strerror or exc}); nothing was published"
             ) from None
         self._unsynced.append(name)
         return sha
@@ -466,6 +471,10 @@ class ReleaseWriter:
             self._release_lock()
             if not self.committed:
                 self._undo_create()
+
+    def _where(self) -> str:
+        """The output as an error names it: the option a command-line user typed, or the Python argument."""
+        return f"{arg('--output', 'output')} {self.out}"
 
     def _release_lock(self) -> None:
         if self._lock is not None:
