@@ -144,7 +144,8 @@ def fit_encoder(
 @click.option("--input", "input_dir", type=click.Path(), default=None, help="Folder of the owners' images.")
 @click.option("--limit", type=int, default=None, help="Use a seeded random subset of this many images.")
 @click.option("--seed", type=int, default=None, help="Seed for reproducible research runs.")
-@click.option("--secure", is_flag=True, help="OS CSPRNG with the exact GRR sampler (for real releases).")
+@click.option("--secure", is_flag=True,
+              help="OS CSPRNG with the exact GRR sampler (the default without --seed).")  # fmt: skip
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None)
 @click.option("--output", required=True, type=click.Path(), help="Folder for reports.npz and manifest.json.")
 @click.option("--force", is_flag=True, help="Replace earlier reports in --output.")
@@ -167,6 +168,7 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
     from privpix.mechanisms.ldp import load_encoder
     from privpix.mechanisms.ldp.encoder_base import ENCODERS
     from privpix.privacy.noise import make_rng
+    from privpix.publishing.release import exact_noise
     from privpix.publishing.staging import check_output
 
     if not epsilon > 0:  # also NaN
@@ -175,6 +177,7 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
     enc = load_encoder(encoder_file)
     mech = get_mechanism(ENCODERS.providers()[enc.name][0], epsilon=epsilon, model=str(encoder_file))
     mech.fit(None)
+    secure = exact_noise(mech, seed=seed, secure=secure)  # exact GRR by default without --seed
     data, source = _images(dataset, input_dir, data_dir, None, limit, seed or 0, "owners' images", record_source)
     # The description the guarantee checks against the encoder's fitting data (a subset says which).
     data = replace(_fit_to_encoder(data, enc, quiet), source=source)

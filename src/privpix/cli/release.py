@@ -47,7 +47,8 @@ def _dataset_folder(dataset: str, data_dir: str | None) -> list[Path]:
 @click.option(
     "--secure",
     is_flag=True,
-    help="Draw noise from the OS CSPRNG with exact samplers (no seed); refused for a mechanism that has none.",
+    help="Require exact samplers on the OS CSPRNG (refused for a mechanism that has none). Without --seed they are "
+    "the default wherever the mechanism has them; otherwise its noise is floating-point and the guarantee says so.",
 )
 @click.option("--output", required=True, type=click.Path(), help="Directory for the PNGs and manifest.json.")
 @click.option("--size", default=None, help="Resize every image to HEIGHTxWIDTH first.")
@@ -131,7 +132,7 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
     from privpix.errors import ParameterError
     from privpix.mechanisms import RecordMechanism, fit_as_declared, get_mechanism
     from privpix.privacy.noise import make_rng
-    from privpix.publishing.release import check_output, check_source_map
+    from privpix.publishing.release import check_output, check_source_map, exact_noise
 
     # Every check that can fail runs before any work is done.
     mech = get_mechanism(method, epsilon=epsilon, delta=delta, **parse_params(params))
@@ -178,14 +179,9 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
                 "layout and no shards or blocks to size"
             )
     make_rng(seed, secure=secure)  # the same checks of --seed / --secure as every command
-    if secure:
-        # Exact samplers for every noise draw behind the claim, or no --secure at all.
-        if mech.capabilities().fits_on == "model-file":
-            mech.fit(None)  # its noise was drawn when the file was fitted: the file says whether exactly
-        exact = mech.capabilities().secure
-        if exact is None:
-            raise ParameterError(f"--secure: {method} has no exact sampler: {mech.capabilities().not_secure}")
-        mech.set_params(**exact)
+    # Exact samplers for every noise draw behind the claim: asked for (--secure, refused without them), or by
+    # default without --seed wherever the method has them.
+    secure = exact_noise(mech, seed=seed, secure=secure)
     if resume and caps.fits_on == "private" and seed is None:
         # A resumed run fits again; without a seed that is a second, different fit of the private images (a second
         # DP release for a synthesizer), and the shards finished before would come from the first one.

@@ -63,10 +63,13 @@ def publish_job(
     same ledger. ``budget``/``delta_budget`` create a new ledger file (and must match an existing one's). What the
     ledger did goes into the manifest (``metadata["ledger"]``)."""
     from privpix.mechanisms.base import ModelFile
-    from privpix.publishing.shards import read_plan
+    from privpix.publishing.shards import read_plan, stated_guarantee
 
     mech = job.mechanism
-    guarantee = expect if expect is not None else mech.privacy(job.shape).guarantee
+    planned = expect if expect is not None else mech.privacy(job.shape).guarantee
+    # What the ledger is charged for and the manifest states: the planned guarantee with its noise's caveat. The
+    # shards are checked against the planned one, which is what each block's release computes.
+    guarantee = stated_guarantee(mech, planned, job.secure, job.seed)
     if ledger is None and (budget is not None or delta_budget is not None):
         raise ParameterError("a budget (budget, delta_budget) needs a ledger file (ledger)")
     ledger_path = resolved(ledger)
@@ -97,7 +100,7 @@ def publish_job(
             if on_published is not None:
                 on_published()
 
-        return job.run(output, executor, expect=guarantee, plan=plan, resume=resume, force=force, inputs=inputs,
+        return job.run(output, executor, expect=planned, plan=plan, resume=resume, force=force, inputs=inputs,
                        source_map=source_map, metadata=metadata, on_progress=on_progress, on_skip=on_skip,
                        on_published=visible, note=note, on_discard=discard)  # fmt: skip
 

@@ -21,7 +21,7 @@ from privpix.data.formats.release_layout import (  # noqa: F401  (re-exported: t
     read_manifest,
 )
 from privpix.data.imageset import ImageSet, RecordSet
-from privpix.errors import ParameterError
+from privpix.errors import ParameterError, arg
 from privpix.mechanisms.base import Mechanism
 from privpix.mechanisms.kinds import SyntheticImageMechanism, require_kind
 from privpix.privacy.guarantees import Guarantee
@@ -75,9 +75,10 @@ def release_to_dir(
             (its labels go into the manifest), or images whose number and shape it copies; or an iterable of image
             sets (joined) or of counts (added up).
         rng: an integer seed, which gives the output ``privpix release --seed`` gives (or pass ``seed=``); a
-            :class:`~privpix.privacy.noise.SecureRandom` (the exact samplers, as ``--secure``); a NumPy
-            ``Generator``, from which one seed is drawn (the same generator state, the same release); or ``None``
-            (fresh OS entropy).
+            :class:`~privpix.privacy.noise.SecureRandom` (the exact samplers, as ``--secure``; refused for a
+            mechanism that has none); a NumPy ``Generator``, from which one seed is drawn (the same generator state,
+            the same release); or ``None``: the exact samplers on the OS CSPRNG where the mechanism has them (the
+            publication default), else floating-point noise from fresh OS entropy, with a caveat in the guarantee.
         force: replace an earlier privpix release in ``output`` (only the files its manifest lists).
         source_map: receives a CSV of (released name, source name); it must lie outside ``output``.
         expect: the guarantee a ledger was charged for: a release whose guarantee differs is stopped before it is
@@ -109,6 +110,7 @@ def release_to_dir(
             raise ParameterError("give rng or seed, not both")
         rng = seed
     seed, secure = _seed_of(rng)
+    secure = exact_noise(mechanism, seed=seed, secure=secure)
     rng_kind = "secure" if secure else ("seeded" if seed is not None else "os-seeded")
     metadata = {"secure_rng": secure, "rng": rng_kind, **(metadata or {})}  # as `privpix release` records them
     if mechanism.capabilities().fits_on == "model-file" and not mechanism.is_fitted:
@@ -147,6 +149,27 @@ def release_to_dir(
                                   metadata=metadata, on_progress=on_batch, on_published=on_published,
                                   note=note)  # fmt: skip
         return manifest
+
+
+def exact_noise(mechanism: Mechanism, *, seed: int | None, secure: bool) -> bool:
+    """Whether a release draws exact noise from the OS CSPRNG, with ``mechanism`` set for it (its
+    ``Capabilities.secure`` parameters). Asked for (``secure``): always, or refused, saying why the mechanism has no
+    exact sampler. Not asked for and no ``seed``: whenever the mechanism has exact samplers, the publication
+    default; otherwise its noise is drawn in floating point, and the guarantee it states says so. With a ``seed``
+    (a research run): never."""
+    if seed is not None and not secure:
+        return False
+    if mechanism.capabilities().fits_on == "model-file" and not mechanism.is_fitted:
+        mechanism.fit(None)  # its noise was drawn when the file was fitted: the file says whether exactly
+    caps = mechanism.capabilities()
+    if caps.secure is None:
+        if secure:
+            raise ParameterError(
+                f"{arg('--secure', 'rng=SecureRandom()')}: {mechanism.name} has no exact sampler: {caps.not_secure}"
+            )
+        return False
+    mechanism.set_params(**caps.secure)
+    return True
 
 
 def _seed_of(rng: RNG | int | None) -> tuple[int | None, bool]:

@@ -472,7 +472,8 @@ class ShardedRelease:
                 "class labels published as given: not privatized, not covered by the guarantee (they are treated "
                 "as public)"
             )
-        manifest = release_manifest(self.mechanism, expect, time.perf_counter() - t0, extra)
+        stated = stated_guarantee(self.mechanism, expect, self.secure, self.seed)
+        manifest = release_manifest(self.mechanism, stated, time.perf_counter() - t0, extra)
         if self.source is None:
             manifest["labels"] = dict(sorted(labels.items()))
         self._staged_map = stage_source_map(Path(source_map), sources) if source_map is not None else None
@@ -505,8 +506,12 @@ class ShardedRelease:
         unit = rec["unit"]
         if unit["manifest"] is not None:
             manifest = {**unit["manifest"], **(metadata or {})}
+            if isinstance(manifest.get("guarantee"), dict):
+                own = Guarantee.from_dict(manifest["guarantee"])
+                manifest["guarantee"] = stated_guarantee(self.mechanism, own, self.secure, self.seed).to_dict()
         else:
-            manifest = release_manifest(self.mechanism, expect, unit["seconds"], {**(metadata or {}), **unit["fields"]})
+            stated = stated_guarantee(self.mechanism, expect, self.secure, self.seed)
+            manifest = release_manifest(self.mechanism, stated, unit["seconds"], {**(metadata or {}), **unit["fields"]})
         return self._committed(writer, manifest, on_published)
 
     def _committed(
@@ -530,6 +535,25 @@ class ShardedRelease:
             else:
                 out[Path(row["file_name"]).stem] = row["file_name"]
         return out
+
+
+# What a guarantee says of noise that was not drawn by exact samplers from the OS CSPRNG (the same words for every
+# mechanism): the proof assumes exact noise, and seeded noise can be recomputed by whoever knows the seed.
+FLOAT_NOISE = ("noise drawn in floating point, not by an exact sampler: floating-point noise can leak through the "
+               "pattern of its low-order bits (Mironov 2012); the method has no exact sampler, or it was not asked "
+               "for")  # fmt: skip
+SEEDED_NOISE = ("noise drawn from a seeded generator (a research run): anyone who knows the seed can recompute and "
+                "remove it; not for publication")  # fmt: skip
+
+
+def stated_guarantee(mechanism: Mechanism, guarantee: Guarantee, secure: bool, seed: int | None) -> Guarantee:
+    """The guarantee a release states (its manifest, its ledger entry): ``guarantee`` with the caveat of its noise
+    when that noise is not exact secure noise (:data:`FLOAT_NOISE`, :data:`SEEDED_NOISE`); a claim that is not
+    DP, or a mechanism that draws no randomness, is stated as it is."""
+    if secure or not guarantee.is_dp or not mechanism.capabilities().randomized:
+        return guarantee
+    caveat = SEEDED_NOISE if seed is not None else FLOAT_NOISE
+    return guarantee if caveat in guarantee.caveats else replace(guarantee, caveats=(*guarantee.caveats, caveat))
 
 
 def release_manifest(
