@@ -160,25 +160,11 @@ def test_typed_events_keep_the_ledgers_json_and_the_compositions_order():
     assert compose(events, 1e-5) == compose(events[::-1], 1e-5)
 
 
-def test_a_pure_dp_ledger_refuses_an_approximate_event_naming_the_option():
+def test_a_new_ledger_without_a_delta_budget_names_the_option():
     book = PrivacyLedger(10.0)
     with pytest.raises(BudgetExceededError, match="--delta-budget"):
         book.spend(_merf_guarantee(), events=_merf_events())
     assert book.entries == []
-
-
-def test_a_new_ledger_file_gets_a_delta_budget_the_recommended_methods_fit(tmp_path):
-    """Created without a δ budget, a ledger file admits the recommended (ε, δ) methods at δ = 1e-5 (fifteen
-    dp-merf fits at (1, 1e-5) compose to ε < 10 there); δ = 0 must be asked for."""
-    from privpix.privacy.accounting import DEFAULT_DELTA_BUDGET
-
-    with open_ledger(tmp_path / "new.json", budget=10.0) as session:
-        assert session.ledger.delta_budget == DEFAULT_DELTA_BUDGET == 1e-5
-        for _ in range(15):
-            session.add(_merf_guarantee(), "fit", status="charged", events=_merf_events())
-        assert session.ledger.spent_epsilon < 10
-    with open_ledger(tmp_path / "pure.json", budget=10.0, delta_budget=0.0) as session:
-        assert session.ledger.delta_budget == 0.0
 
 
 def test_old_format_ledgers_still_load_and_count_as_bare_events(tmp_path):

@@ -325,7 +325,7 @@ def test_reports_guarantee_roundtrip_and_integrity(mnist_small, tmp_path):
     back = read_reports(out)
     assert (back.values == rep.values).all() and (back.labels == te.labels).all()
     assert back.guarantee.to_dict() == mech.privacy(te).guarantee.to_dict() and back.guarantee.sound
-    with pytest.raises(ParameterError, match="pass --force"):
+    with pytest.raises(ParameterError, match="pass force=True"):
         release(mech, te, out, 1)
     raw = bytearray((out / "reports.npz").read_bytes())
     raw[-5] ^= 1

@@ -185,8 +185,7 @@ def _common(fn):
     "refused over budget; releases from the model file are then free (post-processing).",
 )
 @click.option("--budget", type=float, default=None, help="Per-image ε budget for a new --ledger file.")
-@click.option("--delta-budget", type=float, default=None,
-              help="δ budget for a new --ledger file (default 1e-5; 0: pure DP).")  # fmt: skip
+@click.option("--delta-budget", type=float, default=None, help="δ budget for a new --ledger file (default 0).")
 @executor_options
 @_common
 def fit(method, dataset, input_dir, size, params, epsilon, delta, limit, ledger, budget, delta_budget, workers, engine,

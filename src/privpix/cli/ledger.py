@@ -110,8 +110,7 @@ def load_fitted_model(path: str):
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--model", required=True, type=click.Path(dir_okay=False), help="Model file whose fit to charge.")
 @click.option("--budget", type=float, default=None, help="Per-image ε budget for a new ledger FILE.")
-@click.option("--delta-budget", type=float, default=None,
-              help="δ budget for a new ledger FILE (default 1e-5; 0: pure DP).")  # fmt: skip
+@click.option("--delta-budget", type=float, default=None, help="δ budget for a new ledger FILE (default 0).")
 def charge(file: str, model: str, budget: float | None, delta_budget: float | None) -> None:
     """Charge the DP fit of an existing model file to the ledger FILE, once: afterwards releases from the model with
     --ledger FILE are post-processing (nothing more is charged). Refused over budget, for a model whose fit is not

@@ -60,8 +60,7 @@ def _dataset_folder(dataset: str, data_dir: str | None) -> list[Path]:
     help="Privacy ledger file: locked for the release, charged before anything is written, refused over budget.",
 )
 @click.option("--budget", type=float, default=None, help="Per-image ε budget for a new --ledger file.")
-@click.option("--delta-budget", type=float, default=None,
-              help="δ budget for a new --ledger file (default 1e-5; 0: pure DP).")  # fmt: skip
+@click.option("--delta-budget", type=float, default=None, help="δ budget for a new --ledger file (default 0).")
 @click.option(
     "--force",
     is_flag=True,

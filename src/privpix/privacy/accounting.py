@@ -358,10 +358,6 @@ class PrivacyLedger:
 
 
 LEDGER_FORMAT = "privpix-ledger-2"
-# The δ budget of a ledger file created without one: what the recommended (ε, δ) methods need (each is charged by
-# its noise, composed at this δ), and below 1/n for any set of fewer than 100,000 images. A pure-DP ledger is
-# created with a δ budget of 0.
-DEFAULT_DELTA_BUDGET = 1e-5
 
 
 class LedgerSession:
@@ -575,9 +571,7 @@ def open_ledger(
 
     The lock (``PATH.lock``, an OS file lock that dies with its process) is held across check, charge and
     publish, so concurrent releases on one ledger run one after the other and can never overspend it.
-    A new ledger's δ budget is ``delta_budget``, or :data:`DEFAULT_DELTA_BUDGET` when it is not given (0 makes a
-    pure-DP ledger). A ``budget`` (or ``delta_budget``) that differs from an existing ledger's is an error, never
-    ignored.
+    A ``budget`` (or ``delta_budget``) that differs from an existing ledger's is an error, never ignored.
     ``wait`` is told once when another process holds the lock."""
     given = Path(path)
     # One ledger, one lock: every name of the file (a symbolic link) must lock and write the same file.
@@ -619,7 +613,7 @@ def open_ledger(
         elif budget is None:
             raise ParameterError(f"--ledger {p}: file does not exist; give --budget to start a new ledger")
         else:
-            ledger = PrivacyLedger(budget, DEFAULT_DELTA_BUDGET if delta_budget is None else delta_budget)
+            ledger = PrivacyLedger(budget, delta_budget or 0.0)
         yield LedgerSession(p, ledger)
     finally:
         lock.release()
