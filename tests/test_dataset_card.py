@@ -52,7 +52,7 @@ def test_a_sound_release_states_its_guarantee_cost_and_check_in_its_card(tmp_pat
     for caveat in g["caveats"]:
         assert caveat in text
     assert "ε = 3 remains" in text and "privpix verify release" in text
-    assert "floating point" in text  # unseeded float noise says so
+    assert manifest["rng"] == "secure" and "exact samplers" in text  # without a seed: exact noise, and it says so
     whole = (out / "README.md").read_text()
     assert str(tmp_path) not in whole and not any(person in whole for person in PEOPLE)
 
@@ -89,3 +89,43 @@ def test_a_release_that_is_not_dp_says_so_first():
                                              (5_000_000, "1M<n<10M"), (20_000_000, "n>10M")])  # fmt: skip
 def test_size_categories_are_hugging_faces(n, category):
     assert size_category(n) == category
+
+
+def _noisy_folder(root):
+    rng = np.random.default_rng(1)
+    root.mkdir()
+    for i in range(6):
+        Image.fromarray(rng.integers(0, 256, (8, 8), dtype=np.uint8)).save(root / f"{i}.png")
+    return root
+
+
+def test_a_release_without_a_seed_draws_exact_noise_or_states_a_floating_point_caveat(run, tmp_path):
+    """Never neither: the publication default is the exact samplers on the OS CSPRNG wherever the method has them;
+    a sound method without them states that its noise is floating-point; a seeded run states that it is one."""
+    from privpix.publishing.shards import FLOAT_NOISE, SEEDED_NOISE
+
+    src = _noisy_folder(tmp_path / "in")
+    ledger = tmp_path / "ledger.json"
+    r = run("release", "--input", src, "--method", "pixel-laplace[sensitivity=bound,unit=image]", "--epsilon", "1",
+            "--output", tmp_path / "exact", "--ledger", ledger, "--budget", "10", "-q")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    exact = json.loads((tmp_path / "exact" / "manifest.json").read_text())
+    assert exact["rng"] == "secure" and exact["secure_rng"] is True
+    assert FLOAT_NOISE not in exact["guarantee"]["caveats"] and SEEDED_NOISE not in exact["guarantee"]["caveats"]
+    # pca-inverse's DP basis is a floating-point Gaussian: no exact sampler, so the caveat, in the manifest, the
+    # card and the ledger entry alike.
+    r = run("release", "--input", src, "--method", "pca-inverse[basis=dp,d=2,batch=6]", "--epsilon", "1", "--delta",
+            "1e-5", "--output", tmp_path / "float", "-q")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    floating = json.loads((tmp_path / "float" / "manifest.json").read_text())
+    assert floating["rng"] == "os-seeded" and FLOAT_NOISE in floating["guarantee"]["caveats"]
+    assert "not by an exact sampler" in (tmp_path / "float" / "README.md").read_text()
+    r = run("release", "--input", src, "--method", "pixel-laplace[sensitivity=bound,unit=image]", "--epsilon", "1",
+            "--seed", "3", "--output", tmp_path / "seeded", "--ledger", ledger, "-q")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    seeded = json.loads((tmp_path / "seeded" / "manifest.json").read_text())
+    assert seeded["rng"] == "seeded" and SEEDED_NOISE in seeded["guarantee"]["caveats"]
+    from privpix.privacy.accounting import PrivacyLedger
+
+    first, second = PrivacyLedger.load(ledger).entries
+    assert SEEDED_NOISE not in first.guarantee["caveats"] and SEEDED_NOISE in second.guarantee["caveats"]
