@@ -149,7 +149,7 @@ def _check_report_folder(mech: Mechanism, images: ImageSet, out_dir: Path) -> li
     from privpix.data.inmemory import ImageSetSource
     from privpix.executor import Executor
     from privpix.publishing.release import read_manifest, verify_manifest
-    from privpix.publishing.shards import ShardedRelease
+    from privpix.publishing.shards import ShardedRelease, stated_guarantee
 
     out: list[str] = []
     direct = mech.privacy(images).guarantee
@@ -157,7 +157,9 @@ def _check_report_folder(mech: Mechanism, images: ImageSet, out_dir: Path) -> li
                          input_id="conformance images")  # fmt: skip
     with Executor(1) as ex:
         manifest = job.run(out_dir, ex, expect=direct)
-    if manifest.get("guarantee") != json.loads(json.dumps(direct.to_dict(), default=float)):
+    # What the manifest states: the direct release's guarantee with its noise's caveat (this run is seeded).
+    stated = stated_guarantee(mech, direct, job.secure, job.seed)
+    if manifest.get("guarantee") != json.loads(json.dumps(stated.to_dict(), default=float)):
         out.append("the report folder's guarantee is not the one a direct release of the same images carries")
     problems = verify_manifest(out_dir)
     if problems:
@@ -179,7 +181,7 @@ def _check_folder(mech: Mechanism, images: ImageSet, out_dir: Path, direct) -> l
     from privpix.data.inmemory import ImageSetSource
     from privpix.executor import Executor
     from privpix.publishing.release import verify_manifest
-    from privpix.publishing.shards import ShardedRelease
+    from privpix.publishing.shards import ShardedRelease, stated_guarantee
 
     out: list[str] = []
     synthetic = isinstance(mech, SyntheticImageMechanism)
@@ -194,7 +196,8 @@ def _check_folder(mech: Mechanism, images: ImageSet, out_dir: Path, direct) -> l
     expected = json.loads(json.dumps(mech.get_params(), default=float))
     if recorded["parameters"] != expected or manifest["parameters"] != mech.get_params():
         out.append(f"the manifest records {recorded['parameters']}, but get_params() is {expected}")
-    if recorded["guarantee"] != json.loads(json.dumps(direct.to_dict(), default=float)):
+    stated = stated_guarantee(mech, direct, job.secure, job.seed)  # with the caveat of its seeded noise
+    if recorded["guarantee"] != json.loads(json.dumps(stated.to_dict(), default=float)):
         out.append("the manifest's guarantee is not the one a direct release of the same images carries")
     problems = verify_manifest(out_dir)
     if problems:
