@@ -64,16 +64,24 @@ def datasets(data_dir: str | None) -> None:
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def mechanisms(as_json: bool) -> None:
-    """List every mechanism with its guarantee model and parameters."""
+    """List the mechanisms, the recommended ones first, grouped by what they are for: what each guarantees and its
+    parameters with their help."""
     from privpix.mechanisms import ALIASES, MECHANISMS, parse_method_spec
+    from privpix.mechanisms.base import USES
+
+    def order(name: str) -> tuple[int, int, str]:
+        about = MECHANISMS[name].about
+        return (0 if about.recommended_for else 1, list(USES).index(about.use), name)
 
     items: list[dict[str, Any]] = []  # JSON objects: what --json prints
-    for name in sorted(MECHANISMS):
+    for name in sorted(MECHANISMS, key=order):
         cls = MECHANISMS[name]
         aliases = [a for a in sorted(ALIASES) if parse_method_spec(a)[0] == name]
         items.append(
             {
                 "name": name,
+                "recommended_for": cls.about.recommended_for or None,
+                "use": cls.about.use,
                 "aliases": [{"alias": a, "spec": ALIASES[a][0], "why": ALIASES[a][1]} for a in aliases],
                 "model": cls.about.guarantee_model,
                 "soundness": cls.about.soundness,
@@ -95,19 +103,24 @@ def mechanisms(as_json: bool) -> None:
     if as_json:
         click.echo(strict_json.dumps(items, indent=2))
         return
-    table = Table(title="mechanisms")
-    for col in ("name", "guarantee model", "what holds", "ε", "paper", "parameters (default)", "summary"):
+    table = Table(title="mechanisms (recommended first; `privpix release --method NAME --param key=value`)")
+    for col in ("name", "what it is for", "what holds", "parameters (default: help)"):
         table.add_column(col)
+    group = None
     for it in items:
-        params = "\n".join(f"{p['name']}={p['default']}" for p in it["parameters"])
+        heading = "recommended" if it["recommended_for"] else USES[it["use"]]
+        if heading != group:
+            if group is not None:
+                table.add_section()
+            table.add_row(f"[bold]{escape(heading)}[/bold]", "", "", "")
+            group = heading
+        params = "\n".join(f"{p['name']}={p['default']}: {p['help']}" for p in it["parameters"])
+        what = it["recommended_for"] or it["summary"]
         table.add_row(
-            it["name"] + "".join(f"\n(alias: {a['alias']})" for a in it["aliases"]),
-            it["model"],
-            it["soundness"],
-            "yes" if it["uses_epsilon"] else "no",
-            it["paper"],
-            params,
-            it["summary"],
+            escape(it["name"] + "".join(f" (alias {a['alias']})" for a in it["aliases"])),
+            escape(f"{what} [{it['paper']}]" if it["paper"] else what),
+            escape(f"{it['model']}: {it['soundness']}"),
+            escape(params),
         )
     console.print(table)
 

@@ -195,6 +195,9 @@ class About:
         accepts_infinite_epsilon: whether ε = ∞ is a defined setting: the output without noise, released with no
             guarantee (the ε = ∞ column of Wang & Chang 2020: LDP reports without randomized response). Other
             mechanisms refuse it.
+        use: what the mechanism is for, one of :data:`USES` (listings group by it).
+        recommended_for: the data and need it is the recommended method for, in a few words (``privpix
+            mechanisms`` lists it first, with this); empty: not a recommendation.
     """
 
     paper: str = ""
@@ -204,6 +207,24 @@ class About:
     uses_delta: bool = False
     delta_only_if: tuple[str, Any] | None = None
     accepts_infinite_epsilon: bool = False
+    use: str = "other"
+    recommended_for: str = ""
+
+    def __post_init__(self) -> None:
+        if self.use not in USES:
+            raise ValueError(f"use must be one of {', '.join(USES)}, got {self.use!r}")
+
+
+# What a mechanism is for (``About.use``), in the order listings show them, each with its heading.
+USES = {
+    "synthesize": "synthetic images, differentially private",
+    "model": "a trained model instead of data, differentially private",
+    "local": "local differential privacy: owners perturb their own images",
+    "pixels": "noise on each image's pixels",
+    "paper": "the papers' methods, to reproduce and compare (not DP as implemented; sound variants one parameter away)",
+    "baseline": "conventional filters, without a privacy claim",
+    "other": "other mechanisms",
+}
 
 
 def takes_delta(cls: type[Mechanism], params: dict[str, Any]) -> bool:

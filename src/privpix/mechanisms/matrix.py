@@ -86,6 +86,7 @@ class _SingularValueMechanism(ImageMechanism):
         guarantee_model="central-dp",
         paper="Zhang, Fu & Meng 2020",
         soundness="NOT DP: singular vectors published untouched; data-derived Δ",
+        use="paper",
     )
     # Both subclasses' last two parameters: each declares its own first (params_before="postprocess").
     postprocess: bool = param(True, "isotonic (non-increasing, non-negative) refinement, §3.2.3")
@@ -219,6 +220,7 @@ class LRA(ImageMechanism):
         guarantee_model="central-dp",
         paper="Zhang, Fu & Meng 2020 (LRA)",
         soundness="NOT DP: the factor B is fitted to the private image; data-derived Δ",
+        use="paper",
     )
     k: int = param(0, "factor rank; 0 = min(height, width), the largest possible rank", minimum=0)
     iterations: int = param(5, "SGD passes over the entries (the paper's r)", minimum=1)

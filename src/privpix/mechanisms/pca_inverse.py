@@ -93,6 +93,7 @@ class PCAInverse(ImageMechanism):
         uses_delta=True,
         # Only the DP basis is a Gaussian mechanism; the others refuse a δ they would leave unused.
         delta_only_if=("basis", "dp"),
+        use="paper",
     )
     d: int = param(20, "number of principal components kept", minimum=1)
     batch: int = param(100, "images per PCA for basis=private|dp (paper: 100 MNIST, 300 faces)", minimum=2)

@@ -87,6 +87,7 @@ class PixelLaplace(ImageMechanism):
         paper="Zhang, Fu & Meng 2020 (LAP)",
         guarantee_model="central-dp",
         soundness="default (paper) NOT DP: data-derived Δ; sensitivity=bound is sound",
+        use="pixels",
     )
     sensitivity: str = param(
         "data",
@@ -221,6 +222,7 @@ class DPPix(ImageMechanism):
         paper="Fan 2018 (DP-Pix)",
         guarantee_model="central-dp",
         soundness="sound ε-DP for neighbours differing in m pixels",
+        use="pixels",
     )
     b: int = param(4, "cell side in pixels", minimum=1)
     m: int = param(1, "neighbouring images differ in at most m pixels", minimum=1)
@@ -292,7 +294,9 @@ class DPPix(ImageMechanism):
 
 
 class _NoGuarantee(ImageMechanism):
-    about = About(guarantee_model="none", uses_epsilon=False, paper="Kim & Yang 2020 (conventional baseline)")
+    about = About(
+        guarantee_model="none", uses_epsilon=False, paper="Kim & Yang 2020 (conventional baseline)", use="baseline"
+    )
     caveat = ""
 
     def capabilities(self) -> Capabilities:

@@ -32,6 +32,7 @@ class LDPPixel(ImageMechanism):
         paper="Wang & Chang 2020 (pixel baseline)",
         guarantee_model="local-dp",
         soundness="sound ε-LDP per pixel value; h·w·c·ε per image",
+        use="local",
     )
     levels: int = param(16, "domain size d of each pixel value", minimum=2)
     # Takes ε (uses_epsilon): construction refuses None and set_params puts back what it had, so it is a float.

@@ -108,6 +108,7 @@ class LDPFeatures(FeatureMechanism, ModelFile):
         "encoder was not fitted on",
         # The reports without randomized response: the paper's ε = ∞ column.
         accepts_infinite_epsilon=True,
+        use="local",
     )
     encoder_class: ClassVar[type[Encoder]]
     unit: str = param("feature", "feature: ε per encoded feature value (paper); image: m·ε per report", UNITS)

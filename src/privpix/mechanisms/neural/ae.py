@@ -36,6 +36,7 @@ class AEObfuscator(TrainedModel, ImageMechanism, RecordMechanism):
         guarantee_model="empirical",
         soundness="empirical only: privacy is the measured adversary accuracy",
         uses_epsilon=False,
+        use="paper",
     )
     model: str = param("", "obfuscator model file; empty: fit() trains one on the data it is given")
     sigma2: float = param(0.0, "g: noise multiplier on the R output (× its mean |activation|)", minimum=0.0)

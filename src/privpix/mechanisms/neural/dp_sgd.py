@@ -166,6 +166,8 @@ class DPSGD(CalibratedModel, ModelMechanism, Auditable):
         soundness="sound (ε, δ)-DP per example (add/remove, Poisson sampling); z from Opacus's RDP accountant",
         uses_epsilon=True,
         uses_delta=True,
+        use="model",
+        recommended_for="any private images, when a trained model is all that is needed",
     )
     model: str = param("", "fitted model file; empty: fit() trains on the private images it is given")
     features: str = param(

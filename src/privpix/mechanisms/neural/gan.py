@@ -41,7 +41,7 @@ class _TrainedGAN(TrainedModel, ImageMechanism):
     training parameter below is recorded in it. With a model file, the training parameters in force are the
     file's (``get_params`` reports them after :meth:`fit`), and giving a different one is an error."""
 
-    about = About(paper="Kim & Yang 2020", guarantee_model="empirical", uses_epsilon=False)
+    about = About(paper="Kim & Yang 2020", guarantee_model="empirical", uses_epsilon=False, use="paper")
     noise_epsilon: float = param(1.0, "training: the paper's ε, a noise-scale knob (not a DP ε)", minimum=1e-12)
     noise_delta: float = param(0.0, "training: the paper's δ knob; 0 → Laplace, > 0 → Gaussian", minimum=0.0)
     d: int = param(128, "training: latent size d", minimum=1)

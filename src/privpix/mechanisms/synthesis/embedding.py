@@ -179,7 +179,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism, Auditab
         minimum=1,
     )
 
-    about = About(guarantee_model="central-dp", uses_epsilon=True, uses_delta=True)
+    about = About(guarantee_model="central-dp", uses_epsilon=True, uses_delta=True, use="synthesize")
 
     # The fitted generator is ``model_`` (TrainedModel); beside it:
     embedding_: np.ndarray | None = None  # the released noisy embedding μ̃ (K·D + K,)
