@@ -163,13 +163,22 @@ def test_epsilon_is_annotated_float_only_where_it_is_required(name: str) -> None
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_mypy_finds_no_error_in_the_package() -> None:
-    """The hints privpix ships (py.typed) hold: mypy, as [tool.mypy] configures it, checks src/privpix. A test, not
-    a step before the suite, so that `make test` runs it beside the other tests (19 s without a cache)."""
+def test_mypy_finds_no_error_in_the_package(tmp_path) -> None:
+    """The hints privpix ships (py.typed) hold: mypy, as [tool.mypy] configures it, checks src/privpix, and with it
+    the plug-in example a contributor copies from docs/architecture.md (one file of at most 40 lines), in the same
+    run. A test, not a step before the suite, so that `make test` runs it beside the other tests (19 s without a
+    cache)."""
+    import re
     import subprocess
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    r = subprocess.run([sys.executable, "-m", "mypy"], cwd=root, capture_output=True, text=True, timeout=600)
+    doc = (root / "docs" / "architecture.md").read_text()
+    example = re.search(r"<!-- example: salt_pepper.py -->\n```python\n(.*?)```", doc, re.S)
+    assert example is not None and len(example.group(1).splitlines()) <= 40
+    plugin = tmp_path / "salt_pepper.py"
+    plugin.write_text(example.group(1))
+    r = subprocess.run([sys.executable, "-m", "mypy", "src/privpix", str(plugin)], cwd=root, capture_output=True,
+                       text=True, timeout=600)  # fmt: skip
     assert r.returncode == 0, f"mypy found errors:\n{r.stdout}{r.stderr}"
     assert "Success: no issues found" in r.stdout
