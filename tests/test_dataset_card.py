@@ -129,3 +129,20 @@ def test_a_release_without_a_seed_draws_exact_noise_or_states_a_floating_point_c
 
     first, second = PrivacyLedger.load(ledger).entries
     assert SEEDED_NOISE not in first.guarantee["caveats"] and SEEDED_NOISE in second.guarantee["caveats"]
+
+
+def test_a_synthesizer_fitted_with_floating_point_noise_is_not_restated_as_exact(tmp_path):
+    """The API's default picks exact noise only where it can still be drawn: a model already fitted in floating
+    point keeps its parameters, and its release states the floating-point caveat."""
+    from privpix.errors import ParameterError
+    from privpix.privacy.noise import make_rng
+    from privpix.publishing.shards import FLOAT_NOISE
+
+    digits = load_dataset("builtin-mnist").subset(slice(60))
+    mech = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, n_features=200, epochs=1, batch_size=20, width=8,
+                         channels=4).fit(digits, seed=0)  # fmt: skip
+    manifest = privpix.release(mech, 10, tmp_path / "synthetic")
+    assert manifest["parameters"]["secure"] is False and manifest["rng"] == "os-seeded"
+    assert FLOAT_NOISE in manifest["guarantee"]["caveats"]
+    with pytest.raises(ParameterError, match="fitted with floating-point noise; fit it again with secure=True"):
+        privpix.release(mech, 10, tmp_path / "exact", make_rng(secure=True))

@@ -168,6 +168,17 @@ def exact_noise(mechanism: Mechanism, *, seed: int | None, secure: bool) -> bool
                 f"{arg('--secure', 'rng=SecureRandom()')}: {mechanism.name} has no exact sampler: {caps.not_secure}"
             )
         return False
+    if caps.fits_on == "private" and mechanism.is_fitted:
+        # Its fit drew its noise already: the parameters it was fitted with say how, and changing them now would
+        # state exact noise for a fit that drew floating-point noise.
+        params = mechanism.get_params()
+        exact = all(params.get(k) == v for k, v in caps.secure.items())
+        if secure and not exact:
+            raise ParameterError(
+                f"{arg('--secure', 'rng=SecureRandom()')}: {mechanism.name} was fitted with floating-point noise; fit "
+                f"it again with {', '.join(f'{k}={v}' for k, v in caps.secure.items())} for exact noise"
+            )
+        return exact
     mechanism.set_params(**caps.secure)
     return True
 
