@@ -177,3 +177,29 @@ def once_per_run(tmp_path_factory, name: str, make):
             make(out)
             done.touch()
     return out
+
+
+def kill_a_fit_once_reserved(command, ledger, model):
+    """Start the fit ``command`` (a process argument list), SIGKILL it once its reservation is in ``ledger`` and it
+    has trained a second, and check what a killed fit must leave: its reservation, counted as spent, and no model
+    file at ``model``. Returns the ledger's entry."""
+    import signal
+    import sys
+    import time
+
+    from privpix.privacy.accounting import PrivacyLedger
+
+    proc = subprocess.Popen([sys.executable, *map(str, command)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not (ledger.exists() and PrivacyLedger.load(ledger).entries):
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            time.sleep(0.2)
+        time.sleep(1.0)  # into the training
+        assert proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    (entry,) = PrivacyLedger.load(ledger).entries
+    assert entry.status == "reserved" and entry.kind == "fit" and not model.exists()
+    return entry

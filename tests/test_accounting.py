@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import io
 import json
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import start_all_waiting_on_the_ledger
+from conftest import kill_a_fit_once_reserved, start_all_waiting_on_the_ledger
 from privpix.cli.fit import fit_to_file
 from privpix.errors import BudgetExceededError, DataError, ParameterError
 from privpix.mechanisms import get_mechanism
@@ -329,22 +326,10 @@ def test_a_killed_fit_keeps_its_reservation(tmp_path):
     """SIGKILL during training: the reservation stays on disk and counts as spent; no model file appears."""
     ledger, out = tmp_path / "ledger.json", tmp_path / "m.pt"
     long = [a for k, v in {**TINY, "epochs": 100_000}.items() for a in ("--param", f"{k}={v}")]
-    cmd = [sys.executable, "-m", "privpix", "fit", "--method", "dp-merf", "--dataset", "builtin-mnist", "--limit",
-           "300", "--epsilon", "1", "--delta", "1e-5", *long, "--workers", "1", "--output", str(out), "--ledger",
-           str(ledger), "--budget", "4", "--delta-budget", "1e-4", "-q"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline and not (ledger.exists() and PrivacyLedger.load(ledger).entries):
-            assert proc.poll() is None, proc.stderr.read().decode()
-            time.sleep(0.2)
-        time.sleep(1.0)  # into the training
-        assert proc.poll() is None
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    (entry,) = PrivacyLedger.load(ledger).entries
-    assert entry.status == "reserved" and entry.kind == "fit" and not out.exists()
+    cmd = ["-m", "privpix", "fit", "--method", "dp-merf", "--dataset", "builtin-mnist", "--limit", "300", "--epsilon",
+           "1", "--delta", "1e-5", *long, "--workers", "1", "--output", out, "--ledger", ledger, "--budget", "4",
+           "--delta-budget", "1e-4", "-q"]  # fmt: skip
+    kill_a_fit_once_reserved(cmd, ledger, out)
     assert PrivacyLedger.load(ledger).spent_epsilon == pytest.approx(0.8366, abs=1e-3)
 
 

@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import io
 import json
-import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
 import privpix
-from conftest import start_all_waiting_on_the_ledger
+from conftest import kill_a_fit_once_reserved, start_all_waiting_on_the_ledger
 from privpix.data import ImageSet
 from privpix.errors import BudgetExceededError, DataError, ParameterError
 from privpix.mechanisms import get_mechanism
@@ -147,18 +144,5 @@ def test_racing_api_fits_never_overspend_the_ledger(tmp_path):
 def test_an_api_fit_killed_mid_training_keeps_its_reservation(tmp_path):
     ledger, out = tmp_path / "ledger.json", tmp_path / "m.pt"
     PrivacyLedger(4.0, 1e-4).save(ledger)
-    proc = subprocess.Popen([sys.executable, "-c", API_FIT, str(out), str(ledger), "100000"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline and not PrivacyLedger.load(ledger).entries:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            time.sleep(0.2)
-        time.sleep(1.0)  # into the training
-        assert proc.poll() is None
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    (entry,) = PrivacyLedger.load(ledger).entries
-    assert entry.status == "reserved" and entry.kind == "fit" and not out.exists()
+    kill_a_fit_once_reserved(["-c", API_FIT, out, ledger, 100000], ledger, out)
     assert PrivacyLedger.load(ledger).spent_epsilon == pytest.approx(0.8366, abs=1e-3)
