@@ -93,7 +93,7 @@ def test_the_readme_command_line_flow_runs_as_written(data_dir, tmp_path):
     r = subprocess.run(["bash", "-e", "-c", flow], cwd=tmp_path, env=env, capture_output=True, text=True,
                        timeout=600)  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "every file matches its manifest" in r.stdout
+    assert "every file matches its manifest" in r.stdout and (tmp_path / "release.html").is_file()
     manifest = json.loads((tmp_path / "release" / "manifest.json").read_text())
     assert manifest["guarantee"]["per_image_epsilon"] == 1.0 and manifest["guarantee"]["sound"]
     (entry,) = PrivacyLedger.load(tmp_path / "ledger.json").entries

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from privpix.privacy.guarantees import Guarantee
+from privpix.report.release_text import contents, ledger_text, noise_text, num_text, why_not
 
 # Hugging Face's size categories (the `size_categories` field of a dataset card).
 SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
@@ -26,7 +27,7 @@ def dataset_card(manifest: dict[str, Any], folder_name: str = "RELEASE") -> str:
     card names the folder in its commands (the output's name, never a path)."""
     g = manifest["guarantee"]
     name = str(manifest.get("mechanism") or "local-DP reports")
-    count, what = _contents(manifest)
+    count, what = contents(manifest)
     sound = bool(g.get("sound"))
     privacy = {
         "mechanism": name,
@@ -57,18 +58,18 @@ def dataset_card(manifest: dict[str, Any], folder_name: str = "RELEASE") -> str:
     lines += ["## What protects the people in the data", ""]
     if sound:
         eps = g.get("per_image_epsilon")
-        lines += [f"**Differential privacy, per image: ε = {_num(eps)}, δ = {_num(g.get('delta'))}**, for "
+        lines += [f"**Differential privacy, per image: ε = {num_text(eps)}, δ = {num_text(g.get('delta'))}**, for "
                   f"{g.get('unit')}. Whatever anyone does with this release, its outcome changes by at most a factor "
-                  f"e^{_num(eps)} (plus δ) when one such image is replaced.", ""]  # fmt: skip
+                  f"e^{num_text(eps)} (plus δ) when one such image is replaced.", ""]  # fmt: skip
     else:
-        lines += ["**This release is not differentially private.** " + _why_not(g), ""]
+        lines += ["**This release is not differentially private.** " + why_not(g), ""]
     lines += ["The guarantee as privpix states it (also in `manifest.json`):", "", "```text",
               (manifest.get("guarantee_text") or Guarantee.from_dict(g).text()).strip(), "```", ""]  # fmt: skip
     caveats = g.get("caveats") or []
     if caveats:
         lines += ["Caveats:", ""] + [f"- {c}" for c in caveats] + [""]
-    lines += ["## The noise", "", _noise_text(manifest.get("rng")), ""]
-    lines += ["## What it cost", "", _ledger_text(ledger), ""]
+    lines += ["## The noise", "", noise_text(manifest.get("rng")), ""]
+    lines += ["## What it cost", "", ledger_text(ledger), ""]
     lines += ["## Measured privacy", "",
               "No audit was run with this release. `privpix audit --method " + name + " ...` bounds "
               "the ε the mechanism really spends (a 95 % lower bound), and `privpix bench` measures re-identification, "
@@ -82,65 +83,9 @@ def dataset_card(manifest: dict[str, Any], folder_name: str = "RELEASE") -> str:
     return "\n".join(lines)
 
 
-def _contents(manifest: dict[str, Any]) -> tuple[int, str]:
-    if "records" in manifest:
-        return int(manifest["records"]), f"{manifest['records']} records (`records.csv`)"
-    if "m" in manifest and "n" in manifest:
-        return int(manifest["n"]), f"{manifest['n']} reports of {manifest['m']} features each"
-    n = int(manifest.get("images", 0))
-    kind = "synthetic images drawn from a model" if manifest.get("synthetic_images") else "privatized images"
-    fmt = manifest.get("format", "imagefolder")
-    labels = (
-        " with their labels" if (isinstance(manifest.get("labels"), dict) or manifest.get("labels_published")) else ""
-    )
-    return n, f"{n} {kind}{labels}, as {fmt}"
-
-
-def _why_not(g: dict[str, Any]) -> str:
-    if g.get("model") == "empirical":
-        return ("Its privacy is only what attacks measure; an ε or δ among its parameters is a noise knob, not a "
-                "guarantee.")  # fmt: skip
-    if g.get("model") == "none":
-        return "It makes no privacy claim."
-    return "What its method claims does not hold as implemented; the caveats below say why."
-
-
-def _noise_text(rng: Any) -> str:
-    if rng == "secure":
-        return "Every noise value behind the guarantee was drawn from the operating system's CSPRNG by exact samplers."
-    if rng == "seeded":
-        return ("The noise was drawn from a seeded generator (a research run): anyone who knows the seed can remove "
-                "it. This release is not for publication.")  # fmt: skip
-    return ("The noise was drawn in floating point from fresh OS entropy; floating-point noise is not an exact "
-            "sampler (Mironov 2012). `--secure` draws exact noise where the method has an exact sampler.")  # fmt: skip
-
-
-def _ledger_text(ledger: Any) -> str:
-    if not isinstance(ledger, dict):
-        return "No ledger was charged for this release."
-    spent = ledger.get("spent") or {}
-    budget = ledger.get("budget") or {}
-    text = f"Ledger charge: {ledger.get('charge')}. "
-    if spent:
-        text += f"The ledger has spent ε = {_num(spent.get('epsilon'))} at δ = {_num(spent.get('delta'))} with it"
-        if budget:
-            left = max(0.0, float(budget["epsilon"]) - float(spent.get("epsilon", 0.0)))
-            text += f", of a budget of ε = {_num(budget['epsilon'])}: ε = {_num(left)} remains"
-        text += f" ({spent.get('accountant', '')})."
-    return text
-
-
 def _params(params: dict[str, Any]) -> str:
     shown = [f"{k}={v}" for k, v in params.items() if k not in ("model",)]
     return ", ".join(shown) if shown else "default parameters"
-
-
-def _num(x: Any) -> str:
-    if x is None:
-        return "—"
-    if isinstance(x, float) and math.isinf(x):
-        return "∞"
-    return f"{x:.4g}" if isinstance(x, float) else str(x)
 
 
 def _yaml(value: Any, indent: int = 0) -> list[str]:

@@ -59,7 +59,8 @@ NO = Cell("NO", cls="bad")
 
 
 @cache
-def _template() -> Any:
+def template(name: str = "report.html.j2") -> Any:
+    """The Jinja2 template ``name`` of ``privpix/report/templates``, autoescaped, failing on an undefined value."""
     import jinja2
 
     env = jinja2.Environment(
@@ -68,7 +69,7 @@ def _template() -> Any:
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
-    return env.get_template("report.html.j2")
+    return env.get_template(name)
 
 
 CSS = """
@@ -261,7 +262,7 @@ def render_report(results: dict[str, Any], grids: Sequence[tuple[str, str]] = ()
         "fit_images": int(cfg["fit_images"]) if cfg.get("fit_images") else None,
         "delta": f"{cfg['delta']:g}" if cfg.get("delta") is not None else None,
     }
-    return _template().render(
+    return template().render(
         title=title,
         css=CSS,
         cfg=view,
