@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from privpix.privacy.guarantees import Guarantee
-from privpix.report.release_text import contents, ledger_text, noise_text, num_text, why_not
+from privpix.report.release_text import contents, ledger_text, noise_text, num_text, params_text, why_not
 
 # Hugging Face's size categories (the `size_categories` field of a dataset card).
 SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
@@ -54,7 +54,7 @@ def dataset_card(manifest: dict[str, Any], folder_name: str = "RELEASE") -> str:
     }
     lines = ["---", *_yaml(front), "---", "", f"# privpix release: {name}", ""]
     lines += [f"This folder holds {what}, released by privpix {manifest.get('privpix_version', '')} with "
-              f"`{name}` ({_params(manifest.get('parameters', {}))}).", ""]  # fmt: skip
+              f"`{name}` ({params_text(manifest.get('parameters', {}))}).", ""]  # fmt: skip
     lines += ["## What protects the people in the data", ""]
     if sound:
         eps = g.get("per_image_epsilon")
@@ -81,11 +81,6 @@ def dataset_card(manifest: dict[str, Any], folder_name: str = "RELEASE") -> str:
         lines += ["## Load it", "", "```python", "import datasets", "",
                   f'data = datasets.load_dataset("imagefolder", data_dir="{folder_name}")', "```", ""]  # fmt: skip
     return "\n".join(lines)
-
-
-def _params(params: dict[str, Any]) -> str:
-    shown = [f"{k}={v}" for k, v in params.items() if k not in ("model",)]
-    return ", ".join(shown) if shown else "default parameters"
 
 
 def _yaml(value: Any, indent: int = 0) -> list[str]:

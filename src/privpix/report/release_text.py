@@ -58,6 +58,13 @@ def ledger_text(ledger: Any) -> str:
     return text
 
 
+def params_text(params: dict[str, Any]) -> str:
+    """The parameters a release was made with, ``k=v, ...``; a model file's path is left out (paths can name
+    people, and the manifest's ``model_sha256`` names the file)."""
+    shown = [f"{k}={v}" for k, v in params.items() if k != "model"]
+    return ", ".join(shown) if shown else "default parameters"
+
+
 def num_text(x: Any) -> str:
     """A number as the card and the statement print it: four significant digits, "—" for none, "∞"."""
     if x is None:

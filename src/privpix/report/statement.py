@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from privpix.report.release_text import contents, ledger_text, noise_text, num_text, why_not
+from privpix.report.release_text import contents, ledger_text, noise_text, num_text, params_text, why_not
 from privpix.version import __version__
 
 CSS = """
@@ -29,7 +29,6 @@ def render_statement(manifest: dict[str, Any], problems: list[str], images: np.n
     from privpix.report.html import template
 
     g = manifest["guarantee"]
-    params = {k: v for k, v in manifest.get("parameters", {}).items() if k != "model"}
     _, what = contents(manifest)
     return str(
         template("statement.html.j2").render(
@@ -38,7 +37,7 @@ def render_statement(manifest: dict[str, Any], problems: list[str], images: np.n
             version=manifest.get("privpix_version", __version__),
             mechanism=manifest.get("mechanism") or "local-DP reports",
             what=what[0].upper() + what[1:],
-            params=", ".join(f"{k}={v}" for k, v in params.items()) or "default parameters",
+            params=params_text(manifest.get("parameters", {})),
             sound=bool(g.get("sound")),
             why_not=why_not(g),
             epsilon=num_text(g.get("per_image_epsilon")),
