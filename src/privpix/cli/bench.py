@@ -99,7 +99,6 @@ def audit(
     import numpy as np
 
     from privpix.data import ImageSet, load_dataset
-    from privpix.data.load import PATH_SOURCE as INPUT_FOLDER
     from privpix.data.memory import check_resize_fits
     from privpix.errors import ParameterError
     from privpix.evaluation.audit import audit as run_audit
@@ -111,7 +110,8 @@ def audit(
     if json_path:
         check_output_path(json_path, "--json")
     if input_dir is not None:
-        spec, data = INPUT_FOLDER, load_dataset(input_dir)
+        data = load_dataset(Path(input_dir))
+        spec = data.source  # the folder named, never its path
     else:
         spec = dataset if ":" in dataset else f"{dataset}:test"
         data = load_dataset(spec, data_dir)

@@ -70,7 +70,7 @@ def fit_to_file(
         )
     mech = get_mechanism(method, epsilon, delta, **params)
     # Before hours of training, and before the data is loaded.
-    check_fit(mech, out, ledger=ledger, budget=budget, delta_budget=delta_budget, force=force, option="--output")
+    check_fit(mech, out, ledger=ledger, budget=budget, delta_budget=delta_budget, force=force)
     if limit is not None and limit < 2:
         raise ParameterError(f"--limit must be >= 2, got {limit}")
     if (dataset is None) == (input_dir is None):
@@ -88,7 +88,7 @@ def fit_to_file(
     # One torch thread, as in every fit privpix runs: the same seed then gives the same model on any machine.
     with notes_from_warnings(), one_thread():
         done = fit_model(mech, data, out, ledger=ledger, budget=budget, delta_budget=delta_budget, seed=seed,
-                         force=force, label=f"fit {mech.name} on {what} → {out}", option="--output",
+                         force=force, label=f"fit {mech.name} on {what} → {out}",
                          note=print_note, on_reserved=None if quiet else reserved)  # fmt: skip
     if not quiet:
         if done.spent is not None:
@@ -120,20 +120,12 @@ def _training_data(dataset, input_dir, data_dir, size, pick=None):
     whose names are its class names), Parquet or WebDataset shards, resized to ``size`` when given; only the items
     ``pick`` keeps (a named face set decodes only those). A folder's path is not recorded in the model file (paths
     can name people)."""
-    from dataclasses import replace
-
-    from privpix.cli.options import INPUT_FOLDER
     from privpix.data import ImageSet, load_dataset
-    from privpix.data.loaders import picked
     from privpix.data.memory import check_resize_fits
     from privpix.errors import ParameterError
 
     if input_dir is not None:
-        from privpix.data.formats import open_source
-
-        source = open_source(input_dir, size=size)
-        check_resize_fits(len(source), size, source.shape[2])
-        return picked(replace(source.read(0, len(source)), source=INPUT_FOLDER), pick)
+        return load_dataset(Path(input_dir), size=size, pick=pick)
     data = load_dataset(dataset, data_dir, pick=pick)
     if size is not None:
         if not isinstance(data, ImageSet):

@@ -6,12 +6,11 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+from privpix.data.folders import INPUT_FOLDER
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.loaders import DATASETS, Pick, load_named, picked
-from privpix.errors import DataError
-
-# What a set read by path records as its source (never the path itself: paths can name people).
-PATH_SOURCE = "the input folder"
+from privpix.data.memory import check_resize_fits
+from privpix.errors import DataError, arg
 
 
 def load_dataset(
@@ -24,8 +23,9 @@ def load_dataset(
     Parquet or WebDataset shards, read as ``privpix release --input`` reads them
     (:func:`privpix.data.formats.open_source`; ``options``: ``size=(height, width)``, ``max_pixels``). A string is
     a path when it holds a ``/``, or names an existing file or folder and no dataset (write ``./orl`` for a folder
-    named like a dataset). The path and the file names are not kept in the set's ``source``: paths and face file
-    names can name people.
+    named like a dataset). The path and the file names are not kept in the set's ``source`` ("the input folder";
+    under the command line "the --input folder"): paths and face file names can name people. A resize that cannot
+    fit in memory is refused before any image is decoded.
 
     ``options`` of a named set go to its loader (e.g. ``size=(64, 64)`` for CelebA / LFW). ``pick(n)``, given the
     number ``n`` of items, returns the sorted positions to keep (or None for all): the result equals
@@ -38,7 +38,10 @@ def load_dataset(
     from privpix.data.formats import open_source  # Parquet and WebDataset readers load only for a path
 
     source = open_source(path, **options)
-    return picked(replace(source.read(0, len(source)), source=PATH_SOURCE), pick)
+    check_resize_fits(len(source), options.get("size"), source.shape[2])  # refused before any image is decoded
+    # Its source is named, never its path (paths can name people): as the command line's --input, or in words.
+    named = replace(source.read(0, len(source)), source=arg(INPUT_FOLDER, "the input folder"))
+    return picked(named, pick)
 
 
 def _is_path(spec: str | os.PathLike) -> bool:

@@ -43,19 +43,19 @@ def check_fit(
     budget: float | None = None,
     delta_budget: float | None = None,
     force: bool = False,
-    option: str = "output",
 ) -> None:
     """Every check of a fit that needs no data, so that a caller can make them before loading any: the model file
     can be written, the mechanism writes one and learns it from private data, and a ledger can charge the fit.
-    ``option`` is how the output is named in errors."""
+    Errors name the command line's options under it, else the Python arguments (:func:`privpix.errors.arg`)."""
     out = Path(output)
+    option = arg("--output", "output")
     check_output_path(out, option)
     if out.exists() and not force:
         raise ParameterError(f"{option} {out}: exists; pass {arg('--force', 'force=True')} to replace it")
     if ledger is None and (budget is not None or delta_budget is not None):
-        raise ParameterError("a budget (budget, delta_budget) needs a ledger file (ledger)")
-    cli = option.startswith("--")  # errors name the command's options, or the Python arguments
-    name, ledger_arg = (f"--method {mechanism.name}", "--ledger") if cli else (mechanism.name, "ledger")
+        raise ParameterError(arg("--budget and --delta-budget need --ledger FILE",
+                                 "a budget (budget, delta_budget) needs a ledger file (ledger)"))  # fmt: skip
+    name, ledger_arg = arg(f"--method {mechanism.name}", mechanism.name), arg("--ledger", "ledger")
     if not isinstance(mechanism, ModelFile):
         raise ParameterError(
             f"{name}: has no model file to write; whatever it needs it fits when it releases (use it with release, "
@@ -84,7 +84,6 @@ def fit(
     label: str = "",
     note: Callable[[str], None] | None = None,
     on_reserved: Callable[[int, Path], None] | None = None,
-    option: str = "output",
 ) -> Fitted:
     """Fit ``mechanism`` on the private ``data`` and write its model file to ``output``, which ``model=FILE``
     loads in a release.
@@ -97,7 +96,7 @@ def fit(
     id and the ledger's path once the charge is reserved, before training."""
     from privpix.threads import one_thread
 
-    check_fit(mechanism, output, ledger=ledger, budget=budget, delta_budget=delta_budget, force=force, option=option)
+    check_fit(mechanism, output, ledger=ledger, budget=budget, delta_budget=delta_budget, force=force)
     assert isinstance(mechanism, ModelFile)  # check_fit refuses any other
     out = Path(output)
     shape = tuple(data.shape) if isinstance(data, ImageSet) else (0, 0, 0)
@@ -106,15 +105,14 @@ def fit(
     with one_thread():
         if ledger is None:
             mechanism.fit(data, seed=seed)
-            with writing(out, option):
+            with writing(out, arg("--output", "output")):
                 mechanism.save_model(out)
             return Fitted(out, mechanism.privacy(mechanism.capabilities().fixed_shape or (0, 0, 0)).guarantee)
         return _charged_fit(mechanism, data, out, shape, ledger, budget, delta_budget, label, seed, note,
-                            on_reserved, option)  # fmt: skip
+                            on_reserved)  # fmt: skip
 
 
-def _charged_fit(mech, data, out, shape, ledger, budget, delta_budget, label, seed, note, on_reserved,
-                 option) -> Fitted:  # fmt: skip
+def _charged_fit(mech, data, out, shape, ledger, budget, delta_budget, label, seed, note, on_reserved) -> Fitted:
     from privpix.fileio import sha256_file
     from privpix.privacy.accounting import reserved_fit
 
@@ -134,6 +132,7 @@ def _charged_fit(mech, data, out, shape, ledger, budget, delta_budget, label, se
             raise DataError(f"{mech.name}: the fit's noise {done} is not the noise reserved {events}; nothing written")
         mech.ledger_entry_ = charge.ref()
         tmp = out.parent / f".privpix-fit-{charge.run[:12]}.tmp"
+        option = arg("--output", "output")
         try:
             with writing(out, option):
                 mech.save_model(tmp)

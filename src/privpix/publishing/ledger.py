@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privpix.errors import BudgetExceededError, DataError, ParameterError
+from privpix.errors import BudgetExceededError, DataError, ParameterError, arg
 from privpix.privacy.guarantees import Guarantee
 
 if TYPE_CHECKING:
@@ -58,9 +58,10 @@ def publish_job(
     """Plan ``job``, charge ``ledger`` (or take over the reservation of the interrupted run being resumed),
     release into ``output``, and return ``(manifest, ledger as it stands after the release, or None)``.
 
-    ``expect`` is the guarantee charged and checked on every block (default: the guarantee of a release of the
-    job's shape). ``resume`` continues the interrupted release in ``output``, which must have been started with the
-    same ledger. ``budget``/``delta_budget`` create a new ledger file (and must match an existing one's). What the
+    ``expect`` is the guarantee planned and checked on every block (default: the guarantee of a release of the
+    job's shape); the ledger is charged for it as the manifest states it, with its noise's caveat. ``resume``
+    continues the interrupted release in ``output``, which must have been started with the same ledger.
+    ``budget``/``delta_budget`` create a new ledger file (and must match an existing one's). What the
     ledger did goes into the manifest (``metadata["ledger"]``)."""
     from privpix.mechanisms.base import ModelFile
     from privpix.publishing.shards import read_plan, stated_guarantee
@@ -71,7 +72,8 @@ def publish_job(
     # shards are checked against the planned one, which is what each block's release computes.
     guarantee = stated_guarantee(mech, planned, job.secure, job.seed)
     if ledger is None and (budget is not None or delta_budget is not None):
-        raise ParameterError("a budget (budget, delta_budget) needs a ledger file (ledger)")
+        raise ParameterError(arg("--budget and --delta-budget need --ledger FILE",
+                                 "a budget (budget, delta_budget) needs a ledger file (ledger)"))  # fmt: skip
     ledger_path = resolved(ledger)
     earlier = read_plan(output) if resume else None
     if resume:
