@@ -167,7 +167,7 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
     from privpix.mechanisms import get_mechanism
     from privpix.mechanisms.ldp import load_encoder
     from privpix.mechanisms.ldp.encoder_base import ENCODERS
-    from privpix.privacy.noise import make_rng
+    from privpix.privacy.noise import make_rng, rng_kind
     from privpix.publishing.release import exact_noise
     from privpix.publishing.staging import check_output
 
@@ -192,7 +192,7 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
     metadata = {
         "source": source,
         "secure_rng": secure,
-        "rng": "secure" if secure else ("seeded" if seed is not None else "os-seeded"),
+        "rng": rng_kind(seed, secure),
         **({"encoder_file": str(Path(encoder_file).resolve())} if record_source else {}),
     }
     run = ReleaseRun(seed=seed, secure=secure, png_level=1, labels=True, workers=1, out=out, force=force,

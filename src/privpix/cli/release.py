@@ -130,7 +130,7 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
     from privpix.data.memory import check_resize_fits
     from privpix.errors import ParameterError
     from privpix.mechanisms import RecordMechanism, fit_as_declared, get_mechanism
-    from privpix.privacy.noise import make_rng
+    from privpix.privacy.noise import make_rng, rng_kind
     from privpix.publishing.release import check_output, check_source_map, exact_noise
 
     # Every check that can fail runs before any work is done.
@@ -197,7 +197,7 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
     if seed is not None and not quiet:
         print_note("--seed makes the noise reproducible by anyone who knows the seed; publish with --secure instead")
     hw = parse_size(size)
-    metadata = {"secure_rng": secure, "rng": "secure" if secure else ("seeded" if seed is not None else "os-seeded")}
+    metadata = {"secure_rng": secure, "rng": rng_kind(seed, secure)}
     run = ReleaseRun(seed=seed, secure=secure, fmt=fmt, png_level=png_level, labels=labels, workers=workers,
                      shard_size=shard_size, block_size=block_size, resume=resume, out=out, force=force, inputs=inputs,
                      source_map=source_map, ledger=ledger, budget=budget, delta_budget=delta_budget,

@@ -94,6 +94,12 @@ class SecureRandom:
 RNG = np.random.Generator | SecureRandom
 
 
+def rng_kind(seed: int | None, secure: bool) -> str:
+    """How a release drew its noise, as its manifest and plan record it: ``"secure"`` (exact samplers on the OS
+    CSPRNG), ``"seeded"`` (a research run) or ``"os-seeded"`` (floating point, fresh OS entropy)."""
+    return "secure" if secure else ("seeded" if seed is not None else "os-seeded")
+
+
 def make_rng(seed: int | None = None, *, secure: bool = False) -> RNG:
     """Return the random source for a release.
 

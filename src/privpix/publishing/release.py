@@ -25,7 +25,7 @@ from privpix.errors import ParameterError, arg
 from privpix.mechanisms.base import Mechanism
 from privpix.mechanisms.kinds import SyntheticImageMechanism, require_kind
 from privpix.privacy.guarantees import Guarantee
-from privpix.privacy.noise import RNG, SecureRandom, make_rng
+from privpix.privacy.noise import RNG, SecureRandom, make_rng, rng_kind
 from privpix.publishing.source_map import check_source_map, map_name, unmap_name  # noqa: F401  (re-exported)
 from privpix.publishing.staging import (  # noqa: F401  (re-exported)
     FAULT_ENV,
@@ -111,8 +111,8 @@ def release_to_dir(
         rng = seed
     seed, secure = _seed_of(rng)
     secure = exact_noise(mechanism, seed=seed, secure=secure)
-    rng_kind = "secure" if secure else ("seeded" if seed is not None else "os-seeded")
-    metadata = {"secure_rng": secure, "rng": rng_kind, **(metadata or {})}  # as `privpix release` records them
+    # What `privpix release` records of its noise.
+    metadata = {"secure_rng": secure, "rng": rng_kind(seed, secure), **(metadata or {})}
     if mechanism.capabilities().fits_on == "model-file" and not mechanism.is_fitted:
         mechanism.fit(None)  # reads the model file it names: its shape and labels say what to draw
     caps = mechanism.capabilities()

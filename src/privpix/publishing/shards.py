@@ -54,6 +54,7 @@ from privpix.errors import DataError, ParameterError
 from privpix.executor import Executor
 from privpix.mechanisms.base import Mechanism
 from privpix.privacy.guarantees import Guarantee
+from privpix.privacy.noise import rng_kind
 from privpix.publishing.shard_worker import (
     ShardTask,
     folder_label,
@@ -257,7 +258,7 @@ class ShardedRelease:
             "shape": list(self.shape),
             "block": self.block_images,
             "seed": _seed_tag(self.seed, self.mechanism.name),
-            "rng": "secure" if self.secure else ("seeded" if self.seed is not None else "os-seeded"),
+            "rng": rng_kind(self.seed, self.secure),
             "format": self.fmt,
             "png_level": int(self.compress_level),
             "labels": self.labels,
