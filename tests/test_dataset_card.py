@@ -52,6 +52,7 @@ def test_a_sound_release_states_its_guarantee_cost_and_check_in_its_card(tmp_pat
     for caveat in g["caveats"]:
         assert caveat in text
     assert "ε = 3 remains" in text and "privpix verify release" in text
+    assert "holds even if each ε was chosen" in text and "holds only if no ε was chosen" in text
     assert manifest["rng"] == "secure" and "exact samplers" in text  # without a seed: exact noise, and it says so
     whole = (out / "README.md").read_text()
     assert str(tmp_path) not in whole and not any(person in whole for person in PEOPLE)

@@ -30,6 +30,10 @@ def test_the_statement_says_what_holds_what_it_cost_and_that_the_files_match(run
     page = (release.parent / "rel.html").read_text()
     assert "Differential privacy, per image: ε = 1, δ = 0" in page
     assert "ε = 3 remains" in page and "<span class='good'>yes</span>" in page
+    # Both figures, each with what it assumes: the ledger's rule (pure ε, δ = 0) and the PLD composition.
+    assert "spent ε = 1 at δ = 0 of a budget of ε = 4" in page and "by basic composition" in page
+    assert "holds even if each ε was chosen after seeing earlier releases" in page
+    assert "by dp-accounting PLD" in page and "holds only if no ε was chosen after seeing an earlier release" in page
     assert "exact samplers" in page and page.count("<li>") >= 1 and "data:image/png;base64," in page
     assert str(release.parent) not in page  # the folder is named, never its path
     # A file changed after the release: the statement says the folder no longer matches, and shows no image.

@@ -92,9 +92,7 @@ def fit_to_file(
                          note=print_note, on_reserved=None if quiet else reserved)  # fmt: skip
     if not quiet:
         if done.spent is not None:
-            s = done.spent
-            plain(f"charged as entry {done.entry} of {done.ledger}: spent ε={s.epsilon:.4g} at δ={s.delta:g} "
-                   f"({s.accountant}; basic sum ε={s.basic_epsilon:.4g})")  # fmt: skip
+            plain(f"charged as entry {done.entry} of {done.ledger}: spent {done.spent.text()}")
         plain(f"wrote {out} in {time.perf_counter() - t0:.0f} s; its releases carry: {done.guarantee.compact()}")
         for caveat in done.guarantee.caveats:
             plain(f"  {caveat}")
@@ -177,7 +175,12 @@ def _common(fn):
     "refused over budget; releases from the model file are then free (post-processing).",
 )
 @click.option("--budget", type=float, default=None, help="Per-image ε budget for a new --ledger file.")
-@click.option("--delta-budget", type=float, default=None, help="δ budget for a new --ledger file (default 0).")
+@click.option(
+    "--delta-budget",
+    type=float,
+    default=None,
+    help="δ budget for a new --ledger file (default 1e-5; pure ε-DP charges spend none).",
+)
 @executor_options
 @_common
 def fit(method, dataset, input_dir, size, params, epsilon, delta, limit, ledger, budget, delta_budget, workers, engine,

@@ -1,5 +1,5 @@
-"""``privpix ledger``: read a privacy ledger, charge the fit of an existing model file once, and ask whether a release
-or a fit would fit the budget (docs/accounting.md)."""
+"""``privpix ledger``: create and read a privacy ledger, charge the fit of an existing model file once, ask whether a
+release or a fit would fit the budget, and release what killed runs provably never published (docs/accounting.md)."""
 
 from __future__ import annotations
 
@@ -20,9 +20,10 @@ def ledger() -> None:
     """Privacy ledgers: what was charged, how it composes, what still fits.
 
     A ledger charges every event that touches the private images once: a release, or a fit that is a DP release
-    (`privpix fit --ledger`). Releases from a fitted model file are post-processing and charge nothing. Entries are
-    composed with dp-accounting's privacy-loss distributions (pessimistic); "spent" is the smallest ε at which the
-    whole composition is (ε, δ_budget)-DP for one image replaced, and the basic sum is shown beside it."""
+    (`privpix fit --ledger`). Releases from a fitted model file are post-processing and charge nothing. A charge is
+    admitted by the ledger's rule, fixed when it is created and valid even when each ε is chosen after seeing
+    earlier releases: basic composition (the default), or Gaussian DP for Gaussian noise only. The PLD composition
+    (dp-accounting, pessimistic) is shown beside it: it holds only if no ε was chosen from earlier outputs."""
 
 
 def ledger_json(book) -> dict:
@@ -30,6 +31,7 @@ def ledger_json(book) -> dict:
     spent = book.spent
     return {
         "budget": {"epsilon": book.epsilon_budget, "delta": book.delta_budget},
+        "composition": book.composition,
         "spent": spent.to_dict(),
         "remaining_epsilon": max(0.0, book.epsilon_budget - spent.epsilon) if spent.epsilon < float("inf") else 0.0,
         "entries": [
@@ -57,7 +59,8 @@ def ledger_json(book) -> dict:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the ledger as JSON (budget, spent, remaining, entries).")
 def show(file: str, as_json: bool) -> None:
-    """Budget, spent (PLD composition and basic sum), remaining, and every entry of the ledger FILE."""
+    """Budget and rule, spent (by the rule, and by the PLD composition), remaining, and every entry of the ledger
+    FILE."""
     from privpix.privacy.accounting import PrivacyLedger
 
     book = PrivacyLedger.load(file)
@@ -65,10 +68,13 @@ def show(file: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(doc, indent=2, allow_nan=False))
         return
+    from privpix.privacy.filters import composition_text
+
     s = book.spent
-    plain(f"ledger {file}: budget ε={book.epsilon_budget:g} at δ={book.delta_budget:g}, one image replaced")
-    plain(f"spent ε={s.epsilon:.4g} ({s.accountant}); basic sum ε={s.basic_epsilon:.4g}, δ={s.basic_delta:.3g}")
-    plain(f"remaining ε={doc['remaining_epsilon']:.4g}")
+    plain(f"ledger {file}: budget ε={book.epsilon_budget:g} at δ={book.delta_budget:g}, one image replaced; "
+          f"admitted by {composition_text(book.composition)}")  # fmt: skip
+    plain(f"spent {s.text(book.epsilon_budget)}")
+    plain(f"basic sum ε={s.basic_epsilon:.4g}, δ={s.basic_delta:.3g}")
     table = Table(show_lines=False)
     for col in ("id", "kind", "status", "ε", "δ", "noise", "time", "model sha256", "label"):
         table.add_column(col)
@@ -78,9 +84,9 @@ def show(file: str, as_json: bool) -> None:
                       e.model_sha256[:12], escape(e.label))  # fmt: skip
     console.print(table)
     plain(
-        "The PLD figure assumes each entry's noise parameters were not chosen by looking at earlier outputs (which "
-        "mechanism runs next may be). Ledgers of Gaussian entries only are exempt (a Gaussian-DP filter); for other "
-        "mixes whose ε was chosen from earlier outputs, the basic sum is the figure that holds. docs/accounting.md"
+        "The ledger admits by its rule, which keeps the budget even when each ε is chosen after seeing earlier "
+        "releases; the PLD figure holds only when every entry's noise was fixed in advance (which mechanism runs "
+        "next may still depend on earlier outputs). docs/accounting.md"
     )
 
 
@@ -110,7 +116,7 @@ def load_fitted_model(path: str):
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--model", required=True, type=click.Path(dir_okay=False), help="Model file whose fit to charge.")
 @click.option("--budget", type=float, default=None, help="Per-image ε budget for a new ledger FILE.")
-@click.option("--delta-budget", type=float, default=None, help="δ budget for a new ledger FILE (default 0).")
+@click.option("--delta-budget", type=float, default=None, help="δ budget for a new ledger FILE (default 1e-5).")
 def charge(file: str, model: str, budget: float | None, delta_budget: float | None) -> None:
     """Charge the DP fit of an existing model file to the ledger FILE, once: afterwards releases from the model with
     --ledger FILE are post-processing (nothing more is charged). Refused over budget, for a model whose fit is not
@@ -150,10 +156,8 @@ def charge(file: str, model: str, budget: float | None, delta_budget: float | No
         entry = session.add(g, f"model {Path(model).name} (charged after its fit)", status="charged",
                             events=events_from_dicts(fit["events"], model), kind="model",
                             model_sha256=fit["sha256"])  # fmt: skip
-        s = book.spent
-        plain(f"charged the fit of {model} as entry {entry.id} of {session.path}: spent ε={s.epsilon:.4g} of "
-               f"{book.epsilon_budget:g} at δ={book.delta_budget:g} ({s.accountant}; basic sum "
-               f"ε={s.basic_epsilon:.4g})")  # fmt: skip
+        plain(f"charged the fit of {model} as entry {entry.id} of {session.path}: spent "
+              f"{book.spent.text(book.epsilon_budget)}")  # fmt: skip
 
 
 def _named_entry(book, fit: dict, path: Path):
@@ -231,9 +235,7 @@ def check(file, method, epsilon, delta, params, dataset, input_dir, shape, count
         plain(f"no: {exc}")
         sys.exit(1)
     what = "fit" if caps.dp_fit else "release"
-    plain(f"yes: the {what} is within the budget; the ledger would then have spent ε={after.epsilon:.4g} of "
-           f"{book.epsilon_budget:g} at δ={book.delta_budget:g} ({after.accountant}; basic sum "
-           f"ε={after.basic_epsilon:.4g})")  # fmt: skip
+    plain(f"yes: the {what} is within the budget; the ledger would then have spent {after.text(book.epsilon_budget)}")
 
 
 def _shape_and_count(dataset, shape, count, data_dir, fixed):
@@ -264,3 +266,43 @@ def _shape_and_count(dataset, shape, count, data_dir, fixed):
         return tuple(fixed), count
     raise ParameterError("give --dataset NAME[:SPLIT] or --shape HxW[xC]: a release's per-image ε depends on the "
                          "image shape")  # fmt: skip
+
+
+@ledger.command("create")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--budget", type=float, required=True, help="Per-image ε budget.")
+@click.option("--delta-budget", type=float, default=None, help="δ budget (default 1e-5; pure events spend none).")
+@click.option("--composition", type=click.Choice(["basic", "gaussian"]), default="basic", show_default=True,
+              help="The admission rule, fixed for the ledger's life: basic composition (every kind of noise), or "
+                   "Gaussian DP (continuous Gaussian noise only; δ does not add up).")  # fmt: skip
+def create(file: str, budget: float, delta_budget: float | None, composition: str) -> None:
+    """Create the empty ledger FILE with its budget and admission rule. A release or a fit with --ledger and
+    --budget creates one too, with basic composition; create it here first to compose Gaussian noise by Gaussian
+    DP. Both rules keep the budget even when each ε is chosen after seeing earlier releases."""
+    from privpix.privacy.filters import composition_text
+    from privpix.publishing.ledger import create_ledger
+
+    book = create_ledger(file, budget, delta_budget, composition, wait=print_note)
+    plain(f"created {file}: budget ε={book.epsilon_budget:g} at δ={book.delta_budget:g}, admitted by "
+          f"{composition_text(book.composition)}")  # fmt: skip
+
+
+@ledger.command("drop-unpublished")
+@click.argument("file", type=click.Path(dir_okay=False))
+def drop_unpublished(file: str) -> None:
+    """Release every reservation of the ledger FILE whose run published nothing and whose noise nobody could have
+    seen: its release folder holds that run's uncommitted staging, which is removed (the rule of `privpix verify
+    --repair`). Each released entry records that proof; every other reservation keeps counting, and is listed with
+    the reason (a fit's reservation always is: its model file may exist)."""
+    from privpix.privacy.accounting import PrivacyLedger
+    from privpix.publishing.ledger import drop_unpublished as drop
+
+    done = drop(file)
+    if not done:
+        plain(f"{file}: no reservations; nothing to release")
+        return
+    for d in done:
+        plain(f"entry {d.entry}: " + (f"released ({d.why})" if d.released else f"kept: {d.why}"))
+    book = PrivacyLedger.load(file)
+    released = sum(d.released for d in done)
+    plain(f"released {released} of {len(done)} reservation(s); {file} has spent {book.spent.text(book.epsilon_budget)}")

@@ -148,11 +148,8 @@ def report(manifest, output, ledger, book, quiet, what, t0) -> None:
 
 
 def spent_text(book) -> str:
-    """``spent ε=… of … at δ=… (accountant; basic sum ε=…)``: a ledger's figure with how it was computed."""
-    s = book.spent
-    basic = f"; basic sum ε={s.basic_epsilon:.4g}" if s.basic_epsilon > s.epsilon else ""
-    return (f"spent ε={s.epsilon:.4g} of {book.epsilon_budget:.4g} at δ={book.delta_budget:g} "
-            f"({s.accountant}{basic})")  # fmt: skip
+    """``spent ε=… at δ=… of a budget …`` by the ledger's rule, and the PLD figure beside it, each labelled."""
+    return f"spent {book.spent.text(book.epsilon_budget)}"
 
 
 def release_synthetic(mech, private, source, data_dir, metadata, run: ReleaseRun) -> None:

@@ -60,7 +60,12 @@ def _dataset_folder(dataset: str, data_dir: str | None) -> list[Path]:
     help="Privacy ledger file: locked for the release, charged before anything is written, refused over budget.",
 )
 @click.option("--budget", type=float, default=None, help="Per-image ε budget for a new --ledger file.")
-@click.option("--delta-budget", type=float, default=None, help="δ budget for a new --ledger file (default 0).")
+@click.option(
+    "--delta-budget",
+    type=float,
+    default=None,
+    help="δ budget for a new --ledger file (default 1e-5; pure ε-DP charges spend none).",
+)
 @click.option(
     "--force",
     is_flag=True,

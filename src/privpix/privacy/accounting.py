@@ -3,10 +3,11 @@
 What is charged (docs/accounting.md): a release that touches the private images (``privpix release``), and a fit
 that is itself a DP release (``privpix fit`` of a DP synthesizer or DP-SGD: the noisy embedding or the noisy
 training). A release from a fitted model file is post-processing of its fit and is charged nothing, once the fit
-is in the ledger. Each entry records the noise its event adds (:data:`privpix.privacy.composition.NoiseEvent`), and the
-ledger composes all of them with dp-accounting's privacy-loss distributions (pessimistic): "spent" is the smallest
-ε at which the whole composition is (ε, δ_budget)-DP, or the basic sum of the entries' (ε, δ) when that is smaller
-(both are valid upper bounds). A charge is admitted only if the composition including it stays within the budget.
+is in the ledger. Each entry records the noise its event adds (:data:`privpix.privacy.composition.NoiseEvent`).
+A charge is admitted only if the entries with it stay within the budget by the ledger's rule, fixed when it was
+created and valid even when each ε is chosen after seeing earlier releases (:mod:`privpix.privacy.filters`: basic
+composition, or Gaussian DP for a ledger of Gaussian noise only). The PLD composition of every entry's noise is
+shown beside it, labelled as the figure that holds only when no ε was chosen from earlier outputs.
 """
 
 from __future__ import annotations
@@ -24,18 +25,26 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from privpix.errors import BudgetExceededError, DataError, ParameterError, PrivpixError, check_delta, check_positive
+from privpix.errors import (
+    BudgetExceededError,
+    DataError,
+    ParameterError,
+    PrivpixError,
+    arg,
+    check_delta,
+    check_positive,
+)
 from privpix.fileio import write_text_atomic
 from privpix.privacy.composition import (
-    BASIC,
     LEDGER_RELATION,
     NoiseEvent,
-    accountant_text,
     approx,
     compose,
     events_from_dicts,
+    gaussian_only,
     replace_one,
 )
+from privpix.privacy.filters import COMPOSITIONS, DEFAULT_DELTA_BUDGET, Spend, spent_by
 from privpix.privacy.guarantees import Guarantee
 
 # What touched the private data: a release, a fit, a model's fit charged afterwards (`privpix ledger charge`).
@@ -71,6 +80,9 @@ class LedgerEntry:
     # Why a reservation was released (status "released"): what showed that its run published nothing. A released
     # entry spends nothing; it stays in the file as the record of that decision.
     proof: str = ""
+    # The folder a release was written into (resolved): where `privpix ledger drop-unpublished` looks for what a
+    # killed run left. Empty for fits and for entries of older ledgers.
+    output: str = ""
 
     def noise(self) -> list[NoiseEvent]:
         """What the composition reads: the declared events, else the entry's (ε, δ) as one bare event."""
@@ -83,7 +95,7 @@ class LedgerEntry:
                              "delta": self.delta, "status": self.status}  # fmt: skip
         if self.events is not None:
             d["events"] = [e.to_dict() for e in self.events]
-        for key in ("run", "time", "model_sha256", "proof"):
+        for key in ("run", "time", "model_sha256", "proof", "output"):
             if getattr(self, key):
                 d[key] = getattr(self, key)
         d["guarantee"] = self.guarantee
@@ -95,7 +107,7 @@ class LedgerEntry:
         if not isinstance(d, dict):
             raise DataError(f"{where}: not an object")
         known = {"label", "epsilon", "delta", "guarantee", "status", "run", "id", "kind", "events", "time",
-                 "model_sha256", "proof"}  # fmt: skip
+                 "model_sha256", "proof", "output"}  # fmt: skip
         unknown = set(d) - known
         if unknown:
             raise DataError(f"{where}: unknown field(s) {sorted(unknown)}")
@@ -114,7 +126,7 @@ class LedgerEntry:
             raise DataError(f"{where}: status must be one of {', '.join(STATUSES)}, got {status!r}")
         if status == "released" and not d.get("proof"):
             raise DataError(f"{where}: a released entry must say why (proof)")
-        for key in ("run", "time", "model_sha256", "proof"):
+        for key in ("run", "time", "model_sha256", "proof", "output"):
             if not isinstance(d.get(key, ""), str):
                 raise DataError(f"{where}: {key} must be a string, got {d[key]!r}")
         kind = d.get("kind", "release")
@@ -127,7 +139,7 @@ class LedgerEntry:
         if events is not None:
             events = events_from_dicts(events, where)
         return cls(label, eps, delta, guarantee, status, d.get("run", ""), ident, kind, events, d.get("time", ""),
-                   d.get("model_sha256", ""), d.get("proof", ""))  # fmt: skip
+                   d.get("model_sha256", ""), d.get("proof", ""), d.get("output", ""))  # fmt: skip
 
 
 def _number(value: Any, what: str) -> float:
@@ -140,44 +152,11 @@ def _number(value: Any, what: str) -> float:
     return v
 
 
-@dataclass(frozen=True)
-class Spend:
-    """What a set of entries spends, as a statement (``epsilon``, ``delta``): the smaller of the PLD composition's ε
-    at ``delta`` and the basic sum (when the summed δ is within ``delta``); ``basic_*`` the plain sums;
-    ``accountant`` how the figure was computed."""
-
-    epsilon: float
-    delta: float
-    basic_epsilon: float
-    basic_delta: float
-    pld_epsilon: float
-    accountant: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "epsilon": _json_number(self.epsilon),
-            "delta": self.delta,
-            "basic_epsilon": self.basic_epsilon,
-            "basic_delta": self.basic_delta,
-            "accountant": self.accountant,
-        }
-
-
-def _json_number(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-def spend_of(entries: list[LedgerEntry], delta: float) -> Spend:
-    """:class:`Spend` of ``entries`` at ``delta`` (module docstring); released reservations spend nothing."""
-    entries = [e for e in entries if e.status != "released"]
-    basic_eps = float(math.fsum(e.epsilon for e in entries))
-    basic_delta = float(math.fsum(e.delta for e in entries))
-    pld_eps, interval = compose([ev for e in entries for ev in e.noise()], delta)
-    basic_ok = basic_delta <= delta * (1 + 1e-9) + 1e-300
-    if basic_ok and basic_eps < pld_eps:
-        # The basic sum is the smaller valid bound (pure ε at δ = 0, where Laplace PLDs give no finite ε).
-        return Spend(basic_eps, delta, basic_eps, basic_delta, pld_eps, BASIC)
-    return Spend(pld_eps, delta, basic_eps, basic_delta, pld_eps, accountant_text(interval))
+def spend_of(entries: list[LedgerEntry], delta: float, composition: str = "basic") -> Spend:
+    """:class:`Spend` of ``entries`` at the δ budget ``delta`` by the rule ``composition``
+    (:mod:`privpix.privacy.filters`); released reservations spend nothing."""
+    live = [e for e in entries if e.status != "released"]
+    return spent_by([e.noise() for e in live], [(e.epsilon, e.delta) for e in live], delta, composition)
 
 
 def _now() -> str:
@@ -188,29 +167,45 @@ def _now() -> str:
 class PrivacyLedger:
     """Tracks the per-image ε and δ spent on one dataset and refuses an event that would exceed the budget.
 
-    Entries are composed by dp-accounting's PLD accountant (module docstring); the budget is an (ε, δ) statement
-    for one image and its label replaced. Only sound DP guarantees can be accounted; an event whose guarantee is
-    unsound, empirical or none is refused, since no ε can be charged for it. Used on a file, go through
-    :func:`open_ledger`, which locks it across check, charge and publish.
+    The budget is an (ε, δ) statement for one image and its label replaced, kept even when each release's ε is
+    chosen after seeing earlier releases: a charge is admitted only while the entries with it fit the budget by the
+    ledger's ``composition`` rule (:mod:`privpix.privacy.filters`). Only sound DP guarantees can be accounted; an
+    event whose guarantee is unsound, empirical or none is refused, since no ε can be charged for it. Used on a
+    file, go through :func:`open_ledger`, which locks it across check, charge and publish.
 
     Args:
         epsilon_budget: total per-image ε allowed.
-        delta_budget: the δ the budget's ε is stated at (0 for pure DP: then only pure events can be charged).
+        delta_budget: the δ the budget's ε is stated at (default 10⁻⁵; 0 admits pure ε-DP events only). Pure events
+            spend none of it.
+        composition: the admission rule, fixed for the ledger's life: ``"basic"`` (basic composition, every kind of
+            noise) or ``"gaussian"`` (Gaussian DP, continuous Gaussian noise only; needs ``delta_budget`` > 0).
     """
 
     epsilon_budget: float
-    delta_budget: float = 0.0
+    delta_budget: float = DEFAULT_DELTA_BUDGET
     entries: list[LedgerEntry] = field(default_factory=list)
     next_id: int = 1
+    composition: str = "basic"
 
     def __post_init__(self) -> None:
         self.epsilon_budget = check_positive("epsilon_budget", self.epsilon_budget)
         self.delta_budget = check_delta(self.delta_budget)
+        if self.composition not in COMPOSITIONS:
+            raise ParameterError(
+                f"{arg('--composition', 'composition')} must be one of {', '.join(COMPOSITIONS)}, "
+                f"got {self.composition!r}"
+            )
+        if self.composition == "gaussian" and self.delta_budget == 0:
+            raise ParameterError(
+                f"{arg('--composition', 'composition')} gaussian needs a δ budget > 0 "
+                f"({arg('--delta-budget', 'delta_budget')}): no Gaussian is ε-DP at δ = 0"
+            )
 
     @property
     def spent(self) -> Spend:
-        """What every entry (charges and reservations) spends together, at the δ budget (computed on each read)."""
-        return spend_of(self.entries, self.delta_budget)
+        """What every entry (charges and reservations) spends together by the ledger's rule, with the PLD figure
+        beside it (computed on each read)."""
+        return spend_of(self.entries, self.delta_budget, self.composition)
 
     @property
     def spent_epsilon(self) -> float:
@@ -230,7 +225,7 @@ class PrivacyLedger:
         return next((e for e in self.entries if sha256 and e.model_sha256 == sha256), None)
 
     def _proposed(self, guarantee: Guarantee, events: list[NoiseEvent] | None, label: str, status: str, run: str,
-                  kind: str, model_sha256: str) -> LedgerEntry:  # fmt: skip
+                  kind: str, model_sha256: str, output: str = "") -> LedgerEntry:  # fmt: skip
         if not guarantee.is_dp:
             raise BudgetExceededError(
                 f"cannot charge an event whose guarantee is {guarantee.short()!r}: only sound DP releases and fits "
@@ -250,7 +245,7 @@ class PrivacyLedger:
         relation = relations.pop() if relations else LEDGER_RELATION
         eps, delta = replace_one(guarantee.per_image_epsilon, guarantee.delta, relation)
         return LedgerEntry(label, eps, delta, guarantee.to_dict(), status, run, self.next_id, kind,
-                           list(events) if events else None, _now(), model_sha256)  # fmt: skip
+                           list(events) if events else None, _now(), model_sha256, output=output)  # fmt: skip
 
     def check(self, guarantee: Guarantee, events: list[NoiseEvent] | None = None, kind: str = "release") -> Spend:
         """Raise unless an event with ``guarantee`` (adding ``events``; default: its bare (ε, δ)) fits the budget;
@@ -261,26 +256,57 @@ class PrivacyLedger:
     def _admit(self, entry: LedgerEntry) -> Spend:
         tol = 1e-9
         before = self.spent
-        after = spend_of([*self.entries, entry], self.delta_budget)
+        after = spend_of([*self.entries, entry], self.delta_budget, self.composition)
         if after.epsilon <= self.epsilon_budget * (1 + tol):
             return after
         what = {"fit": "fit", "model": "the model's fit"}.get(entry.kind, "release")
         needs = f"{what} needs per-image ε={entry.epsilon:.4g}" + (f", δ={entry.delta:g}" if entry.delta else "")
         if entry.events and {e.relation for e in entry.events} == {"add-remove"}:
             needs += " (its add/remove guarantee, doubled by group privacy for one image replaced)"
-        if not math.isfinite(after.epsilon):
-            hint = (
-                "the ledger's δ budget is 0, so only pure ε-DP events can be charged; a ledger's δ budget is set when "
-                "it is created: start one with --delta-budget (e.g. --delta-budget 1e-5)"
-                if self.delta_budget == 0
-                else f"its δ does not fit the ledger's δ budget {self.delta_budget:g} (--delta-budget)"
+        noise = entry.noise()
+        if self.composition == "gaussian" and not gaussian_only(noise):
+            raise BudgetExceededError(
+                f"{needs}, but its noise ({', '.join(e.describe() for e in noise)}) is not continuous Gaussian noise, "
+                "and this ledger composes Gaussian noise only, by Gaussian DP: a rule fixed when it was created"
             )
-            raise BudgetExceededError(f"{needs}, but only 0 of the δ budget remains: {hint}")
+        if not math.isfinite(after.epsilon):
+            spent = before.basic_delta
+            why = (
+                f"the ledger's δ budget ({arg('--delta-budget', 'delta_budget')}) is 0, so only pure ε-DP events "
+                "can be charged"
+                if self.delta_budget == 0
+                else f"basic composition adds up δ: {spent:.3g} of the δ budget {self.delta_budget:g} is spent, "
+                f"{max(0.0, self.delta_budget - spent):.3g} remains"
+            )
+            raise BudgetExceededError(f"{needs}, but {why}; a ledger's budgets are fixed when it is created: "
+                                      f"{self._new_ledger_hint(entry)}")  # fmt: skip
         remains = max(0.0, self.epsilon_budget - before.epsilon)
-        raise BudgetExceededError(
-            f"{needs} (composed with the ledger: ε={after.epsilon:.4g} at δ={self.delta_budget:g}, "
+        text = (
+            f"{needs} (with it the ledger would have spent ε={after.epsilon:.4g} at δ={after.delta:g}, "
             f"{after.accountant}) but only {remains:.4g} of {self.epsilon_budget:.4g} remains"
         )
+        if self.composition == "basic" and after.non_adaptive_epsilon <= self.epsilon_budget * (1 + tol):
+            text += (
+                f"; the PLD composition (ε={after.non_adaptive_epsilon:.4g}) would fit, but it holds only if no ε "
+                "was chosen after seeing an earlier release"
+            )
+            if all(gaussian_only(e.noise()) for e in [*self.entries, entry] if e.status != "released"):
+                rule = arg("--composition gaussian", 'composition="gaussian"')
+                text += f"; a ledger created with {rule} composes Gaussian noise by Gaussian DP, which holds either way"
+        raise BudgetExceededError(text)
+
+    def _new_ledger_hint(self, entry: LedgerEntry) -> str:
+        """How to create a ledger with room for this event: a δ budget for as many such events as its ε budget
+        admits, and the Gaussian-DP rule when the event is Gaussian noise."""
+        k = max(1, int(self.epsilon_budget / entry.epsilon * (1 + 1e-9))) if entry.epsilon > 0 else 1
+        delta = f"{entry.delta * k:.2g}" if entry.delta else "1e-5"
+        hint = arg(f"`privpix ledger create FILE --budget {self.epsilon_budget:g} --delta-budget {delta}`",
+                   f"PrivacyLedger({self.epsilon_budget:g}, {delta}).save(path)")  # fmt: skip
+        hint += f" has room for {k} such charge{'s' if k > 1 else ''} by basic composition"
+        if gaussian_only(entry.noise()):
+            hint += arg("; with --composition gaussian", '; with composition="gaussian"')
+            hint += ", Gaussian noise is composed by Gaussian DP, where δ does not add up"
+        return hint
 
     def spend(
         self,
@@ -292,9 +318,11 @@ class PrivacyLedger:
         events: list[NoiseEvent] | None = None,
         kind: str = "release",
         model_sha256: str = "",
+        output: str = "",
     ) -> LedgerEntry:
-        """Charge an event; raises :class:`BudgetExceededError` (and records nothing) if over budget."""
-        entry = self._proposed(guarantee, events, label, status, run, kind, model_sha256)
+        """Charge an event; raises :class:`BudgetExceededError` (and records nothing) if over budget. ``output``: the
+        folder a release writes into (where a killed run's staging would be)."""
+        entry = self._proposed(guarantee, events, label, status, run, kind, model_sha256, output)
         self._admit(entry)
         self.entries.append(entry)
         self.next_id += 1
@@ -305,6 +333,7 @@ class PrivacyLedger:
             "format": LEDGER_FORMAT,
             "epsilon_budget": self.epsilon_budget,
             "delta_budget": self.delta_budget,
+            "composition": self.composition,
             "relation": "replace-one: one image and its label replaced; the number of images is public",
             "spent": self.spent.to_dict(),
             "next_id": self.next_id,
@@ -321,8 +350,9 @@ class PrivacyLedger:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> PrivacyLedger:
-        """Read and validate a ledger file (this format or the first, whose entries become bare (ε, δ) events);
-        every problem is a one-line :class:`DataError` naming the entry."""
+        """Read and validate a ledger file (this format or an earlier one: the first's entries become bare (ε, δ)
+        events; a ledger written before the rule was recorded composes by Gaussian DP when it holds Gaussian noise
+        only, else by basic composition); every problem is a one-line :class:`DataError` naming the entry."""
         p = Path(path)
         try:
             d = json.loads(p.read_text(encoding="utf-8"))
@@ -339,8 +369,25 @@ class PrivacyLedger:
         raw = d.get("entries", [])
         if not isinstance(raw, list):
             raise DataError(f"{p}: entries must be a list")
-        ledger = cls(budget, delta_budget)
-        ledger.entries = [LedgerEntry.from_dict(e, f"{p}: entry {i + 1}") for i, e in enumerate(raw)]
+        entries = [LedgerEntry.from_dict(e, f"{p}: entry {i + 1}") for i, e in enumerate(raw)]
+        live = [e for e in entries if e.status != "released"]
+        composition = d.get("composition")
+        if composition is None:
+            # Written before the rule was recorded: its entries were admitted by the PLD composition. The rule that
+            # keeps most of them valid under adaptive choice is the one their noise allows.
+            gaussian = live and delta_budget > 0 and all(gaussian_only(e.noise()) for e in live)
+            composition = "gaussian" if gaussian else "basic"
+        if composition not in COMPOSITIONS:
+            raise DataError(f"{p}: composition must be one of {', '.join(COMPOSITIONS)}, got {composition!r}")
+        if composition == "gaussian":
+            if delta_budget == 0:
+                raise DataError(f"{p}: a Gaussian-DP ledger (composition gaussian) needs delta_budget > 0")
+            for i, e in enumerate(entries):
+                if e.status != "released" and not gaussian_only(e.noise()):
+                    raise DataError(f"{p}: entry {i + 1} is not continuous Gaussian noise, which a Gaussian-DP ledger "
+                                    "(composition gaussian) cannot hold")  # fmt: skip
+        ledger = cls(budget, delta_budget, composition=composition)
+        ledger.entries = entries
         # Entries of the first format have no id: numbered by position, after any that have one.
         top = max((e.id for e in ledger.entries), default=0)
         for e in ledger.entries:
@@ -357,7 +404,9 @@ class PrivacyLedger:
         return ledger
 
 
-LEDGER_FORMAT = "privpix-ledger-2"
+# 3: the admission rule ("composition") and each release's folder ("output") are recorded; 2: entries have ids and
+# noise events; 1: bare (ε, δ) entries.
+LEDGER_FORMAT = "privpix-ledger-3"
 
 
 class LedgerSession:
@@ -377,10 +426,11 @@ class LedgerSession:
         events: list[NoiseEvent] | None = None,
         kind: str = "release",
         model_sha256: str = "",
+        output: str = "",
     ) -> LedgerEntry:
         """Check and record an entry, saved before this returns (nothing recorded if over budget or unwritable)."""
         entry = self.ledger.spend(guarantee, label, status=status, run=run, events=events, kind=kind,
-                                  model_sha256=model_sha256)  # fmt: skip
+                                  model_sha256=model_sha256, output=output)  # fmt: skip
         try:
             self.ledger.save(self.path)
         except BaseException:
@@ -391,13 +441,14 @@ class LedgerSession:
 
     @contextmanager
     def reserve(self, guarantee: Guarantee, label: str = "", run: str = "",
-                events: list[NoiseEvent] | None = None) -> Iterator[Reservation]:  # fmt: skip
-        """Check and record the charge *before* anything is written, as a reservation on disk.
+                events: list[NoiseEvent] | None = None, output: str = "") -> Iterator[Reservation]:  # fmt: skip
+        """Check and record the charge *before* anything is written, as a reservation on disk (with ``output``, the
+        folder the release writes into).
 
         On normal exit the reservation becomes a charge. On an exception it is rolled back only if the caller
         never called :meth:`Reservation.published`; once a release may be visible the charge stays. A process
         killed inside the block leaves the reservation on disk: it keeps counting, which never overspends."""
-        entry = self.add(guarantee, label, run=run, events=events)
+        entry = self.add(guarantee, label, run=run, events=events, output=output)
         res = Reservation(entry)
         try:
             yield res
@@ -414,14 +465,14 @@ class LedgerSession:
 
     @contextmanager
     def resume(self, guarantee: Guarantee, run: str, label: str = "",
-               events: list[NoiseEvent] | None = None) -> Iterator[Reservation]:  # fmt: skip
+               events: list[NoiseEvent] | None = None, output: str = "") -> Iterator[Reservation]:  # fmt: skip
         """The reservation an interrupted run ``run`` left, to be finished by its resumed run: nothing new is
         charged; on normal exit the reservation becomes a charge, and an exception leaves it as it is (it counts
         as spent, as a killed run's does). A run stopped by an error rolled its reservation back (nothing was
         published); its resumed run then reserves afresh, as :meth:`reserve` does."""
         found = [e for e in self.ledger.entries if e.run == run and e.status == "reserved"]
         if not found:
-            with self.reserve(guarantee, label, run=run, events=events) as res:
+            with self.reserve(guarantee, label, run=run, events=events, output=output) as res:
                 yield res
             return
         entry = found[0]
@@ -565,14 +616,17 @@ def open_ledger(
     *,
     budget: float | None = None,
     delta_budget: float | None = None,
+    composition: str | None = None,
     wait: Callable[[str], None] | None = None,
 ) -> Iterator[LedgerSession]:
-    """Lock the ledger file at ``path`` for the whole block, then load it (or create it with ``budget``).
+    """Lock the ledger file at ``path`` for the whole block, then load it (or create it with ``budget``, δ budget
+    ``delta_budget`` (default 10⁻⁵) and the rule ``composition`` (default basic); it is written at its first
+    charge).
 
     The lock (``PATH.lock``, an OS file lock that dies with its process) is held across check, charge and
     publish, so concurrent releases on one ledger run one after the other and can never overspend it.
-    A ``budget`` (or ``delta_budget``) that differs from an existing ledger's is an error, never ignored.
-    ``wait`` is told once when another process holds the lock."""
+    A ``budget``, ``delta_budget`` or ``composition`` that differs from an existing ledger's is an error, never
+    ignored. ``wait`` is told once when another process holds the lock."""
     given = Path(path)
     # One ledger, one lock: every name of the file (a symbolic link) must lock and write the same file.
     p = given.expanduser().resolve()
@@ -610,10 +664,16 @@ def open_ledger(
                     f"--delta-budget {delta_budget:g} differs from the δ budget {ledger.delta_budget:g} recorded in "
                     f"the ledger {p}"
                 )
+            if composition is not None and composition != ledger.composition:
+                raise ParameterError(
+                    f"{arg('--composition', 'composition')} {composition} differs from the rule "
+                    f"{ledger.composition} recorded in the ledger {p}; a ledger's rule is fixed when it is created"
+                )
         elif budget is None:
             raise ParameterError(f"--ledger {p}: file does not exist; give --budget to start a new ledger")
         else:
-            ledger = PrivacyLedger(budget, delta_budget or 0.0)
+            ledger = PrivacyLedger(budget, DEFAULT_DELTA_BUDGET if delta_budget is None else delta_budget,
+                                   composition=composition or "basic")  # fmt: skip
         yield LedgerSession(p, ledger)
     finally:
         lock.release()

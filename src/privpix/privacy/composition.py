@@ -27,9 +27,8 @@ of the composition: the smallest ε at which the composition is (ε, δ)-DP. Gau
 composition of Gaussians with noise multipliers z_i is one Gaussian with 1/z² = Σ 1/z_i²).
 
 What the composition assumes: which mechanism runs next may depend on earlier outputs, but its noise parameters
-must not (the adaptive composition theorem for fixed privacy parameters). Compositions of continuous Gaussians
-only are exempt: their admission rule, Σ 1/z_i² ≤ 1/z², is a Gaussian-DP filter, valid for fully adaptive noise
-(Smith & Thakurta 2022). For other mixes with ε chosen from earlier outputs, only the basic sum is proven.
+must not (the adaptive composition theorem for fixed privacy parameters). A ledger therefore admits by a rule that
+holds even when they do (:mod:`privpix.privacy.filters`), and shows this composition beside it, labelled.
 """
 
 from __future__ import annotations
@@ -228,6 +227,11 @@ EVENT_TYPES: dict[str, type[NoiseEvent]] = {
     t.kind: t for t in (LaplaceNoise, GaussianNoise, SampledGaussianNoise, PureDP, ApproxDP)
 }
 KINDS = tuple(EVENT_TYPES)
+
+
+def gaussian_only(events: list[NoiseEvent] | tuple[NoiseEvent, ...]) -> bool:
+    """Whether ``events`` are continuous Gaussian noise and nothing else (what a Gaussian-DP ledger admits)."""
+    return bool(events) and all(isinstance(e, GaussianNoise) for e in events)
 
 
 def approx(epsilon: float, delta: float, relation: Relation = LEDGER_RELATION) -> PureDP | ApproxDP:

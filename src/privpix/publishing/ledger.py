@@ -12,6 +12,7 @@ that holds the fit.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,7 +115,7 @@ def publish_job(
         events = None if found is None else list(found)
     return charge(ledger, guarantee, run, budget=budget, delta_budget=delta_budget, label=label, run_id=plan["run"],
                   resume=resume, events=events, fit=fit, metadata=metadata, model=str(getattr(mech, "model", "")),
-                  note=note)  # fmt: skip
+                  note=note, output=str(Path(output).expanduser().resolve()))  # fmt: skip
 
 
 def charge(
@@ -132,8 +133,10 @@ def charge(
     metadata: dict[str, Any] | None = None,
     model: str = "",
     note: Callable[[str], None] | None = None,
+    output: str = "",
 ) -> tuple[dict[str, Any], PrivacyLedger | None]:
-    """Run ``publish`` under the ledger's lock with the charge reserved first (or plainly, without a ledger).
+    """Run ``publish`` under the ledger's lock with the charge reserved first (or plainly, without a ledger);
+    the reservation records ``output``, the folder the release writes into.
 
     A resumed run finishes the reservation its interrupted run ``run_id`` left instead of reserving again. A
     release from a model file whose fit was a DP release (``fit``: the mechanism's ``dp_fit_record()``) is
@@ -157,8 +160,8 @@ def charge(
                     "budget": _budget(session),
                 }
             return publish(None, session), session.ledger
-        held = (session.resume(guarantee, run_id, label, events) if resume
-                else session.reserve(guarantee, label, run_id, events))  # fmt: skip
+        held = (session.resume(guarantee, run_id, label, events, output) if resume
+                else session.reserve(guarantee, label, run_id, events, output))  # fmt: skip
         with held as reservation:
             if metadata is not None:
                 e = reservation.entry
@@ -205,3 +208,111 @@ def fit_entry(session: LedgerSession, fit: dict[str, Any], model: str) -> Ledger
         f"again under this ledger (`privpix fit ... --ledger {path}`, or privpix.fit(..., ledger=...)), or charge "
         f"it once with `privpix ledger charge {path} --model {model}`"
     )
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """What :func:`drop_unpublished` did with one reservation: ``released`` it (``why`` is the proof recorded in
+    the entry) or kept it (``why`` says what is missing)."""
+
+    entry: int
+    released: bool
+    why: str
+
+
+def drop_unpublished(ledger: str | Path) -> list[Dropped]:
+    """Release every reservation in ``ledger`` whose run published nothing and whose noise nobody could have seen,
+    by the rule ``privpix verify --repair`` applies: its release folder (recorded in the entry) holds that run's
+    staging, owner-only, and no commit journal, so nothing of it left the staging. The staging is removed (the
+    noise with it) and the entry becomes ``released``, with that proof. Anything else keeps counting: a folder
+    without the run's staging, one with a journal or a manifest of the entry (it may have published), an entry
+    whose folder is not recorded, and a fit's reservation, whose model file may exist. Returns one
+    :class:`Dropped` per reservation."""
+    from privpix.privacy.accounting import PrivacyLedger, release_unpublished
+
+    path = Path(ledger).expanduser().resolve()
+    book = PrivacyLedger.load(path)
+    done = []
+    for e in (e for e in book.entries if e.status == "reserved"):
+        if e.kind != "release":
+            why = (
+                "a fit's reservation is kept: its model file, or the temporary file beside it, may exist and hold "
+                f"its noise (`privpix ledger charge {path} --model FILE` records a file it wrote)"
+            )
+        elif not (e.output and e.run):
+            why = ("the folder its release was writing is not recorded (an entry of an older ledger): "
+                   "`privpix verify --repair FOLDER` on that folder releases it")  # fmt: skip
+        else:
+            why = _remove_unpublished_staging(Path(e.output), e.run, e.id)
+            if not why:
+                proof = (f"its staging in {e.output} was removed uncommitted (no commit journal) by "
+                         "`privpix ledger drop-unpublished`")  # fmt: skip
+                if release_unpublished(path, e.run, proof):
+                    done.append(Dropped(e.id, True, proof))
+                    continue
+                why = "its staging was removed, but the ledger could not be written: it keeps counting"
+        done.append(Dropped(e.id, False, why))
+    return done
+
+
+def _remove_unpublished_staging(out: Path, run: str, entry: int) -> str:
+    """Under the folder's lock, remove the staging run ``run`` left in ``out`` if nothing of it can have been
+    published; returns "" when removed, else why not."""
+    import json
+    import shutil
+
+    from filelock import FileLock, Timeout
+
+    from privpix.data.formats.release_layout import JOURNAL, LOCK, PLAN, STAGING_PREFIX, read_manifest
+
+    if not out.is_dir():
+        return f"its folder {out} is gone: nothing shows that its run published nothing"
+    lock = FileLock(out / LOCK)
+    try:
+        lock.acquire(timeout=0)
+    except (Timeout, OSError):
+        return f"a privpix release is writing in {out} now, or the folder cannot be locked"
+    try:
+        if (out / JOURNAL).exists():
+            return f"{out} holds a commit journal, so the run may have published: `privpix verify --repair {out}`"
+        try:
+            published = read_manifest(out)
+        except DataError:
+            published = None
+        if isinstance(published, dict) and (published.get("ledger") or {}).get("entry") == entry:
+            return f"the release in {out} names this entry: its run published"
+        for p in sorted(out.iterdir()):
+            if not (p.name.startswith(STAGING_PREFIX) and p.is_dir() and not p.is_symlink()):
+                continue
+            try:
+                plan = json.loads((p / PLAN).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(plan, dict) and plan.get("run") == run:
+                shutil.rmtree(p)
+                return ""
+        return f"{out} holds no staging of its run: nothing shows that it published nothing"
+    finally:
+        lock.release()
+
+
+def create_ledger(
+    path: str | Path,
+    budget: float,
+    delta_budget: float | None = None,
+    composition: str = "basic",
+    wait: Callable[[str], None] | None = None,
+) -> PrivacyLedger:
+    """Write a new, empty ledger at ``path`` with the budget (``budget``, ``delta_budget``: default 10⁻⁵) and the
+    admission rule ``composition`` (:mod:`privpix.privacy.filters`), fixed from then on. Refused when a file is
+    there already."""
+    from privpix.privacy.accounting import open_ledger
+
+    there = f"{Path(path).expanduser()}: a ledger is there already; its budget and rule are fixed (`ledger show`)"
+    if Path(path).expanduser().exists():
+        raise ParameterError(there)
+    with open_ledger(path, budget=budget, delta_budget=delta_budget, composition=composition, wait=wait) as session:
+        if session.path.exists():  # created by another process meanwhile
+            raise ParameterError(there)
+        session.ledger.save(session.path)
+        return session.ledger

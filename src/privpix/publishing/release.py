@@ -94,7 +94,7 @@ def release_to_dir(
             kept once the release may be visible. A release from a model file whose fit was charged to this ledger
             charges nothing more; one whose fit it does not hold is refused.
         budget: the per-image ε budget of a new ledger file (it must match an existing one's).
-        delta_budget: the δ budget of a new ledger file (it must match an existing one's).
+        delta_budget: the δ budget of a new ledger file (default 1e-5; it must match an existing one's).
         label: what the ledger entry says was released (default: the mechanism and the output).
 
     The earlier release in ``output`` (with ``force``) stays whole until the new one is complete; file names are

@@ -42,19 +42,16 @@ def noise_text(rng: Any) -> str:
 
 
 def ledger_text(ledger: Any) -> str:
+    from privpix.privacy.filters import spent_text
+
     if not isinstance(ledger, dict):
         return "No ledger was charged for this release."
     spent = ledger.get("spent") or {}
     budget = ledger.get("budget") or {}
     text = f"Ledger charge: {ledger.get('charge')}. "
     if spent:
-        text += (
-            f"The ledger has spent ε = {num_text(spent.get('epsilon'))} at δ = {num_text(spent.get('delta'))} with it"
-        )
-        if budget:
-            left = max(0.0, float(budget["epsilon"]) - float(spent.get("epsilon", 0.0)))
-            text += f", of a budget of ε = {num_text(budget['epsilon'])}: ε = {num_text(left)} remains"
-        text += f" ({spent.get('accountant', '')})."
+        of = float(budget["epsilon"]) if budget.get("epsilon") is not None else None
+        text += f"With it the ledger has spent {spent_text(spent, of, sep=' = ')}."
     return text
 
 
