@@ -266,9 +266,13 @@ _PPSGAN_OPTIONS = {
 @click.option("--limit", type=click.IntRange(min=10), default=None, help="Train on a seeded subset.")
 @_common
 def train_obfuscator(dataset, limit, seed, data_dir, output, force, quiet, **params) -> None:
-    """Alias of `privpix fit --method ae-obfuscator` (Jamshidi et al. 2023's Algorithm 1)."""
-    fit_to_file("ae-obfuscator", dataset, output, params, limit=limit, seed=seed, data_dir=data_dir, force=force,
-                quiet=quiet)  # fmt: skip
+    """Alias of `privpix fit --method ae-obfuscator` on images, and of `--method ae-obfuscator-records` on a
+    records dataset (Jamshidi et al. 2023's Algorithm 1; the two share these training parameters)."""
+    from privpix.data.loaders import DATASETS, parse_dataset_spec
+
+    records = DATASETS[parse_dataset_spec(dataset)[0]].kind == "records"
+    method = "ae-obfuscator-records" if records else "ae-obfuscator"
+    fit_to_file(method, dataset, output, params, limit=limit, seed=seed, data_dir=data_dir, force=force, quiet=quiet)
 
 
 @main.command("train-ppsgan", cls=_Alias, method="ppsgan", options=_PPSGAN_OPTIONS)
