@@ -40,12 +40,24 @@ def test_sklearn_clone_rebuilds_an_unfitted_mechanism_with_the_same_parameters(d
 
 @pytest.mark.slow
 def test_conformance_catches_a_broken_mechanism(tmp_path, monkeypatch):
-    """The suite can fail: a mechanism whose release ignores the seed is caught."""
+    """The suite can fail: a mechanism whose release ignores the seed is caught, and so is one whose declared
+    output is not its class's (here once fitted: the record obfuscator saying it releases images)."""
+    from privpix.mechanisms import Capabilities
+    from privpix.mechanisms.neural.ae import AERecordObfuscator
     from privpix.mechanisms.pixel import PixelLaplace
 
     monkeypatch.setattr(PixelLaplace, "_privatize_set", lambda self, images, rng: images.as_float())
     problems = check_mechanism("pixel-laplace", tmp_path)
     assert any("another seed gave the same release" in p for p in problems)
+
+    def lies(self):
+        return Capabilities(fits_on=self._fits_on(), output="images" if self.is_fitted else "records")
+
+    monkeypatch.setattr(AERecordObfuscator, "capabilities", lies)
+    problems = check_mechanism("ae-obfuscator-records", tmp_path / "records")
+    assert problems and all(
+        "declares output 'images', but its class is of the kinds ['records']" in p for p in problems
+    )
 
 
 def _example_package(root: Path) -> Path:

@@ -296,3 +296,22 @@ def test_the_scans_first_pass_runs_on_the_workers_and_finds_what_a_serial_scan_f
     for ex in (LastFirst(2), Executor(1)):
         with ex, using(ex), pytest.raises(DataError, match=r"in/a/8\.png: not a readable image"):
             list_image_files(tmp_path / "in")
+
+
+def test_the_commands_inputs_are_library_calls_that_name_python_arguments():
+    """What `privpix fit` and `privpix ldp` read (a dataset or a folder, a seeded subset, resized) is
+    privpix.data.load's: the same subset for the same seed as the commands, and errors naming the Python
+    arguments (the command line names its options)."""
+    from privpix.data.load import load_images, load_input, seeded_pick
+
+    with pytest.raises(ParameterError, match=r"^give exactly one of dataset or folder for the test images$"):
+        load_images(None, None, what="test images")
+    with pytest.raises(ParameterError, match=r"^limit must be >= 1, got 0$"):
+        load_images("digits:test", None, limit=0)
+    data, source = load_images("digits:test", None, limit=5, seed=1, size=(4, 4))
+    full = load_dataset("digits:test")
+    pick = seeded_pick(5, 1)
+    assert pick is not None and seeded_pick(None, 1) is None and pick(5) is None  # a limit not below n keeps all
+    assert source == "digits:test (seeded subset of 5)" and data.shape == (4, 4, 1)
+    np.testing.assert_array_equal(data.labels, full.labels[pick(len(full))])
+    assert load_input("digits:test", None, pick=pick).images.shape == (5, 8, 8, 1)

@@ -23,6 +23,9 @@ def test_the_listing_leads_with_the_recommended_methods_grouped_by_use(run):
     assert rest == sorted(rest)  # then one group per use, in the declared order
     for it in items:
         assert all(p["help"] for p in it["parameters"]), it["name"]
+        assert it["output"] == MECHANISMS[it["name"]].output, it["name"]
+    outputs = {it["name"]: it["output"] for it in items}
+    assert outputs["ae-obfuscator"] == "images" and outputs["ae-obfuscator-records"] == "records"
     assert "issue " not in r.output.lower() and "paper 00" not in r.output
     table = run("mechanisms").output
     assert table.index("recommended") < table.index("dp-eigenfaces") < table.index("gaussian-blur")

@@ -101,3 +101,28 @@ def test_a_uint8_image_is_resized_in_its_working_dtype_then_rounded(shape):
     np.testing.assert_array_equal(fast.resize(img, size, work=np.float64), rounded(img.astype(np.float64)))
     with pytest.raises(ValueError, match="work"):
         fast.resize(img, size, work=np.float16)
+
+
+def test_the_kept_zero_image_leaves_no_trace_of_the_last_resize():
+    """A thread keeps the zero-filled image of its last shrink for the next of that shape to that size: what it
+    held of the image before (a NaN among it), a resize to another size in between, or another thread's resizes
+    change nothing in the result."""
+    import threading
+
+    rng = np.random.default_rng(7)
+    a, b = (rng.random((2, 120, 100, 3)) * 255).astype(np.float64)
+    want = sk_resize(b, (16, 20), anti_aliasing=True, preserve_range=True)
+    nan = a.copy()
+    nan[40, 50, 1] = np.nan
+    for first in (a, nan):
+        fast.resize(first, (16, 20))
+        np.testing.assert_array_equal(fast.resize(b, (16, 20)), want)
+        fast.resize(first, (30, 20))  # the same shape to another size: another zero image
+        np.testing.assert_array_equal(fast.resize(b, (16, 20)), want)
+    got: list[np.ndarray] = []
+    threads = [threading.Thread(target=lambda x=x: got.append(fast.resize(x, (16, 20)))) for x in (a, b, a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(np.array_equal(g, want) for g in got) == 2

@@ -82,6 +82,7 @@ def mechanisms(as_json: bool) -> None:
                 "name": name,
                 "recommended_for": cls.about.recommended_for or None,
                 "use": cls.about.use,
+                "output": cls.output,  # what it releases: its kind class's, whatever its parameters
                 "aliases": [{"alias": a, "spec": ALIASES[a][0], "why": ALIASES[a][1]} for a in aliases],
                 "model": cls.about.guarantee_model,
                 "soundness": cls.about.soundness,

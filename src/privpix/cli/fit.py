@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-import numpy as np
 
 from privpix.cli.app import main
 from privpix.cli.options import (
@@ -54,6 +53,7 @@ def fit_to_file(
     With ``ledger``: a fit that is itself a DP release (``Capabilities.dp_fit``) is charged to it, reserved before
     any training (refused over budget), and the model file records the entry; releases from the file are then
     post-processing and charge nothing more (docs/accounting.md)."""
+    from privpix.data.load import load_input, seeded_pick
     from privpix.errors import ParameterError
     from privpix.mechanisms import ModelFile, get_mechanism, mechanism_class
     from privpix.publishing.fit import check_fit
@@ -75,7 +75,7 @@ def fit_to_file(
         raise ParameterError(f"--limit must be >= 2, got {limit}")
     if (dataset is None) == (input_dir is None):
         raise ParameterError("give exactly one of --dataset NAME[:SPLIT] or --input DIR")
-    data = _training_data(dataset, input_dir, data_dir, size, _limited(limit, seed))
+    data = load_input(dataset, input_dir, data_dir, size, seeded_pick(limit, seed))
     what = dataset if dataset is not None else "the --input folder"
     if not quiet:
         how = "OS entropy" if seed is None else f"seed {seed}"
@@ -97,40 +97,6 @@ def fit_to_file(
         for caveat in done.guarantee.caveats:
             plain(f"  {caveat}")
     return out
-
-
-def _limited(limit: int | None, seed: int | None):
-    """``--limit``'s seeded subset as a loader's ``pick`` (:func:`privpix.data.load_dataset`): ``limit`` of the
-    ``n`` items, sorted, or all when ``limit`` is None or not below ``n``."""
-    if limit is None:
-        return None
-
-    def pick(n: int) -> np.ndarray | None:
-        if limit >= n:
-            return None
-        return np.sort(np.random.default_rng(seed).choice(n, limit, replace=False))
-
-    return pick
-
-
-def _training_data(dataset, input_dir, data_dir, size, pick=None):
-    """The images (or records) to fit on: a named dataset, or an image folder (flat, or one sub-folder per class,
-    whose names are its class names), Parquet or WebDataset shards, resized to ``size`` when given; only the items
-    ``pick`` keeps (a named face set decodes only those). A folder's path is not recorded in the model file (paths
-    can name people)."""
-    from privpix.data import ImageSet, load_dataset
-    from privpix.data.memory import check_resize_fits
-    from privpix.errors import ParameterError
-
-    if input_dir is not None:
-        return load_dataset(Path(input_dir), size=size, pick=pick)
-    data = load_dataset(dataset, data_dir, pick=pick)
-    if size is not None:
-        if not isinstance(data, ImageSet):
-            raise ParameterError(f"--size: --dataset {dataset} holds records, not images")
-        check_resize_fits(len(data), size, data.shape[2])
-        data = data.resized(*size)
-    return data
 
 
 _COMMON = [
@@ -269,9 +235,12 @@ _PPSGAN_OPTIONS = {
 @click.option("--limit", type=click.IntRange(min=10), default=None, help="Train on a seeded subset.")
 @_common
 def train_obfuscator(dataset, limit, seed, data_dir, output, force, quiet, **params) -> None:
-    """Alias of `privpix fit --method ae-obfuscator` (Jamshidi et al. 2023's Algorithm 1)."""
-    fit_to_file("ae-obfuscator", dataset, output, params, limit=limit, seed=seed, data_dir=data_dir, force=force,
-                quiet=quiet)  # fmt: skip
+    """Alias of `privpix fit --method ae-obfuscator` on images, and of `--method ae-obfuscator-records` on a
+    records dataset (Jamshidi et al. 2023's Algorithm 1; the two share these training parameters)."""
+    from privpix.data.loaders import holds_records
+
+    method = "ae-obfuscator-records" if holds_records(dataset) else "ae-obfuscator"
+    fit_to_file(method, dataset, output, params, limit=limit, seed=seed, data_dir=data_dir, force=force, quiet=quiet)
 
 
 @main.command("train-ppsgan", cls=_Alias, method="ppsgan", options=_PPSGAN_OPTIONS)

@@ -9,7 +9,6 @@ is their ``model`` parameter.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -18,7 +17,8 @@ import click
 
 from privpix import strict_json
 from privpix.cli.app import err_console, main
-from privpix.cli.options import INPUT_FOLDER, parse_params, parse_size, plain
+from privpix.cli.options import parse_params, parse_size, plain
+from privpix.errors import ParameterError
 from privpix.publishing.outputs import check_output_path, writing
 
 RECORD_SOURCE = click.option(
@@ -30,46 +30,22 @@ RECORD_SOURCE = click.option(
 
 
 def _images(dataset, input_dir, data_dir, size, limit, seed, what="images", record_source=False):
-    """(ImageSet, source description) from --dataset or --input, resized and limited as asked. An --input folder
-    is described by its path only with ``record_source``."""
-    import numpy as np
+    """(grey ImageSet, source description) from --dataset or --input (:func:`privpix.data.load.load_images`)."""
+    from privpix.data.load import load_images
 
-    from privpix.data import ImageSet, load_dataset, load_folder
-    from privpix.data.memory import check_resize_fits
-    from privpix.errors import ParameterError
-
-    if (dataset is None) == (input_dir is None):
-        raise ParameterError(f"give exactly one of --dataset NAME[:SPLIT] or --input DIR for the {what}")
-    if input_dir is not None:
-        data, source = load_folder(input_dir), str(input_dir) if record_source else INPUT_FOLDER
-    else:
-        data, source = load_dataset(dataset, data_dir), dataset
-        if not isinstance(data, ImageSet):
-            raise ParameterError(f"--dataset {dataset}: holds records, not images")
-    if limit is not None:
-        if limit < 1:
-            raise ParameterError(f"--limit must be >= 1, got {limit}")
-        if len(data) > limit:
-            data = data.subset(np.sort(np.random.default_rng(seed).choice(len(data), limit, replace=False)))
-            source = f"{source} (seeded subset of {limit})"
-    if size is not None:
-        check_resize_fits(len(data), size, data.shape[2])
-        data = data.resized(*size)
+    data, source = load_images(dataset, input_dir, data_dir, size=size, limit=limit, seed=seed, what=what,
+                               record_source=record_source)  # fmt: skip
     return data.grayscale(), source
 
 
-def _fit_to_encoder(data, encoder, quiet):
-    from privpix.data.memory import check_resize_fits
-
-    if tuple(data.shape[:2]) != tuple(encoder.image_shape):
+def _at_encoder_size(data, encoder, quiet):
+    """``data`` resized to the encoder's image size (:meth:`Encoder.at_size`), saying so."""
+    if tuple(data.shape[:2]) != tuple(encoder.image_shape) and not quiet:
         h, w = encoder.image_shape
-        if not quiet:
-            err_console.print(
-                f"[yellow]note:[/yellow] resizing {data.shape[0]}x{data.shape[1]} images to the encoder's {h}x{w}"
-            )
-        check_resize_fits(len(data), (h, w), data.shape[2], "the encoder's image size")
-        data = data.resized(h, w)
-    return data
+        err_console.print(
+            f"[yellow]note:[/yellow] resizing {data.shape[0]}x{data.shape[1]} images to the encoder's {h}x{w}"
+        )
+    return encoder.at_size(data)
 
 
 @main.group()
@@ -101,7 +77,6 @@ def fit_encoder(
     name, levels, params, dataset, input_dir, shape, size, limit, seed, data_dir, output, force, record_source, quiet
 ):
     """Fit an encoder and write the file the data owners will use."""
-    from privpix.errors import ParameterError
     from privpix.mechanisms.ldp import make_encoder
 
     out = Path(output)
@@ -162,11 +137,8 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
 
     from privpix.cli.publish import ReleaseRun, release_sharded
     from privpix.data.inmemory import ImageSetSource
-    from privpix.errors import ParameterError
     from privpix.executor import Executor
-    from privpix.mechanisms import get_mechanism
-    from privpix.mechanisms.ldp import load_encoder
-    from privpix.mechanisms.ldp.encoder_base import ENCODERS
+    from privpix.mechanisms.ldp import reports_mechanism
     from privpix.privacy.noise import make_rng, rng_kind
     from privpix.publishing.release import exact_noise
     from privpix.publishing.staging import check_output
@@ -174,13 +146,11 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
     if not epsilon > 0:  # also NaN
         raise ParameterError(f"--epsilon must be > 0 (or inf for no perturbation), got {epsilon}")
     make_rng(seed, secure=secure)  # the same checks of --seed / --secure as every command
-    enc = load_encoder(encoder_file)
-    mech = get_mechanism(ENCODERS.providers()[enc.name][0], epsilon=epsilon, model=str(encoder_file))
-    mech.fit(None)
+    mech = reports_mechanism(encoder_file, epsilon)
     secure = exact_noise(mech, seed=seed, secure=secure)  # exact GRR by default without --seed
     data, source = _images(dataset, input_dir, data_dir, None, limit, seed or 0, "owners' images", record_source)
     # The description the guarantee checks against the encoder's fitting data (a subset says which).
-    data = replace(_fit_to_encoder(data, enc, quiet), source=source)
+    data = replace(_at_encoder_size(data, mech.encoder_, quiet), source=source)
     out = Path(output)
     # Refuse a bad --output before any work is done.
     check_output_path(out, "--output", folder=True)
@@ -226,66 +196,16 @@ def train(
     reports_dir, classifier, params, encoder_file, test_dataset, test_input, limit, seed, data_dir, json_path, quiet
 ):
     """Fit a classifier on perturbed reports and (optionally) score it on clean test images."""
-    import numpy as np
-
-    from privpix.errors import ParameterError
-    from privpix.evaluation.ldp_learners import CLASSIFIERS, make_classifier
+    from privpix.evaluation.ldp_reports import fit_on_reports, reports_encoder, score
     from privpix.fileio import write_text_atomic
-    from privpix.mechanisms.base import Param
-    from privpix.mechanisms.ldp import load_encoder
-    from privpix.mechanisms.ldp.reports import MANIFEST, read_reports
 
     if json_path:
         check_output_path(json_path, "--json")
-    reports = read_reports(reports_dir)
-    if reports.labels is None:
-        raise ParameterError(f"--reports {reports_dir}: the reports carry no labels, so no classifier can be fitted")
-    kinds = {"n_neighbors": int, "alpha": float, "p": float}
-    kw = {}
-    for k, v in parse_params(params).items():
-        if k not in kinds or k not in CLASSIFIERS[classifier]().get_params():
-            raise ParameterError(f"--param {k}: not a parameter of classifier {classifier}")
-        kw[k] = Param(k, kinds[k], None, "").parse(v)
-    t0 = time.perf_counter()
-    clf = make_classifier(classifier, reports.d, reports.epsilon, **kw).fit(reports.values, reports.labels)
-    result = {
-        "classifier": classifier,
-        "params": clf.get_params(),
-        "reports": str(reports_dir),
-        "n_train": len(reports),
-        "m": reports.n_features,
-        "d": reports.d,
-        "epsilon_per_feature": None if math.isinf(reports.epsilon) else reports.epsilon,
-        "epsilon_per_image": None if math.isinf(reports.epsilon) else reports.epsilon * reports.n_features,
-        "guarantee": reports.guarantee.to_dict(),
-        "fit_seconds": round(time.perf_counter() - t0, 3),
-    }
+    clf, reports, result = fit_on_reports(reports_dir, classifier, parse_params(params))
     if (test_dataset is None) != (test_input is None):
-        if encoder_file is None:
-            encoder_file = json.loads((Path(reports_dir) / MANIFEST).read_text()).get("encoder_file")
-            if not encoder_file or not isinstance(encoder_file, str):
-                raise ParameterError(
-                    "give --encoder: the reports' manifest names no encoder file (`ldp perturb` records its path "
-                    "only with --record-source)"
-                )
-        enc = load_encoder(encoder_file)
-        # Same name and config is not enough: a pixel encoder for 8x8 images has the config of one for 28x28.
-        keys = ("encoder", "config", "d", "image_shape", "n_features")
-        if any(enc.describe()[k] != reports.encoder.get(k) for k in keys):
-            raise ParameterError(f"--encoder {encoder_file}: is not the encoder these reports were made with")
+        enc = reports_encoder(reports_dir, reports, encoder_file)
         test, tsource = _images(test_dataset, test_input, data_dir, None, limit, seed, "test images")
-        test = _fit_to_encoder(test, enc, quiet)
-        if test.labels is None:
-            raise ParameterError("the test images carry no labels (use a dataset split or one sub-folder per class)")
-        t1 = time.perf_counter()
-        x_test = enc.encode(test)
-        pred = clf.predict(x_test)
-        result.update(
-            test=tsource,
-            n_test=len(test),
-            accuracy=float(np.mean(pred == test.labels)),
-            predict_seconds=round(time.perf_counter() - t1, 3),
-        )
+        result.update(test=tsource, **score(clf, enc, _at_encoder_size(test, enc, quiet)))
     elif test_dataset is not None:
         raise ParameterError("give only one of --test-dataset or --test-input")
     if json_path:

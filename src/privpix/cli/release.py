@@ -19,15 +19,6 @@ from privpix.cli.publish import ReleaseRun, open_input, print_skipped, read_all,
 from privpix.data.files import DEFAULT_MAX_PIXELS
 
 
-def _dataset_folder(dataset: str, data_dir: str | None) -> list[Path]:
-    """The folder a staged dataset is read from (an output must not overlap it); none for built-in sets."""
-    from privpix.data.loaders import DATASETS, parse_dataset_spec, resolve_data_dir
-
-    name, _ = parse_dataset_spec(dataset)
-    folder = DATASETS[name].folder
-    return [] if folder is None else [resolve_data_dir(data_dir) / folder]
-
-
 @main.command()
 @click.option("--dataset", "dataset", default=None, help="NAME[:SPLIT], e.g. orl or mnist:test.")
 @click.option(
@@ -129,14 +120,15 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
 
     File names are opaque (they do not carry the source names) and the manifest holds no source path unless
     asked. With --ledger, concurrent releases on the same ledger run one at a time and never overspend it."""
-    from privpix.data import ImageSet, RecordSet, load_dataset
+    from privpix.data import RecordSet, load_dataset
     from privpix.data.inmemory import ImageSetSource, RecordSetSource
-    from privpix.data.loaders import DATASETS, parse_dataset_spec
+    from privpix.data.load import load_images
+    from privpix.data.loaders import holds_records, staged_folder
     from privpix.data.memory import check_resize_fits
     from privpix.errors import ParameterError
     from privpix.mechanisms import RecordMechanism, fit_as_declared, get_mechanism
     from privpix.privacy.noise import make_rng, rng_kind
-    from privpix.publishing.release import check_output, check_source_map, exact_noise
+    from privpix.publishing.release import check_output, check_public_distinct, check_source_map, exact_noise
 
     # Every check that can fail runs before any work is done.
     mech = get_mechanism(method, epsilon=epsilon, delta=delta, **parse_params(params))
@@ -166,7 +158,7 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
         raise ParameterError("--budget and --delta-budget need --ledger FILE")
     if not 0 <= png_level <= 9:
         raise ParameterError(f"--png-level must be in 0..9, got {png_level}")
-    records = dataset is not None and DATASETS[parse_dataset_spec(dataset)[0]].kind != "images"
+    records = dataset is not None and holds_records(dataset)
     if records and not isinstance(mech, RecordMechanism):  # before any option is judged for a records release
         raise ParameterError(f"--dataset {dataset}: holds records, not images, and {method} releases images")
     if caps.output == "features" or records:
@@ -194,7 +186,8 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
             "release over without --resume (or fit once with `privpix fit` and release from the model file)"
         )
     out = Path(output)
-    inputs = [Path(input_dir)] if input_dir is not None else _dataset_folder(dataset, data_dir) if dataset else []
+    staged = staged_folder(dataset, data_dir) if dataset is not None else None
+    inputs = [Path(input_dir)] if input_dir is not None else [] if staged is None else [staged]
     if not resume:
         check_output(out, force, inputs)
     if source_map is not None:
@@ -222,11 +215,7 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
                 )
             private = None
             if dataset is not None:
-                private = load_dataset(dataset, data_dir)
-                if not isinstance(private, ImageSet):
-                    raise ParameterError(f"--dataset {dataset}: holds records, not images")
-                check_resize_fits(len(private), hw, private.shape[2])  # before allocating any of it
-                private = private.resized(*hw) if hw is not None else private
+                private = load_images(dataset, None, data_dir, size=hw)[0]  # refused before allocating a resize
             elif input_dir is not None:
                 private = read_all(open_input(input_dir, None, None, hw, max_pixels))
                 if not record_source:
@@ -257,7 +246,7 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
         private = read_all(source) if caps.fits_on == "private" else None
         fit_as_declared(mech, private, data_dir, seed=seed)  # public data comes from the same --data-dir
         del private
-        _check_public_distinct(mech, source)
+        check_public_distinct(mech, source)
         label = f"{mech.name} on {input_dir or dataset} → {output}"
         if caps.output == "features":
             check_resize_fits(len(source), hw, source.shape[2])  # the reports are computed from every image at once
@@ -270,16 +259,3 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
             release_sharded(mech, whole, None, images.shape, None, source.description, metadata, label, run, expect)
             return
         release_sharded(mech, source, None, source.shape, source.class_names, source.description, metadata, label, run)
-
-
-def _check_public_distinct(mech, source, chunk: int = 256) -> None:
-    """A mechanism fitted on a public set refuses private images that are in it (privpix.data.overlap); checked
-    here over the whole input, a chunk at a time, before any shard starts, so the refusal leaves nothing behind."""
-    from privpix.data.overlap import check_distinct
-
-    caps = mech.capabilities()
-    if not caps.public_digests:
-        return
-    name = caps.public_data or "set"
-    for a in range(0, len(source), chunk):
-        check_distinct(caps.public_digests, source.read(a, min(len(source), a + chunk)), name)

@@ -1,4 +1,5 @@
-"""``load_dataset``: images (or records) by dataset name, or by path, the one entry point a user calls."""
+"""``load_dataset``: images (or records) by dataset name, or by path, the one entry point a user calls; and the
+inputs the commands read (a dataset or a folder, a seeded subset, resized), with the same checks for every caller."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 from privpix.data.folders import INPUT_FOLDER
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.data.loaders import DATASETS, Pick, load_named, picked
 from privpix.data.memory import check_resize_fits
-from privpix.errors import DataError, arg
+from privpix.errors import DataError, ParameterError, arg
 
 
 def load_dataset(
@@ -50,3 +53,83 @@ def _is_path(spec: str | os.PathLike) -> bool:
     if "/" in spec or os.sep in spec:
         return True
     return spec.partition(":")[0].strip().lower() not in DATASETS and Path(spec).expanduser().exists()
+
+
+def seeded_pick(limit: int | None, seed: int | None) -> Pick | None:
+    """A seeded subset of ``limit`` items as a loader's ``pick`` (:func:`load_dataset`): ``limit`` of the ``n``
+    positions, sorted, drawn with ``seed`` (``None``: OS entropy), or all when ``limit`` is ``None`` or not below
+    ``n``."""
+    if limit is None:
+        return None
+
+    def pick(n: int) -> np.ndarray | None:
+        if limit >= n:
+            return None
+        return np.sort(np.random.default_rng(seed).choice(n, limit, replace=False))
+
+    return pick
+
+
+def load_input(
+    dataset: str | None,
+    path: str | os.PathLike | None,
+    data_dir: str | os.PathLike | None = None,
+    size: tuple[int, int] | None = None,
+    pick: Pick | None = None,
+) -> ImageSet | RecordSet:
+    """The images (or records) a model is fitted on: the named ``dataset``, or the images at ``path`` (a folder,
+    flat or one sub-folder per class, whose names are its class names, or Parquet or WebDataset shards), resized to
+    ``size`` when given; only the items ``pick`` keeps (a named face set decodes only those). A folder's path is not
+    kept in the set's ``source`` (paths can name people)."""
+    if path is not None:
+        return load_dataset(Path(path), size=size, pick=pick)
+    assert dataset is not None, "load_input: give a dataset or a path"
+    data = load_dataset(dataset, data_dir, pick=pick)
+    if size is not None:
+        if not isinstance(data, ImageSet):
+            raise ParameterError(f"{arg('--size', 'size')}: {arg('--dataset', 'dataset')} {dataset} holds records, "
+                                 "not images")  # fmt: skip
+        check_resize_fits(len(data), size, data.shape[2])
+        data = data.resized(*size)
+    return data
+
+
+def load_images(
+    dataset: str | None,
+    folder: str | os.PathLike | None,
+    data_dir: str | os.PathLike | None = None,
+    *,
+    size: tuple[int, int] | None = None,
+    limit: int | None = None,
+    seed: int | None = 0,
+    what: str = "images",
+    record_source: bool = False,
+) -> tuple[ImageSet, str]:
+    """The images of the named ``dataset`` or of an image ``folder`` (exactly one), a seeded subset of ``limit`` of
+    them (:func:`seeded_pick`), resized to ``size``; and their description: the dataset, or the folder (its path only
+    with ``record_source``: paths can name people), with "(seeded subset of N)" when a subset was taken. ``what``
+    names the images in the refusal of neither or both."""
+    from privpix.data.folders import load_folder
+
+    if (dataset is None) == (folder is None):
+        raise ParameterError(
+            f"give exactly one of {arg('--dataset NAME[:SPLIT] or --input DIR', 'dataset or folder')} for the {what}"
+        )
+    if folder is not None:
+        data: ImageSet | RecordSet = load_folder(folder)
+        source = str(folder) if record_source else arg(INPUT_FOLDER, "the input folder")
+    else:
+        assert dataset is not None  # exactly one was given
+        data, source = load_dataset(dataset, data_dir), dataset
+        if not isinstance(data, ImageSet):
+            raise ParameterError(f"{arg('--dataset', 'dataset')} {dataset}: holds records, not images")
+    if limit is not None:
+        if limit < 1:
+            raise ParameterError(f"{arg('--limit', 'limit')} must be >= 1, got {limit}")
+        if len(data) > limit:
+            data, source = picked(data, seeded_pick(limit, seed)), f"{source} (seeded subset of {limit})"
+    assert isinstance(data, ImageSet)
+    if size is not None:
+        check_resize_fits(len(data), size, data.shape[2])
+        data = data.resized(*size)
+    return data, source

@@ -509,6 +509,19 @@ def parse_dataset_spec(spec: str) -> tuple[str, str | None]:
     return name, split
 
 
+def holds_records(spec: str) -> bool:
+    """Whether the named dataset ``name[:split]`` holds tabular records (its registered ``kind``), known before it is
+    loaded."""
+    return DATASETS[parse_dataset_spec(spec)[0]].kind == "records"
+
+
+def staged_folder(spec: str, data_dir: str | os.PathLike | None = None) -> Path | None:
+    """The folder the named dataset ``name[:split]`` is read from (under ``data_dir``), or ``None`` for a built-in
+    set: what an output must not overlap."""
+    folder = DATASETS[parse_dataset_spec(spec)[0]].folder
+    return None if folder is None else resolve_data_dir(data_dir) / folder
+
+
 def load_named(
     spec: str, data_dir: str | os.PathLike | None = None, pick: Pick | None = None, **options
 ) -> ImageSet | RecordSet:

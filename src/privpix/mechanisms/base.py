@@ -307,10 +307,11 @@ class WhiteBoxTrials(NamedTuple):
 @dataclass
 class ConformanceCase:
     """One setting of the conformance suite: parameters (``epsilon``/``delta`` included when wanted) and the
-    images to fit and release on (``None``: 24 built-in MNIST digits, 28x28 grey, labelled)."""
+    images to fit and release on (``None``: 24 built-in MNIST digits, 28x28 grey, labelled), or the records, for a
+    mechanism that releases records."""
 
     params: dict[str, Any] = field(default_factory=dict)
-    images: ImageSet | None = None
+    images: ImageSet | RecordSet | None = None
 
 
 class Mechanism:

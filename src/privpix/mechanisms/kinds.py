@@ -8,9 +8,12 @@ sees only that kind's hooks.
   ``utility_learner``, ``feature_files``).
 - :class:`ModelMechanism` (``"model"``): a trained model and no images (``predict``, ``membership_score``);
   ``release`` refuses.
-- :class:`RecordMechanism` (``"records"``): tabular records (``_privatize_records``, ``release_records``); a
-  mechanism that releases images or records, by its model file (the autoencoder obfuscator), subclasses both
-  :class:`ImageMechanism` and this.
+- :class:`RecordMechanism` (``"records"``): tabular records (``_privatize_records``, ``release_records``).
+
+A mechanism subclasses exactly one of them (:func:`~privpix.mechanisms.registry.register` refuses two), and what it
+releases follows from that class alone: its :attr:`Capabilities.output` is its class's ``output``, whatever its
+parameters or model file. A method that has an image and a record form (the autoencoder obfuscator) is two
+mechanisms sharing a base.
 
 Generic code asks what a mechanism releases with ``isinstance`` (:func:`require_kind` gives the one-line refusal
 for a mechanism of another kind); :data:`KINDS` maps each declared output to its class.
@@ -205,9 +208,7 @@ class ModelMechanism(Mechanism):
 
 
 class RecordMechanism(Mechanism):
-    """Releases tabular records (``output == "records"``): implement :meth:`_privatize_records`. A mechanism that
-    releases images too, by its model file, subclasses :class:`ImageMechanism` first and this after it, and
-    declares the output in force in :meth:`capabilities`."""
+    """Releases tabular records (``output == "records"``): implement :meth:`_privatize_records`."""
 
     output: ClassVar[Output] = "records"
     noun: ClassVar[str] = "tabular records"

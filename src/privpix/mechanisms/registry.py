@@ -51,12 +51,17 @@ def load_plugins() -> list[str]:
 
 
 def register(cls: type[_M]) -> type[_M]:
-    """Add ``cls`` to :data:`MECHANISMS` under its ``name``; it must subclass an output kind
-    (:mod:`privpix.mechanisms.kinds`), which gives it its ``release`` and its kind's hooks."""
-    if not issubclass(cls, tuple(KINDS.values())):
+    """Add ``cls`` to :data:`MECHANISMS` under its ``name``; it must subclass one output kind
+    (:mod:`privpix.mechanisms.kinds`), which gives it its ``release``, its kind's hooks and its output."""
+    kinds = [k.__name__ for k in KINDS.values() if issubclass(cls, k)]
+    if len(kinds) != 1:
+        name = getattr(cls, "name", cls.__qualname__)
         raise ValueError(
-            f"mechanism {getattr(cls, 'name', cls.__qualname__)!r}: subclass the base class of its output kind "
+            f"mechanism {name!r}: subclass the base class of its output kind "
             f"({', '.join(k.__name__ for k in KINDS.values())}), not Mechanism itself"
+            if not kinds
+            else f"mechanism {name!r}: subclasses {' and '.join(kinds)}; its output must follow from one kind class "
+            "(register one mechanism per kind, sharing a base)"
         )
     if cls.name in MECHANISMS:
         raise ValueError(f"mechanism {cls.name!r} registered twice")

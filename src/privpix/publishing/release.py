@@ -183,6 +183,20 @@ def exact_noise(mechanism: Mechanism, *, seed: int | None, secure: bool) -> bool
     return True
 
 
+def check_public_distinct(mechanism: Mechanism, source: Any, chunk: int = 256) -> None:
+    """A mechanism fitted on a public set refuses private images that are in it (:mod:`privpix.data.overlap`):
+    checked over the whole image ``source`` (``len``, ``read(a, b)``), a chunk at a time, before any shard starts, so
+    that the refusal leaves nothing behind."""
+    from privpix.data.overlap import check_distinct
+
+    caps = mechanism.capabilities()
+    if not caps.public_digests:
+        return
+    name = caps.public_data or "set"
+    for a in range(0, len(source), chunk):
+        check_distinct(caps.public_digests, source.read(a, min(len(source), a + chunk)), name)
+
+
 def _seed_of(rng: RNG | int | None) -> tuple[int | None, bool]:
     """(seed, secure) of the API's ``rng`` argument: see :func:`release_to_dir`."""
     if isinstance(rng, SecureRandom):

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.base import clone
 
-from privpix.data import ImageSet, load_dataset
+from privpix.data import ImageSet, RecordSet, load_dataset
 from privpix.evaluation.audit import neighbour_pairs
 from privpix.mechanisms import (
     KINDS,
@@ -29,6 +29,7 @@ from privpix.mechanisms import (
     Mechanism,
     ModelFile,
     ModelMechanism,
+    RecordMechanism,
     Release,
     SyntheticImageMechanism,
     fit_as_declared,
@@ -63,10 +64,11 @@ def check_mechanism(name: str, workdir: str | Path) -> list[str]:
     has the model the class declares and a sound guarantee states a finite per-image ε; the release folder the
     sharded writer of ``privpix release`` writes records exactly ``get_params()`` and the direct release's
     guarantee, and verifies (feature releases, written as report folders: the parameters survive JSON);
-    ``sklearn.base.clone`` rebuilds it; audit neighbour pairs can be built; it is an instance of the kind class
-    of its declared output (:data:`privpix.mechanisms.KINDS`); its privacy statement agrees with itself
-    (:func:`_check_claim`). A
-    mechanism that releases a model (``output == "model"``) is checked by :func:`_check_model` instead.
+    ``sklearn.base.clone`` rebuilds it; audit neighbour pairs can be built; the output it declares, fitted, is
+    the one of its class, which subclasses exactly one kind class (:data:`privpix.mechanisms.KINDS`); its privacy
+    statement agrees with itself (:func:`_check_claim`). A mechanism that releases a model (``output ==
+    "model"``) is checked by :func:`_check_model` instead, one that releases records (its cases give a
+    ``RecordSet``) by :func:`_check_records`.
     """
     cls = MECHANISMS[name]
     work = Path(workdir)
@@ -89,17 +91,22 @@ def _check_case(cls: type[Mechanism], case: ConformanceCase, work: Path) -> list
     mech = fit_as_declared(get_mechanism(cls.name, epsilon, delta, **params), private=images)
     caps = mech.capabilities()
     out: list[str] = []
+    if caps.output != cls.output or len(_kinds_of(cls)) != 1:
+        # Generic code reaches a kind's hooks through its class (isinstance): the output it declares, fitted or not,
+        # is its one kind class's.
+        out.append(f"declares output {caps.output!r}, but its class is of the kinds {_kinds_of(cls)}")
+        return out
+    if isinstance(mech, RecordMechanism) or isinstance(images, RecordSet):
+        if not (isinstance(mech, RecordMechanism) and isinstance(images, RecordSet)):
+            return [f"a {cls.output} mechanism's conformance case gives {type(images).__name__}"]
+        return _check_records(cls, mech, images, work)
     # scikit-learn's clone (grid searches, pipelines) rebuilds an unfitted twin from get_params(deep=False).
     twin = clone(mech)
     if type(twin) is not type(mech) or twin.get_params() != mech.get_params():
         out.append("sklearn.base.clone does not rebuild it with the same parameters")
     if caps.fixed_shape is not None and caps.fixed_shape != images.shape:
         out.append(f"declares the fixed shape {caps.fixed_shape} but its conformance images are {images.shape}")
-    if not isinstance(mech, KINDS[caps.output]):
-        # Generic code reaches a kind's hooks through its class: a declared output without them would fail there.
-        out.append(f"declares output {caps.output!r} but is no {KINDS[caps.output].__name__}")
-        return out
-    out += _check_claim(mech, images)
+    out += _check_claim(mech, images.shape, len(images))
     if isinstance(mech, ModelMechanism):
         return out + _check_model(cls, mech, images, work)
     a = mech.release(images, 0)
@@ -248,13 +255,67 @@ def _check_model(cls: type[Mechanism], mech: ModelMechanism, images: ImageSet, w
     return out
 
 
-def _check_claim(mech: Mechanism, images: ImageSet) -> list[str]:
+def _kinds_of(cls: type[Mechanism]) -> list[str]:
+    return [output for output, kind in KINDS.items() if issubclass(cls, kind)]
+
+
+def _check_records(cls: type[Mechanism], mech: RecordMechanism, records: RecordSet, work: Path) -> list[str]:
+    """An ``output == "records"`` mechanism: ``release`` refuses images; ``release_records`` gives one row per
+    record, the same for the same seed and another for another seed (when randomized), with the declared
+    guarantee and ``get_params()``; the ``records.csv`` folder the sharded writer of ``privpix release`` writes
+    states the direct release's guarantee and verifies; ``sklearn.base.clone`` rebuilds it; audit pairs of the
+    records can be built."""
+    from privpix.data.inmemory import RecordSetSource
+    from privpix.errors import ParameterError
+    from privpix.evaluation.audit import record_pairs
+    from privpix.executor import Executor
+    from privpix.publishing.release import verify_manifest
+    from privpix.publishing.shards import ShardedRelease, stated_guarantee
+
+    out: list[str] = []
+    twin = clone(mech)
+    if type(twin) is not type(mech) or twin.get_params() != mech.get_params():
+        out.append("sklearn.base.clone does not rebuild it with the same parameters")
+    out += _check_claim(mech, (0, 0, 0), len(records))
+    try:
+        mech.release(default_images(), 0)
+        out.append("releases records, but release() of images returned instead of refusing")
+    except ParameterError:
+        pass
+    a, b, c = (mech.release_records(records, seed) for seed in (0, 0, 1))
+    if len(a.frame) != len(records):
+        out.append(f"released {len(a.frame)} rows for {len(records)} records")
+    if not a.frame.equals(b.frame):
+        out.append("the same seed gave two different releases")
+    if mech.capabilities().randomized and a.frame.equals(c.frame):
+        out.append("declares itself randomized, but another seed gave the same release")
+    if a.guarantee.model != cls.about.guarantee_model:
+        out.append(f"guarantee model {a.guarantee.model!r} differs from the declared {cls.about.guarantee_model!r}")
+    if a.parameters != mech.get_params():
+        out.append(f"RecordRelease.parameters {a.parameters} differ from get_params() {mech.get_params()}")
+    job = ShardedRelease(mech, RecordSetSource(records, "conformance records"), (0, 0, 0), seed=0,
+                         input_id="conformance records")  # fmt: skip
+    with Executor(1) as ex:
+        manifest = job.run(work / "release", ex, expect=a.guarantee)
+    stated = stated_guarantee(mech, a.guarantee, job.secure, job.seed)
+    if manifest.get("guarantee") != json.loads(json.dumps(stated.to_dict(), default=float)):
+        out.append("the manifest's guarantee is not the one a direct release of the same records carries")
+    if manifest.get("records") != len(records):
+        out.append(f"the release folder holds {manifest.get('records')} records, expected {len(records)}")
+    problems = verify_manifest(work / "release")
+    if problems:
+        out.append(f"the release folder does not verify: {problems[:3]}")
+    if len(record_pairs(records)) == 0:
+        out.append("no audit neighbour pairs could be built")
+    return out
+
+
+def _check_claim(mech: Mechanism, shape: tuple[int, int, int], n: int) -> list[str]:
     """:meth:`~privpix.mechanisms.Mechanism.privacy`, which the ledger, the audit and the report read, agrees
     with itself: a sound DP
     guarantee declares the noise the ledger charges (with ``--secure`` too, when the mechanism has exact
     samplers), and one that is not sound declares no noise; every event survives the ledger's JSON unchanged."""
     out: list[str] = []
-    shape, n = images.shape, len(images)
     claim = mech.privacy(shape, n)
     claims = [claim]
     if claim.guarantee.is_dp and mech.capabilities().secure == {}:

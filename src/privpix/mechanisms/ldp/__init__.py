@@ -6,10 +6,12 @@ computes from the reports, the estimators and the learners, is analysis:
 :mod:`privpix.evaluation.ldp_estimators` and :mod:`privpix.evaluation.ldp_learners`."""
 
 from privpix.mechanisms.ldp.encoders import ENCODERS, Encoder, load_encoder, make_encoder
+from privpix.mechanisms.ldp.mechanism import reports_mechanism
 
 __all__ = [
     "ENCODERS",
     "Encoder",
     "load_encoder",
     "make_encoder",
+    "reports_mechanism",
 ]

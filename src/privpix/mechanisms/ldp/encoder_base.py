@@ -118,6 +118,17 @@ class Encoder:
             raise ParameterError(f"encoder {self.name} is not fitted: call fit() or load a fitted encoder file")
         return self.image_shape
 
+    def at_size(self, images: ImageSet) -> ImageSet:
+        """``images`` at the (h, w) the encoder encodes: resized when they differ (a resize that cannot fit in memory
+        is refused before anything is allocated)."""
+        from privpix.data.memory import check_resize_fits
+
+        h, w = self.fitted_hw()
+        if tuple(images.shape[:2]) == (h, w):
+            return images
+        check_resize_fits(len(images), (h, w), images.shape[2], "the encoder's image size")
+        return images.resized(h, w)
+
     def fit(
         self,
         images: ImageSet | np.ndarray,

@@ -42,7 +42,7 @@ from privpix.mechanisms.ldp.encoder_base import ENCODERS, Encoder, gray_images
 from privpix.mechanisms.ldp.encoders import HogBovwEncoder, PixelEncoder, load_encoder
 from privpix.mechanisms.ldp.reports import Reports, may_overlap, report_files
 from privpix.mechanisms.params import param
-from privpix.mechanisms.registry import register
+from privpix.mechanisms.registry import get_mechanism, register
 from privpix.privacy.composition import PureDP
 from privpix.privacy.grr import grr_perturb
 from privpix.privacy.guarantees import Guarantee
@@ -423,6 +423,15 @@ class LDPFeatures(FeatureMechanism, ModelFile):
         estimated frequencies), ncc (estimated centroids) or knn (``n_neighbors``)."""
         kw = {"n_neighbors": self.n_neighbors} if self.learner == "knn" else {}
         return LearnerSpec(self.learner, {"d": self.d, "epsilon": self.epsilon, **kw})
+
+
+def reports_mechanism(encoder_file: str | Path, epsilon: float) -> LDPFeatures:
+    """The registered mechanism of the encoder in ``encoder_file`` (the file is its ``model``, read here) at
+    ``epsilon`` per feature: what an owner perturbs their images with (``privpix ldp perturb``)."""
+    enc = load_encoder(encoder_file)
+    mech = get_mechanism(ENCODERS.providers()[enc.name][0], epsilon=epsilon, model=str(encoder_file))
+    assert isinstance(mech, LDPFeatures)  # an encoder's provider is the LDP feature mechanism naming it
+    return mech.fit(None)
 
 
 def load_public(spec: str) -> ImageSet:

@@ -8,6 +8,10 @@ Both have the same structure and differ only in what they are trained to infer:
 Training uses Adam and the NLL loss with early stopping on a held-out validation fraction (the paper stops
 "when the validation loss starts to increase"). The same class serves the weak adversary (trained on original
 data), the strong adversary (trained on data obfuscated by the same model) and the utility provider.
+
+They live with the mechanism, not in :mod:`privpix.evaluation`, because the obfuscator's fit runs them (its
+``measure`` parameter keeps their accuracies in the model file); the fit does not train against them (Algorithm 1
+has no adversarial term).
 """
 
 from __future__ import annotations
