@@ -220,7 +220,7 @@ def test_privacy_is_one_method_and_the_audits_own_experiments_a_mixin():
                  "white_box_trials", "released_statistic"):  # fmt: skip
         assert not hasattr(Mechanism, gone), gone
     assert {n for n, cls in MECHANISMS.items() if issubclass(cls, Auditable)} == {
-        "dp-sgd", "dp-teacher", "dp-merf", "dp-hp", "dp-eigenfaces"
+        "dp-sgd", "dp-teacher", "dp-merf", "dp-hp", "dp-eigenfaces", "dp-transport"
     }  # fmt: skip
 
 

@@ -99,13 +99,14 @@ def audit(
     import numpy as np
 
     from privpix.data import ImageSet, load_dataset
+    from privpix.data.loaders import dataset_domain
     from privpix.data.memory import check_resize_fits
     from privpix.errors import ParameterError
     from privpix.evaluation.audit import audit as run_audit
     from privpix.fileio import write_text_atomic
     from privpix.mechanisms import fit_as_declared, get_mechanism
 
-    mech = get_mechanism(method, epsilon, delta, **parse_params(params))
+    mech = get_mechanism(method, epsilon, delta, domain=dataset_domain(dataset), **parse_params(params))
     hw = parse_size(size)  # a bad --size or --json fails before any data is loaded
     if json_path:
         check_output_path(json_path, "--json")
@@ -269,7 +270,7 @@ def bench(
     from privpix.executor import make_executor
     from privpix.mechanisms import mechanism_class
 
-    method_list = split_methods(methods)
+    method_list = split_methods(methods, dataset)
     common = parse_params(params)
     check_methods(method_list, common, "--methods")
     eps = parse_floats(epsilons, "epsilon")

@@ -158,7 +158,7 @@ def evaluate(
 
     if repeats < 1:
         raise ParameterError(f"--repeats must be >= 1, got {repeats}")
-    method_list = [m for spec in methods for m in split_methods(spec)]
+    method_list = [m for spec in methods for m in split_methods(spec, dataset)]
     eps_list = parse_floats(epsilons, "epsilon")
     common = parse_params(params)
     check_methods(method_list, common, "--method")

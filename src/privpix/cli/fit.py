@@ -54,6 +54,7 @@ def fit_to_file(
     any training (refused over budget), and the model file records the entry; releases from the file are then
     post-processing and charge nothing more (docs/accounting.md)."""
     from privpix.data.load import load_input, seeded_pick
+    from privpix.data.loaders import dataset_domain
     from privpix.errors import ParameterError
     from privpix.mechanisms import ModelFile, get_mechanism, mechanism_class
     from privpix.publishing.fit import check_fit
@@ -63,12 +64,12 @@ def fit_to_file(
     out = Path(output)
     if ledger is None and (budget is not None or delta_budget is not None):
         raise ParameterError("--budget and --delta-budget need --ledger FILE")
-    if not issubclass(mechanism_class(method), ModelFile):  # before its parameters are judged
+    if not issubclass(mechanism_class(method, dataset_domain(dataset)), ModelFile):  # before its parameters are judged
         raise ParameterError(
             f"--method {method}: has no model file to write; whatever it needs it fits when it releases (use it "
             "with release, evaluate or bench directly)"
         )
-    mech = get_mechanism(method, epsilon, delta, **params)
+    mech = get_mechanism(method, epsilon, delta, domain=dataset_domain(dataset), **params)
     # Before hours of training, and before the data is loaded.
     check_fit(mech, out, ledger=ledger, budget=budget, delta_budget=delta_budget, force=force)
     if limit is not None and limit < 2:

@@ -199,12 +199,13 @@ def _is_its_reservation(entry, fit: dict) -> bool:
 def check(file, method, epsilon, delta, params, dataset, input_dir, shape, count, secure, data_dir) -> None:
     """Would this release (or a fit that is a DP release) fit the budget of the ledger FILE? Nothing is charged.
     Exit 0 when it fits, 1 when it does not (the reason printed), 2 on bad input."""
+    from privpix.data.loaders import dataset_domain
     from privpix.errors import BudgetExceededError, ParameterError
     from privpix.mechanisms import ModelFile, get_mechanism
     from privpix.privacy.accounting import PrivacyLedger
 
     book = PrivacyLedger.load(file)
-    mech = get_mechanism(method, epsilon, delta, **parse_params(params))
+    mech = get_mechanism(method, epsilon, delta, domain=dataset_domain(dataset), **parse_params(params))
     if secure:
         if mech.capabilities().fits_on == "model-file":
             mech.fit(None)  # its noise was drawn when the file was fitted: the file says whether exactly

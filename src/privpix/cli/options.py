@@ -139,9 +139,11 @@ def parse_size(text: str | None, name: str = "--size") -> tuple[int, int] | None
     return h, w
 
 
-def split_methods(spec: str) -> list[str]:
+def split_methods(spec: str, dataset: str | None = None) -> list[str]:
     """Split on commas outside brackets: 'a,b[x=1,y=2]' → ['a', 'b[x=1,y=2]']; an alias becomes the mechanism it
-    stands for (``dp-synth`` → ``dp-teacher``), so rows and reports name the real method."""
+    stands for on ``dataset`` (``dp-synth`` → ``dp-teacher``, on faces ``dp-transport``), so rows and reports name
+    the real method."""
+    from privpix.data.loaders import dataset_domain
     from privpix.mechanisms.registry import canonical_spec
 
     out, depth, cur = [], 0, ""
@@ -155,7 +157,7 @@ def split_methods(spec: str) -> list[str]:
             cur += ch
     if cur.strip():
         out.append(cur.strip())
-    return [canonical_spec(m) for m in out]
+    return [canonical_spec(m, dataset_domain(dataset)) for m in out]
 
 
 def check_methods(methods: Sequence[str], common: dict[str, str], option: str) -> None:

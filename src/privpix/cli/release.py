@@ -123,7 +123,7 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
     from privpix.data import RecordSet, load_dataset
     from privpix.data.inmemory import ImageSetSource, RecordSetSource
     from privpix.data.load import load_images
-    from privpix.data.loaders import holds_records, staged_folder
+    from privpix.data.loaders import dataset_domain, holds_records, staged_folder
     from privpix.data.memory import check_resize_fits
     from privpix.errors import ParameterError
     from privpix.mechanisms import RecordMechanism, fit_as_declared, get_mechanism
@@ -131,7 +131,7 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
     from privpix.publishing.release import check_output, check_public_distinct, check_source_map, exact_noise
 
     # Every check that can fail runs before any work is done.
-    mech = get_mechanism(method, epsilon=epsilon, delta=delta, **parse_params(params))
+    mech = get_mechanism(method, epsilon=epsilon, delta=delta, domain=dataset_domain(dataset), **parse_params(params))
     caps = mech.capabilities()
     if caps.output == "model":
         # What it publishes is a trained model file; a release folder holds images or records.

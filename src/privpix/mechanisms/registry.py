@@ -18,6 +18,22 @@ ALIASES: dict[str, tuple[str, str]] = {
     "dp-synth": ("dp-teacher", "the recommended DP synthesizer for labelled sets of ten thousand images or more "
                  "(docs/synthesis.md, 'Which to pick'; benchmarks/results/dp_synthesis_protocol.md)"),
 }  # fmt: skip
+# An alias that stands for another mechanism on data of a declared domain (privpix.data.DatasetInfo.domain, or the
+# domain of the public set its parameters name): the spec's parameters are defaults there, not pins. dp-synth on
+# faces: a few thousand faces are too few for a generator to learn faces from under DP (docs/synthesis.md).
+DOMAIN_ALIASES: dict[str, dict[str, str]] = {
+    "dp-synth": {"faces": "dp-transport[public=lfw-gender-crop]"},
+}
+
+
+def domain_of(params: dict[str, Any], domain: str = "") -> str:
+    """``domain`` when given, else the declared domain of the public set ``params`` name (``public=``), else ""."""
+    if domain or not params.get("public"):
+        return domain
+    from privpix.data.loaders import DATASETS
+
+    info = DATASETS.get(str(params["public"]).partition(":")[0].strip().lower())
+    return info.domain if info is not None else ""
 
 
 ENTRY_POINT_GROUP = "privpix.mechanisms"
@@ -71,12 +87,18 @@ def register(cls: type[_M]) -> type[_M]:
     return cls
 
 
-def parse_method_spec(spec: str) -> tuple[str, dict[str, str]]:
+def parse_method_spec(spec: str, domain: str = "") -> tuple[str, dict[str, str]]:
     """``"pixel-laplace[sensitivity=bound,unit=pixel]"`` → ``("pixel-laplace", {...})``: a method label that
     carries its own parameters, so one run can compare variants of a mechanism. An alias (:data:`ALIASES`,
-    e.g. ``dp-synth``) gives the mechanism it stands for, with the parameters it pins."""
+    e.g. ``dp-synth``) gives the mechanism it stands for, with the parameters it pins; on data of a ``domain`` it
+    has an entry for in :data:`DOMAIN_ALIASES` (also found from a ``public=`` it is given), that entry's mechanism,
+    its parameters as defaults."""
     text = spec.strip()
     name, inline = _parse(text, spec)
+    target = DOMAIN_ALIASES.get(name, {}).get(domain_of(inline, domain))
+    if target is not None:
+        chosen, defaults = _parse(target, target)
+        return chosen, {**defaults, **inline}
     if name in ALIASES:
         target, pinned = _parse(ALIASES[name][0], ALIASES[name][0])
         for key, value in inline.items():
@@ -86,12 +108,13 @@ def parse_method_spec(spec: str) -> tuple[str, dict[str, str]]:
     return name, inline
 
 
-def canonical_spec(spec: str) -> str:
+def canonical_spec(spec: str, domain: str = "") -> str:
     """``spec`` itself, or, when it names an alias, the mechanism the alias stands for with the same parameters
-    (``"dp-synth[n=10]"`` → ``"dp-teacher[n=10]"``): the label a bench or evaluation row shows."""
+    (``"dp-synth[n=10]"`` → ``"dp-teacher[n=10]"``; on faces, ``domain="faces"``, ``dp-transport[public=…]``): the
+    label a bench or evaluation row shows."""
     if _parse(spec.strip(), spec)[0] not in ALIASES:
         return spec
-    name, params = parse_method_spec(spec)
+    name, params = parse_method_spec(spec, domain)
     return name + (f"[{','.join(f'{k}={v}' for k, v in params.items())}]" if params else "")
 
 
@@ -114,22 +137,28 @@ def _parse(text: str, spec: str) -> tuple[str, dict[str, str]]:
     return name.strip().lower(), params
 
 
-def mechanism_class(spec: str) -> type[Mechanism]:
-    """The registered class a method name or ``name[key=value,...]`` label refers to."""
-    key, _ = parse_method_spec(spec)
+def mechanism_class(spec: str, domain: str = "") -> type[Mechanism]:
+    """The registered class a method name or ``name[key=value,...]`` label refers to (an alias on data of
+    ``domain``: see :func:`parse_method_spec`)."""
+    key, _ = parse_method_spec(spec, domain)
     if key not in MECHANISMS:
         raise ParameterError(f"method: unknown mechanism {spec!r}; known: {', '.join(sorted(MECHANISMS))}")
     return MECHANISMS[key]
 
 
-def method_params(spec: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+def method_params(spec: str, params: dict[str, Any] | None = None, domain: str = "") -> dict[str, Any]:
     """The parameters pinned in ``spec``'s brackets merged with ``params`` (``--param``), refusing a ``params``
     value that contradicts a pinned one: the label names the variant that is published, so overriding it
-    would publish another one (e.g. the unsound ``sensitivity=data`` under ``[sensitivity=bound]``)."""
-    _, inline = parse_method_spec(spec)
-    known = {p.name: p for p in mechanism_class(spec).params}
+    would publish another one (e.g. the unsound ``sensitivity=data`` under ``[sensitivity=bound]``). A domain
+    alias's parameters are defaults, which ``params`` may change."""
+    domain = domain_of(params or {}, domain)
+    _, inline = parse_method_spec(spec, domain)
+    name, written = _parse(spec.strip(), spec)
+    # Under a domain alias only what the spec itself wrote is pinned; the alias's own parameters are defaults.
+    explicit = written if DOMAIN_ALIASES.get(name, {}).get(domain_of(written, domain)) else inline
+    known = {p.name: p for p in mechanism_class(spec, domain).params}
     for key, value in (params or {}).items():
-        if key not in inline or key not in known:
+        if key not in explicit or key not in known:
             continue  # nothing to contradict; an unknown key is refused by the constructor, naming it
         # Compare as the mechanism reads them, so [b=4] and b=4.0 agree.
         if known[key].validate(inline[key]) != known[key].validate(value):
@@ -140,11 +169,15 @@ def method_params(spec: str, params: dict[str, Any] | None = None) -> dict[str, 
     return {**inline, **(params or {})}
 
 
-def get_mechanism(name: str, epsilon: float | None = None, delta: float | None = None, **params) -> Mechanism:
+def get_mechanism(name: str, epsilon: float | None = None, delta: float | None = None, *, domain: str = "",
+                  **params) -> Mechanism:  # fmt: skip
     """Instantiate a registered mechanism by name (inline ``[key=value]`` parameters are merged in; a ``params``
-    value that contradicts one of them is an error, see :func:`method_params`)."""
-    cls = mechanism_class(name)
-    merged = method_params(name, params)
+    value that contradicts one of them is an error, see :func:`method_params`). ``domain``: what the data shows
+    (a data set's declared ``domain``, e.g. ``"faces"``), for an alias that picks its mechanism by it
+    (``dp-synth``); a ``public=`` parameter naming a data set gives it too."""
+    domain = domain_of(params, domain)
+    cls = mechanism_class(name, domain)
+    merged = method_params(name, params, domain)
     for key in ("epsilon", "delta"):
         if key in merged:
             raise ParameterError(f"method {name.strip()!r}: give {key} with --{key}, not as a method parameter")

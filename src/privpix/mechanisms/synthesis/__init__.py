@@ -5,4 +5,4 @@ and release new labelled images drawn from what they learned (``output == "synth
 classifier, the two releases composed) and ``dp-eigenfaces`` (a Gaussian per class in a public set's principal
 components, the private coefficient moments released once on the same pipeline)."""
 
-from privpix.mechanisms.synthesis import dp_eigenfaces, dp_hp, dp_merf, dp_teacher  # noqa: F401  (registers; imports torch only when used)
+from privpix.mechanisms.synthesis import dp_eigenfaces, dp_hp, dp_merf, dp_teacher, dp_transport  # noqa: F401  (registers; imports torch only when used)

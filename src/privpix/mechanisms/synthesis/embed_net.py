@@ -187,13 +187,49 @@ class GaussianGenerator(nn.Module):
         return (self.centre + self.scale * (coeff @ self.basis)).clamp(0.0, 1.0)
 
 
-def build_generator(meta: dict, seed: int) -> CondGenerator | GaussianGenerator:
+class TransportGenerator(nn.Module):
+    """G(z, y): one of the stored images of class y, chosen by Φ(z₀) (Φ the standard normal CDF, so a uniform pick
+    among the class's images) and mirrored left to right when z₁ > 0 and ``flip`` is set. Nothing is trained:
+    ``dp-transport`` stores the public images it moved to the private set's noisy class moments. Same call as
+    :class:`CondGenerator`, so a model file and :func:`sample` serve both."""
+
+    images: torch.Tensor
+    offsets: torch.Tensor
+    flip: torch.Tensor
+
+    def __init__(self, shape: tuple[int, int, int], n_images: int, n_classes: int) -> None:
+        super().__init__()
+        h, w, c = shape
+        self.kind, self.shape, self.code_dim, self.n_classes = "transport", (h, w, c), 2, n_classes
+        # uint8: the images are stored as they will be published (a 32×32 face is 3 KB, not 12 KB of floats).
+        self.register_buffer("images", torch.zeros(n_images, h * w * c, dtype=torch.uint8))
+        self.register_buffer("offsets", torch.zeros(n_classes + 1, dtype=torch.int64))  # class k: [o_k, o_k+1)
+        self.register_buffer("flip", torch.ones((), dtype=torch.bool))
+
+    def forward(self, code: torch.Tensor, onehot: torch.Tensor) -> torch.Tensor:
+        y = onehot.argmax(dim=1)
+        start, count = self.offsets[y], self.offsets[y + 1] - self.offsets[y]
+        if bool((count == 0).any()):
+            raise ValueError("asked for a class with no stored images")
+        u = 0.5 * (1.0 + torch.erf(code[:, 0].double() / math.sqrt(2.0)))
+        pick = start + torch.minimum((u * count).long(), count - 1)
+        h, w, c = self.shape
+        out = self.images[pick].float().div(255.0).reshape(-1, h, w, c)
+        if bool(self.flip):
+            mirror = code[:, 1] > 0
+            out[mirror] = out[mirror].flip(2)
+        return out.reshape(len(y), -1)
+
+
+def build_generator(meta: dict, seed: int) -> CondGenerator | GaussianGenerator | TransportGenerator:
     """A generator as ``meta`` describes it (shape, generator, code_dim, n_classes, width, channels; or for
     ``generator="gaussian"`` shape, components, n_classes), its weights drawn from ``seed`` (no draw from torch's
     global RNG)."""
     h, w, c = meta["shape"]
     if meta["generator"] == "gaussian":
         return GaussianGenerator((h, w, c), int(meta["components"]), int(meta["n_classes"]))
+    if meta["generator"] == "transport":
+        return TransportGenerator((h, w, c), int(meta["public_n"]), int(meta["n_classes"]))
     args = (meta["generator"], (h, w, c), meta["code_dim"], meta["n_classes"], meta["width"], meta["channels"])
     return training.build(lambda: CondGenerator(*args), training.generator(seed))
 
@@ -242,7 +278,9 @@ def train_generator(gen: CondGenerator, featurize: Featurize, target: np.ndarray
     return history
 
 
-def sample(gen: CondGenerator | GaussianGenerator, labels: np.ndarray, seed: int, chunk: int = 2048) -> np.ndarray:
+def sample(
+    gen: CondGenerator | GaussianGenerator | TransportGenerator, labels: np.ndarray, seed: int, chunk: int = 2048
+) -> np.ndarray:
     """Images (m, c·h·w) float32 in [0, 1] for the given labels, codes drawn from ``seed``; eval mode (batch norm
     with its running statistics), so each image depends on its own code and label only."""
     draw = training.generator(seed)
