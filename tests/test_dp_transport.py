@@ -189,3 +189,20 @@ def test_faces_moved_to_celeba_are_closer_to_celeba_than_the_public_faces():
     rel = mech.release(private, 1).images
     target = test.as_float().mean(0)
     assert np.linalg.norm(rel.as_float().mean(0) - target) < 0.7 * np.linalg.norm(public.as_float().mean(0) - target)
+
+
+@pytest.mark.slow
+def test_dp_synth_on_celeba_from_the_command_line_publishes_moved_public_faces(run, data_dir, tmp_path):
+    """``privpix release --dataset celeba:… --method dp-synth``: dp-synth sees a data set of faces and publishes
+    dp-transport's faces, the manifest naming the real method and the public set."""
+    out = tmp_path / "faces"
+    r = run("release", "--dataset", "celeba:test", "--size", "16x16", "--method", "dp-synth", "--epsilon", 10,
+            "--delta", 1e-5, "--param", "n=200", "--param", "components=20", "--seed", 0, "--output", out,
+            "--data-dir", data_dir, "-q")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    import json
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["mechanism"] == "dp-transport" and manifest["parameters"]["public"] == "lfw-gender-crop"
+    assert "appear in the release" in " ".join(manifest["guarantee"]["caveats"])
+    assert len(list(out.rglob("*.png"))) == 200

@@ -15,8 +15,8 @@ MECHANISMS: dict[str, type[Mechanism]] = {}
 # Names that stand for a registered mechanism (with parameters pinned), resolved when a spec is parsed: the object
 # built, its manifest and its report carry the real name. The value is (spec it resolves to, why one would pick it).
 ALIASES: dict[str, tuple[str, str]] = {
-    "dp-synth": ("dp-teacher", "the recommended DP synthesizer for labelled sets of ten thousand images or more "
-                 "(docs/synthesis.md, 'Which to pick'; benchmarks/results/dp_synthesis_protocol.md)"),
+    "dp-synth": ("dp-teacher", "the recommended DP synthesizer: dp-teacher for labelled sets of ten thousand images "
+                 "or more, dp-transport on faces (docs/synthesis.md, 'Which to pick')"),
 }  # fmt: skip
 # An alias that stands for another mechanism on data of a declared domain (privpix.data.DatasetInfo.domain, or the
 # domain of the public set its parameters name): the spec's parameters are defaults there, not pins. dp-synth on

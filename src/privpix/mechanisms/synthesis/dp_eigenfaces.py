@@ -139,7 +139,8 @@ class DPEigenfaces(
         MeanEmbeddingSynthesizer.about,
         paper="privpix: DP moments in a public PCA basis (eigenfaces: Turk & Pentland 1991)",
         soundness="sound (ε, δ)-DP per image (replace-one, n public); the public set is not protected",
-        recommended_for="a face folder of a few thousand images (with a public face set, e.g. public=lfw-gender)",
+        recommended_for="a face folder of a few thousand images when the public set's faces must not appear in the "
+        "release (with a public face set, e.g. public=lfw-gender)",
     )
     components: int = param(
         50,
