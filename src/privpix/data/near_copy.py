@@ -19,7 +19,7 @@ cut by 0, 5 or 10 %); then, for the pairs close to the threshold, a descent on t
 A private image is a near copy when that score reaches ``BAR``. That presumes public images that differ from
 each other: faces do (among 2,000 LFW faces, 0.4 % have another one scoring ``ALIKE`` or more, and those are
 copies inside LFW or frames of one shoot), but handwritten digits, garment silhouettes or one person's photos
-in one studio (ORL, Yale) are alike without being copies (6 to 23 %). Where more than ``ALIKE_LIMIT`` of the
+in one studio (ORL, Yale) are alike without being copies (5.8 to 23 %). Where more than ``ALIKE_LIMIT`` of the
 public images have such a neighbour (:func:`bar`), a near copy cannot be told from a different image of the
 same kind, and none is looked for: only identical pixels are found there.
 
