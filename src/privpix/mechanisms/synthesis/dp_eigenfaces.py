@@ -12,7 +12,8 @@ The construction (what is public, what is released, the sensitivity):
 1. **Public, no ε**: from the public set P (named by ``public``; LFW, ORL, Yale here) at the private image shape:
    its mean c (d,), its first k principal directions V (k, d) (``components``), and a scale C, the
    ``clip_quantile`` quantile of the public coefficient norms ‖V(p − c)‖. The public set is not protected and must
-   be distinct from the private one (checked by hash, as every public set in privpix).
+   be distinct from the private one (checked as every public set in privpix: identical images and near copies,
+   :mod:`privpix.data.overlap`).
 2. Each private image x gives z = V(x − c)/C, clipped to ‖z‖ ≤ 1, and the feature vector
    φ(x) = [z, u(z)]/√2, where u(z) holds the upper triangle of z·zᵀ with the off-diagonal entries times √2, so
    ‖u(z)‖ = ‖z zᵀ‖_F = ‖z‖² ≤ 1 and ‖φ(x)‖ ≤ 1 (renormalised to at most 1 after the float arithmetic).
@@ -39,6 +40,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privpix.data.imageset import ImageSet
+from privpix.data.overlap import CHECK_CAVEAT
 from privpix.errors import ParameterError
 from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
@@ -242,8 +244,9 @@ class DPEigenfaces(
         out = [
             f"the basis (the mean, the first {self.components} principal components and the clipping scale) comes "
             f"from the public set {self.public or '(recorded in the model file)'!r}, which is not protected: it is "
-            "assumed public and distinct from the private set (checked by hash when fitting). The synthetic images "
-            "lie in its span; only the private coefficient moments are released with noise"
+            "assumed public and distinct from the private set. The synthetic images lie in its span; only the "
+            "private coefficient moments are released with noise",
+            CHECK_CAVEAT,
         ]
         if meta is not None and meta.get("basis_n"):
             out.append(f"public set: {meta['basis_source']}, {meta['basis_n']} images, sha256 "

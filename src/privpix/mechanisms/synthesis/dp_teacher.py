@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from privpix.data.imageset import ImageSet
+from privpix.data.overlap import CHECK_CAVEAT
 from privpix.errors import ParameterError
 from privpix.mechanisms.base import ConformanceCase, WhiteBoxTrials
 from privpix.mechanisms.params import param
@@ -415,6 +416,7 @@ class DPTeacher(DPMERF):
                 f"the generator was pretrained on the public set {self.public!r}, which is not protected: it is "
                 "assumed public and distinct from the private set"
             )
+            caveats.append(CHECK_CAVEAT)
         meta = self._fitted_meta()
         if meta is not None:
             caveats.append(

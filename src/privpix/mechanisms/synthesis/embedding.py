@@ -45,6 +45,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
+from privpix.data.overlap import CHECK_CAVEAT
 from privpix.errors import ParameterError, PrivpixWarning
 from privpix.mechanisms.base import About, Auditable, ConformanceCase
 from privpix.mechanisms.kinds import SyntheticImageMechanism
@@ -330,10 +331,9 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism, Auditab
         if n < 2:
             raise ParameterError(f"{self.name}: needs at least 2 private images, got {n}")
         self._check_shape((h, w, c))
-        from privpix.mechanisms.synthesis import embed_net
-
         # Read (and refused, if bad) before the private images are touched or any noise is drawn.
         public = self._public_set(data)
+        from privpix.mechanisms.synthesis import embed_net
 
         seeded = seed is not None
         rng = make_rng(int(seed)) if seed is not None else None
@@ -589,6 +589,7 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism, Auditab
                 "assumed public and distinct from the private set (an image in both is exposed without noise). "
                 "It never enters the private release, so the (ε, δ) above is unchanged"
             )
+            out.append(CHECK_CAVEAT)
         if meta is not None and meta.get("public_n"):
             out.append(
                 f"public set: {meta['public_source']}, {meta['public_n']} images, sha256 "
