@@ -244,9 +244,10 @@ class DPTransport(DPEigenfaces):
         out = [
             f"the released images are the public set {self.public or '(recorded in the model file)'!r}'s own "
             f"images, moved in its first {self.components} principal components to the private set's noisy mean and "
-            f"covariance ({'over all classes' if self.match == 'pooled' else 'per class'}): the people of the public set appear in the release. The public set is not protected: it "
-            "is assumed public, licensed for republishing, and distinct from the private set (checked when "
-            "fitting, as below). Only the private coefficient moments and class proportions are released with noise",
+            f"covariance ({'over all classes' if self.match == 'pooled' else 'per class'}): the people of the "
+            "public set appear in the release. The public set is not protected: it is assumed public, licensed for "
+            "republishing, and distinct from the private set (checked when fitting, as below). Only the private "
+            "coefficient moments and class proportions are released with noise",
             CHECK_CAVEAT,
         ]
         if meta is not None and meta.get("public_n"):
