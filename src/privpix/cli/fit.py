@@ -106,7 +106,8 @@ _COMMON = [
         type=int,
         default=None,
         help="Seeds the --limit subset and the fit (reproducible research runs). Default: OS entropy, as a fit "
-        "whose noise is a DP release must be: anyone who knows a seed can remove the noise.",
+        "whose noise is a DP release must be (anyone who knows a seed can remove the noise), its noise drawn by "
+        "exact samplers where the method has them, as privpix release draws it.",
     ),
     click.option("--data-dir", type=click.Path(file_okay=False), default=None),
     click.option("--output", required=True, type=click.Path(dir_okay=False), help="Model file to write."),

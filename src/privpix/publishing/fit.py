@@ -24,15 +24,17 @@ from privpix.publishing.outputs import check_output_path, writing
 
 @dataclass(frozen=True)
 class Fitted:
-    """What :func:`fit` wrote: the model ``path``, the ``guarantee`` its releases carry, and under a ledger the
-    ``ledger`` file (its resolved path), the ``entry`` that charged the fit and what the ledger has ``spent`` with
-    it (``None`` without a ledger)."""
+    """What :func:`fit` wrote: the model ``path``, the ``guarantee`` its releases carry (with the caveat of its
+    noise when that was not drawn by exact samplers), under a ledger the ``ledger`` file (its resolved path), the
+    ``entry`` that charged the fit and what the ledger has ``spent`` with it (``None`` without a ledger), and whether
+    the fit's noise was drawn by exact samplers from the OS CSPRNG (``secure``)."""
 
     path: Path
     guarantee: Guarantee
     ledger: Path | None = None
     entry: int | None = None
     spent: Spend | None = None
+    secure: bool = False
 
 
 def check_fit(
@@ -91,13 +93,20 @@ def fit(
     With ``ledger`` (a ledger file; ``budget``/``delta_budget`` create a new one): the fit, which must be a DP
     release (``Capabilities.dp_fit``), is charged once, reserved before any training; the model file records its
     entry, and releases from the file are post-processing that charge nothing more. ``seed`` makes the fit
-    reproducible (for research: anyone who knows it can remove the noise); ``None`` draws from OS entropy.
+    reproducible (for research: anyone who knows it can remove the noise); ``None`` draws its noise with exact
+    samplers from the OS CSPRNG where the mechanism has them (``Capabilities.secure``, set on ``mechanism``), as a
+    release does, else in floating point from OS entropy, with a caveat in the guarantee.
     ``note`` is told what is being waited for (another process holding the ledger); ``on_reserved`` gets the entry
     id and the ledger's path once the charge is reserved, before training."""
+    from privpix.publishing.release import exact_noise
     from privpix.threads import one_thread
 
     check_fit(mechanism, output, ledger=ledger, budget=budget, delta_budget=delta_budget, force=force)
     assert isinstance(mechanism, ModelFile)  # check_fit refuses any other
+    # The noise of an unseeded fit is a publication's: exact samplers on the OS CSPRNG wherever the mechanism has
+    # them, as `privpix release` draws it (set before the claim is computed: the exact noise is calibrated by its
+    # own accountant).
+    secure = exact_noise(mechanism, seed=seed, secure=False)
     out = Path(output)
     shape = tuple(data.shape) if isinstance(data, ImageSet) else (0, 0, 0)
     # One thread for torch and BLAS, as in every fit privpix runs: the same seed then gives the same model on any
@@ -107,17 +116,28 @@ def fit(
             mechanism.fit(data, seed=seed)
             with writing(out, arg("--output", "output")):
                 mechanism.save_model(out)
-            return Fitted(out, mechanism.privacy(mechanism.capabilities().fixed_shape or (0, 0, 0)).guarantee)
-        return _charged_fit(mechanism, data, out, shape, ledger, budget, delta_budget, label, seed, note,
+            return Fitted(out, _stated(mechanism, secure, seed), secure=secure)
+        return _charged_fit(mechanism, data, out, shape, ledger, budget, delta_budget, label, seed, secure, note,
                             on_reserved)  # fmt: skip
 
 
-def _charged_fit(mech, data, out, shape, ledger, budget, delta_budget, label, seed, note, on_reserved) -> Fitted:
+def _stated(mech: Mechanism, secure: bool, seed: int | None, guarantee: Guarantee | None = None) -> Guarantee:
+    """The guarantee the fitted ``mech``'s releases carry (or ``guarantee``), with the caveat of the fit's noise
+    when it was not exact secure noise, in the words a release states it."""
+    from privpix.publishing.shards import stated_guarantee
+
+    if guarantee is None:
+        guarantee = mech.privacy(mech.capabilities().fixed_shape or (0, 0, 0)).guarantee
+    return stated_guarantee(mech, guarantee, secure, seed)
+
+
+def _charged_fit(mech, data, out, shape, ledger, budget, delta_budget, label, seed, secure, note,
+                 on_reserved) -> Fitted:  # fmt: skip
     from privpix.fileio import sha256_file
     from privpix.privacy.accounting import reserved_fit
 
     claim = mech.privacy(shape, len(data))
-    guarantee, events = claim.guarantee, claim.events
+    guarantee, events = _stated(mech, secure, seed, claim.guarantee), claim.events
     if events is None:
         raise ParameterError(f"ledger: {mech.name} declares no noise for its fit; nothing can be charged")
     label = label or f"fit {mech.name} → {out}"
@@ -142,5 +162,4 @@ def _charged_fit(mech, data, out, shape, ledger, budget, delta_budget, label, se
         finally:
             if tmp.exists():
                 tmp.unlink()
-    return Fitted(out, mech.privacy(mech.capabilities().fixed_shape or (0, 0, 0)).guarantee, charge.path, charge.entry,
-                  charge.spent)  # fmt: skip
+    return Fitted(out, _stated(mech, secure, seed), charge.path, charge.entry, charge.spent, secure)
