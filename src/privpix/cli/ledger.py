@@ -26,35 +26,6 @@ def ledger() -> None:
     (dp-accounting, pessimistic) is shown beside it: it holds only if no ε was chosen from earlier outputs."""
 
 
-def ledger_json(book) -> dict:
-    """The document ``privpix ledger show --json`` prints (keys fixed by docs/accounting.md)."""
-    spent = book.spent
-    return {
-        "budget": {"epsilon": book.epsilon_budget, "delta": book.delta_budget},
-        "composition": book.composition,
-        "spent": spent.to_dict(),
-        "remaining_epsilon": max(0.0, book.epsilon_budget - spent.epsilon) if spent.epsilon < float("inf") else 0.0,
-        "entries": [
-            {
-                "id": e.id,
-                "label": e.label,
-                "kind": e.kind,
-                "run": e.run,
-                "status": e.status,
-                "epsilon": e.epsilon,
-                "delta": e.delta,
-                "noise": [ev.to_dict() for ev in e.noise()],
-                "noise_declared": e.events is not None,
-                "time": e.time,
-                "model_sha256": e.model_sha256,
-                "proof": e.proof,
-                "guarantee": e.guarantee,
-            }
-            for e in book.entries
-        ],
-    }
-
-
 @ledger.command("show")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the ledger as JSON (budget, spent, remaining, entries).")
@@ -64,6 +35,8 @@ def show(file: str, as_json: bool) -> None:
     from privpix.privacy.accounting import PrivacyLedger
 
     book = PrivacyLedger.load(file)
+    from privpix.publishing.ledger import ledger_json
+
     doc = ledger_json(book)
     if as_json:
         click.echo(json.dumps(doc, indent=2, allow_nan=False))

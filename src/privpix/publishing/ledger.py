@@ -316,3 +316,33 @@ def create_ledger(
             raise ParameterError(there)
         session.ledger.save(session.path)
         return session.ledger
+
+
+def ledger_json(book: PrivacyLedger) -> dict:
+    """A ledger as the JSON document ``privpix ledger show --json`` prints: budget, composition rule, spend,
+    remaining ε and every entry (keys fixed by docs/accounting.md)."""
+    spent = book.spent
+    return {
+        "budget": {"epsilon": book.epsilon_budget, "delta": book.delta_budget},
+        "composition": book.composition,
+        "spent": spent.to_dict(),
+        "remaining_epsilon": max(0.0, book.epsilon_budget - spent.epsilon) if spent.epsilon < float("inf") else 0.0,
+        "entries": [
+            {
+                "id": e.id,
+                "label": e.label,
+                "kind": e.kind,
+                "run": e.run,
+                "status": e.status,
+                "epsilon": e.epsilon,
+                "delta": e.delta,
+                "noise": [ev.to_dict() for ev in e.noise()],
+                "noise_declared": e.events is not None,
+                "time": e.time,
+                "model_sha256": e.model_sha256,
+                "proof": e.proof,
+                "guarantee": e.guarantee,
+            }
+            for e in book.entries
+        ],
+    }
