@@ -50,7 +50,7 @@ ROWS: list[tuple[str, str, tuple[float | None, ...], int]] = [
     ("dp-transport", f"dp-transport[public={PUBLIC}]", (1.0, 10.0), 32),
     ("dp-eigenfaces", "dp-eigenfaces[public=lfw-gender]", (1.0, 10.0), 32),
     ("dp-eigenfaces-crop", f"dp-eigenfaces[public={PUBLIC}]", (10.0,), 32),
-    ("dp-merf", "dp-merf", (1.0, 10.0), 32),
+    ("dp-merf", "dp-merf[epochs=25]", (10.0,), 32),
     ("real-64", "real faces (the CelebA training split itself; no privacy)", (None,), 64),
     ("public-64", f"public faces only ({PUBLIC}, labelled, no private step)", (None,), 64),
     ("dp-transport-64", f"dp-transport[public={PUBLIC}]", (10.0,), 64),
