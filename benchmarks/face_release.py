@@ -226,7 +226,8 @@ def markdown(res: dict) -> str:
         mean = float(np.mean(r["accuracy"]))
         over = r.get("epsilon") is not None and r["size"] in public
         gain = f"{100 * (mean - public[r['size']]):+.1f}" if over else "–"
-        body.append([r["size"], r["what"] if r.get("epsilon") is None else f"`{r['what']}`",
+        plain = r.get("epsilon") is None or r["key"] == "dpimagebench"
+        body.append([r["size"], r["what"] if plain else f"`{r['what']}`",
                      "–" if r.get("epsilon") is None else f"{r['epsilon']:g}", _mean(r["accuracy"]),
                      ", ".join(f"{a:.3f}" for a in r["accuracy"]), gain, r.get("frechet", "–"),
                      ", ".join(f"{s:g}" for s in r["fit_seconds"]) if r.get("fit_seconds") else "–"])  # fmt: skip
