@@ -140,7 +140,7 @@ def perturb(encoder_file, epsilon, dataset, input_dir, limit, seed, secure, data
     from privpix.executor import Executor
     from privpix.mechanisms.ldp import reports_mechanism
     from privpix.privacy.noise import make_rng, rng_kind
-    from privpix.publishing.release import exact_noise
+    from privpix.publishing.noise_source import exact_noise
     from privpix.publishing.staging import check_output
 
     if not epsilon > 0:  # also NaN

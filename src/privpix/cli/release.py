@@ -128,7 +128,8 @@ def release(dataset, input_dir, method, epsilon, delta, params, seed, secure, ou
     from privpix.errors import ParameterError
     from privpix.mechanisms import RecordMechanism, fit_as_declared, get_mechanism
     from privpix.privacy.noise import make_rng, rng_kind
-    from privpix.publishing.release import check_output, check_public_distinct, check_source_map, exact_noise
+    from privpix.publishing.noise_source import exact_noise
+    from privpix.publishing.release import check_output, check_public_distinct, check_source_map
 
     # Every check that can fail runs before any work is done.
     mech = get_mechanism(method, epsilon=epsilon, delta=delta, domain=dataset_domain(dataset), **parse_params(params))
