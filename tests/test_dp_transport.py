@@ -200,3 +200,13 @@ def test_dp_synth_on_celeba_from_the_command_line_publishes_moved_public_faces(r
     private = load_dataset("celeba:test", data_dir, size=(16, 16)).as_uint8().mean(axis=0)
     public = load_dataset("lfw-gender-crop", data_dir, size=(16, 16)).as_uint8().mean(axis=0)
     assert np.linalg.norm(released - private) < 0.7 * np.linalg.norm(public - private)
+
+
+@pytest.mark.slow
+def test_whole_lfw_faces_as_the_private_set_are_refused_against_their_crops(data_dir):
+    """lfw-gender-crop is a crop of lfw-gender: a private set of whole LFW faces shows more than the public crops
+    (which the near-copy comparison does not find), so the public set's uncropped images are checked too."""
+    private = load_dataset("lfw-gender", data_dir, size=(32, 32), pick=lambda n: np.arange(60))
+    mech = get_mechanism("dp-transport", 10.0, 1e-5, public="lfw-gender-crop", components=10, n=10)
+    with pytest.raises(ParameterError, match=r"uncropped images, 'lfw-gender'\): 60 of the 60 private images"):
+        mech.fit(private, seed=0)

@@ -422,6 +422,8 @@ class DatasetInfo:
     # What the images show ("faces", "digits", ...; "" unknown): lets a method that depends on the domain (dp-synth
     # picks its generator by it) ask the data set rather than guess from its name.
     domain: str = ""
+    # The data set this one crops (its images' whole frames), checked too when it serves as a public set.
+    uncropped: str = ""
 
 
 DATASETS: dict[str, DatasetInfo] = {
@@ -504,6 +506,7 @@ DATASETS: dict[str, DatasetInfo] = {
             terms="research only; do not redistribute",
             picks=True,
             domain="faces",
+            uncropped="lfw-gender",
         ),
         DatasetInfo(
             "adult",

@@ -79,6 +79,7 @@ def check_distinct(public: ImageSet | frozenset[bytes], private: ImageSet, name:
     found = identical if near is None else identical | near
     n, same = int(found.sum()), int(identical.sum())
     if not n:
+        _check_uncropped(public, private, name)
         return
     kinds = (
         f"{same} identical, {n - same} near copies: resized, re-encoded, brightened or lightly cropped"
@@ -91,6 +92,24 @@ def check_distinct(public: ImageSet | frozenset[bytes], private: ImageSet, name:
 
 
 _DISTINCT = "the public set must be distinct from the private one (they would be exposed without noise)"
+
+
+def _check_uncropped(public: ImageSet, private: ImageSet, name: str) -> None:
+    """A public data set that is a crop of another (``DatasetInfo.uncropped``, e.g. ``lfw-gender-crop``) is also
+    checked against the whole images: a private copy of the whole image shows more than the crop, which the near-copy
+    comparison (crops of the public image against the private one) does not find."""
+    from privpix.data.loaders import DATASETS
+
+    info = DATASETS.get(str(public.source or "").partition(":")[0])
+    if info is None or not info.uncropped:
+        return
+    from privpix.data.load import load_dataset
+
+    whole = load_dataset(info.uncropped, size=private.shape[:2])
+    assert isinstance(whole, ImageSet)
+    if whole.shape[2] != private.shape[2]:
+        whole = whole.grayscale() if private.shape[2] == 1 else whole
+    check_distinct(whole, private, f"{name} (its uncropped images, {info.uncropped!r})")
 
 
 def fingerprint(data: ImageSet) -> str:
