@@ -140,6 +140,8 @@ class DPEigenfaces(
         paper="privpix: DP moments in a public PCA basis (eigenfaces: Turk & Pentland 1991)",
         soundness="sound (ε, δ)-DP per image (replace-one, n public); the public set is not protected",
         recommended_for="a face folder of a few thousand images (with a public face set, e.g. public=lfw-gender)",
+        recommended_on=("celeba",),
+        recommended_params=(("public", "lfw-gender"),),
     )
     components: int = param(
         50,
