@@ -98,7 +98,7 @@ def fit(
     release does, else in floating point from OS entropy, with a caveat in the guarantee.
     ``note`` is told what is being waited for (another process holding the ledger); ``on_reserved`` gets the entry
     id and the ledger's path once the charge is reserved, before training."""
-    from privpix.publishing.release import exact_noise
+    from privpix.publishing.shards import exact_noise
     from privpix.threads import one_thread
 
     check_fit(mechanism, output, ledger=ledger, budget=budget, delta_budget=delta_budget, force=force)
