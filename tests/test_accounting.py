@@ -340,9 +340,11 @@ def test_a_killed_fit_keeps_its_reservation(tmp_path):
     """SIGKILL during training: the reservation stays on disk and counts as spent; no model file appears."""
     ledger, out = tmp_path / "ledger.json", tmp_path / "m.pt"
     long = [a for k, v in {**TINY, "epochs": 100_000}.items() for a in ("--param", f"{k}={v}")]
+    # Seeded: floating-point Gaussian noise, whose event the ledger composes by its PLD (0.8366 at δ = 1e-4); an
+    # unseeded fit would draw the exact discrete Gaussian, charged by its (ε, δ).
     cmd = ["-m", "privpix", "fit", "--method", "dp-merf", "--dataset", "builtin-mnist", "--limit", "300", "--epsilon",
-           "1", "--delta", "1e-5", *long, "--workers", "1", "--output", out, "--ledger", ledger, "--budget", "4",
-           "--delta-budget", "1e-4", "-q"]  # fmt: skip
+           "1", "--delta", "1e-5", *long, "--seed", "0", "--workers", "1", "--output", out, "--ledger", ledger,
+           "--budget", "4", "--delta-budget", "1e-4", "-q"]  # fmt: skip
     kill_a_fit_once_reserved(cmd, ledger, out)
     spent = PrivacyLedger.load(ledger).spent
     # Unseeded, the fit draws exact discrete Gaussian noise, charged as the (ε, δ) its RDP bound gives: the PLD of
@@ -365,7 +367,7 @@ def test_concurrent_fits_and_releases_never_overspend_the_ledger(tmp_path):
     ledger = tmp_path / "ledger.json"
     PrivacyLedger(2.5, 1e-4).save(ledger)
     fit = ["fit", "--method", "dp-merf", "--dataset", "builtin-mnist", "--limit", "60", "--epsilon", "1", "--delta",
-           "1e-5", *_tiny_params(), "--workers", "1", "--ledger", str(ledger), "-q"]  # fmt: skip
+           "1e-5", *_tiny_params(), "--seed", "0", "--workers", "1", "--ledger", str(ledger), "-q"]  # fmt: skip
     rel = ["release", "--input", str(src), "--method", "pixel-laplace", "--param", "sensitivity=bound", "--param",
            "unit=image", "--epsilon", "1", "--workers", "1", "--ledger", str(ledger), "-q"]  # fmt: skip
     cmds = [[*fit, "--output", str(tmp_path / "f0.pt")], [*fit, "--output", str(tmp_path / "f1.pt")],

@@ -133,6 +133,27 @@ def test_same_seed_same_synthetic_images_another_seed_others(fitted, sixty):
     assert not np.array_equal(other.release(sixty, 3).images.images, a.images.images)
 
 
+def test_the_default_schedule_trains_the_minimum_whatever_n_and_changes_no_noise(sixty):
+    """epochs=0: 5 epochs of max(ceil(n / batch_size), MIN_GENERATOR_STEPS / 5) steps. The noisy embedding is the
+    same for a seed whatever the schedule (training the generator is post-processing); where DP-MERF's 5 epochs
+    already reach the minimum (60 images in batches of 2: 30 steps an epoch), the default is that schedule, bit for
+    bit."""
+    small = {**{k: v for k, v in TINY.items() if k != "epochs"}, "n_features": 200, "batch_size": 10}
+    sixty = sixty.resized(8, 8)  # small images and batches: a short test
+    default = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, **small).fit(sixty, seed=0)
+    one = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, **small, epochs=1).fit(sixty, seed=0)
+    assert default.epochs == 0 and one.meta_["generator_steps"] == 6  # 1 epoch of ceil(60 / 10)
+    assert default.meta_["generator_steps"] == embedding.MIN_GENERATOR_STEPS == 5 * 20
+    assert default.meta_["generator_epochs"] == len(default.meta_["history"]["loss"]) == 5
+    np.testing.assert_array_equal(default.embedding_, one.embedding_)
+    assert default.privacy(sixty).guarantee == one.privacy(sixty).guarantee
+    pairs = {**small, "batch_size": 2}
+    auto = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, **pairs).fit(sixty, seed=0)
+    five = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, **pairs, epochs=5).fit(sixty, seed=0)
+    assert auto.meta_["generator_steps"] == five.meta_["generator_steps"] == 150
+    np.testing.assert_array_equal(auto.synthesize(20, 1).images.images, five.synthesize(20, 1).images.images)
+
+
 def test_labels_come_from_the_dp_label_distribution_not_from_the_input(digits):
     # A private set with 70 % of class 1; the release input is all 7s: synthetic labels follow p̂, not the input.
     ones, rest = np.flatnonzero(digits.labels == 1)[:140], np.flatnonzero(digits.labels != 1)[::75][:60]

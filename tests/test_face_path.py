@@ -131,13 +131,26 @@ def test_a_release_from_a_model_file_refuses_an_input_it_would_ignore(run, tmp_p
 
 @pytest.mark.integration
 def test_training_too_short_for_the_data_is_warned(run, tmp_path, sixty):
-    """A 300-image folder at the defaults (5 epochs of batch 500) is 5 generator steps: coloured noise."""
+    """DP-MERF's schedule on a small set, 5 epochs of ceil(n / 500) steps, is 5 generator steps for 300 images:
+    coloured noise. The default (epochs=0) trains the minimum whatever n; an explicit short schedule warns."""
+    import warnings
+
+    from privpix.mechanisms.synthesis.embedding import MIN_GENERATOR_STEPS
+
+    small = {"epsilon": 1.0, "delta": 1e-5, "n_features": 200, "width": 8, "channels": 4}
     with pytest.warns(ShortTrainingWarning, match="5 steps"):
-        get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, n_features=200, width=8, channels=4).fit(sixty, seed=0)
+        get_mechanism("dp-merf", **small, epochs=5).fit(sixty, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ShortTrainingWarning)
+        # Batches of 20, not 500, only to keep the test short: the schedule is the default's, 5 epochs of
+        # max(ceil(60 / 20), MIN_GENERATOR_STEPS / 5) steps.
+        default = get_mechanism("dp-merf", **small, batch_size=20).fit(sixty, seed=0)
+    assert default.meta_["generator_steps"] == MIN_GENERATOR_STEPS and default.meta_["generator_epochs"] == 5
+    assert len(default.meta_["history"]["loss"]) == 5
     src = _faces(tmp_path, {"a": 6, "b": 6})
     r = run("fit", "--method", "dp-merf", "--input", src, *CLAIM, *PARAMS, "--workers", 1, "--output",
             tmp_path / "m.pt")  # fmt: skip
-    assert r.exit_code == 0 and "too few to learn images from" in r.output and "raise epochs" in r.output
+    assert r.exit_code == 0 and "too few to learn images from" in r.output and "leave epochs at 0" in r.output
 
 
 def test_data_that_names_no_classes_needs_n_classes(sixty):

@@ -34,6 +34,20 @@ def test_an_unseeded_fit_draws_exact_noise_where_the_mechanism_has_exact_sampler
     assert SEEDED_NOISE in seeded.guarantee.caveats
 
 
+def test_a_ledger_charges_an_unseeded_fit_the_exact_noise_it_drew(tmp_path, sixty):
+    """The exact discrete Gaussian's event is the (ε, δ) its RDP bound gives, not the continuous Gaussian's curve:
+    what was reserved is what the fit drew."""
+    from privpix.privacy.accounting import PrivacyLedger
+    from privpix.privacy.composition import ApproxDP
+
+    ledger = tmp_path / "ledger.json"
+    mech = get_mechanism("dp-merf", **CLAIM, **TINY)
+    done = privpix.fit(mech, sixty, tmp_path / "m.pt", ledger=ledger, budget=4.0, delta_budget=1e-4)
+    (entry,) = PrivacyLedger.load(ledger).entries
+    assert done.secure and entry.events == list(mech.privacy(sixty, len(sixty), secure=True).events)
+    assert [type(e) for e in entry.events] == [ApproxDP] and entry.events[0].epsilon <= CLAIM["epsilon"]
+
+
 def test_an_unseeded_fit_without_exact_samplers_states_its_floating_point_noise(tmp_path, sixty):
     mech = get_mechanism("dp-sgd", **CLAIM, epochs=1, batch_size=10)
     assert mech.capabilities().secure is None  # DP-SGD's noise is Opacus's floating-point Gaussian

@@ -292,7 +292,7 @@ DEMO_METHODS = (
     # A sound per-image synthesizer for the frontier, fitted once on every image the demo has and does not score
     # (4,000, not only the cells' 1,000: its noise shrinks as 1/n) with the CNN generator and 5 short epochs (about
     # 13 CPU-s with its release). benchmarks/demo_answer.py measures the choice over 5 seeds: at ε = 1 it scores
-    # 0.735 on 4,000 images with 2,000 features and 0.762 with 4,000, against 0.656 on the 2,500 training images.
+    # 0.743 on 4,000 images with 2,000 features and 0.757 with 4,000, against 0.661 on the 2,500 training images.
     "dp-merf[n_features=4000,epochs=5,batch_size=100]",
 )
 

@@ -198,6 +198,13 @@ class About:
         use: what the mechanism is for, one of :data:`USES` (listings group by it).
         recommended_for: the data and need it is the recommended method for, in a few words (``privpix
             mechanisms`` lists it first, with this); empty: not a recommendation.
+        recommended_on: the shipped data sets (names of :data:`privpix.data.DATASETS`) of the kind
+            ``recommended_for`` describes. A recommended method that publishes images is held to a floor on each
+            (``tests/test_recommended_floor.py``): fitted at its defaults with ``recommended_params`` on a small
+            part of the training split, its images train a small CNN that beats the majority class on the test
+            split.
+        recommended_params: the parameters the recommendation sets beside the defaults, as (name, value) pairs
+            (e.g. the public set a method needs: ``(("public", "lfw-gender"),)``).
     """
 
     paper: str = ""
@@ -209,10 +216,14 @@ class About:
     accepts_infinite_epsilon: bool = False
     use: str = "other"
     recommended_for: str = ""
+    recommended_on: tuple[str, ...] = ()
+    recommended_params: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if self.use not in USES:
             raise ValueError(f"use must be one of {', '.join(USES)}, got {self.use!r}")
+        if (self.recommended_on or self.recommended_params) and not self.recommended_for:
+            raise ValueError("recommended_on and recommended_params belong to a recommendation: give recommended_for")
 
 
 # What a mechanism is for (``About.use``), in the order listings show them, each with its heading.

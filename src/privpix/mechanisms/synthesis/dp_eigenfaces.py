@@ -143,6 +143,8 @@ class DPEigenfaces(
         soundness="sound (ε, δ)-DP per image (replace-one, n public); the public set is not protected",
         recommended_for="a face folder of a few thousand images when the public set's faces must not appear in the "
         "release (with a public face set, e.g. public=lfw-gender)",
+        recommended_on=("celeba",),
+        recommended_params=(("public", "lfw-gender"),),
     )
     components: int = param(
         50,

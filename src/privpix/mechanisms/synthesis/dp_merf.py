@@ -122,6 +122,7 @@ class DPMERF(MeanEmbeddingSynthesizer, params_before="n_classes"):
         paper="Harder et al. 2021 (DP-MERF)",
         soundness="sound (ε, δ)-DP per image (replace-one, n public); σ from dp-accounting",
         recommended_for="a small labelled set, one class, or an unlabelled folder",
+        recommended_on=("builtin-mnist",),
     )
     n_features: int = param(10000, "D: random Fourier features (even; D/2 frequencies)", minimum=2)
     length_scale: float = param(

@@ -144,6 +144,7 @@ class DPTeacher(DPMERF):
         paper="Harder et al. 2021 (DP-MERF); Tramèr & Boneh 2021 (ScatterNet DP-SGD); Papernot et al. 2017 (teacher)",
         soundness="sound (ε, δ)-DP per image (replace-one, n public); the two releases composed by dp-accounting's PLD",
         recommended_for="a labelled set of tens of thousands of images (alias dp-synth)",
+        recommended_on=("mnist",),
     )
     teacher_share: float = param(
         0.75,

@@ -149,6 +149,8 @@ class DPTransport(DPEigenfaces):
         "faces appear in the release",
         recommended_for="a face folder of a few thousand images (with a labelled public face set, e.g. "
         "public=lfw-gender-crop)",
+        recommended_on=("celeba",),
+        recommended_params=(("public", "lfw-gender-crop"),),
     )
     components: int = param(
         100,

@@ -236,7 +236,7 @@ def build_generator(meta: dict, seed: int) -> CondGenerator | GaussianGenerator 
 
 def train_generator(gen: CondGenerator, featurize: Featurize, target: np.ndarray, label_probs: np.ndarray, *,
                     steps_per_epoch: int, epochs: int, batch_size: int, lr: float, lr_decay: float, seed: int,
-                    reduce: str = "matmul") -> dict:  # fmt: skip
+                    reduce: str = "matmul", on_epoch: Callable[[int], None] | None = None) -> dict:  # fmt: skip
     """Fit ``gen`` so the mean embedding of its images matches ``target`` (K, D), the noisy class-wise mean
     embedding (post-processing of the release: the private images are not touched).
 
@@ -245,7 +245,8 @@ def train_generator(gen: CondGenerator, featurize: Featurize, target: np.ndarray
     whose expectation is the population loss of DP-MERF. Adam, learning rate × ``lr_decay`` after each epoch.
     ``reduce``: how the class means are taken, ``matmul`` (one-hot product: dp-merf's, kept so its seeded fits
     reproduce) or ``sum`` (a reshape of the balanced batch: the same means, cheaper for wide feature maps).
-    Returns the history: mean loss and seconds per epoch."""
+    ``on_epoch``: called with the number of epochs done after each (a measurement's checkpoint; it must leave
+    ``gen`` as it found it). Returns the history: mean loss and seconds per epoch."""
     k = len(label_probs)
     per_class = max(1, batch_size // k)
     gen_draw = training.generator(seed)
@@ -257,7 +258,7 @@ def train_generator(gen: CondGenerator, featurize: Featurize, target: np.ndarray
     sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=lr_decay)
     history: dict[str, list[float]] = {"loss": [], "seconds": []}
     gen.train()
-    for _ in range(epochs):
+    for epoch in range(epochs):
         t0, total = time.perf_counter(), 0.0
         for _ in range(steps_per_epoch):
             code = torch.randn(len(labels), gen.code_dim, generator=gen_draw)
@@ -274,6 +275,8 @@ def train_generator(gen: CondGenerator, featurize: Featurize, target: np.ndarray
         sched.step()
         history["loss"].append(total / steps_per_epoch)
         history["seconds"].append(round(time.perf_counter() - t0, 3))
+        if on_epoch is not None:
+            on_epoch(epoch + 1)
     gen.eval()
     return history
 

@@ -69,8 +69,15 @@ TRAINING = ("n_classes", "count_share", "generator", "code_dim", "width", "chann
             "lr_decay", "secure", "public", "public_epochs")  # fmt: skip
 
 
-# Fewer generator steps than this learn noise, not images (a 300-image folder at the defaults takes 5); more steps
-# read only the noisy embedding, so they cost no ε.
+# The generator's schedule at epochs=0 (the default): DP-MERF's 5 epochs (5 learning-rate decays), each of
+# ceil(n / batch_size) steps as DP-MERF's, or longer where n is small, so that it trains for MIN_GENERATOR_STEPS steps
+# whatever n is. DP-MERF's schedule gave a 3,662-face folder 40 steps (a CNN learns Male from its images to 0.658;
+# 100 steps: 0.689, 200: 0.701, 400: 0.716, at 72, 131 and 261 CPU-s: benchmarks/results/generator_steps.md): 100 is
+# where the gain flattens to about 0.013 per doubling, within a seed's spread. More epochs instead of longer ones
+# train as well for the same steps there (8 steps an epoch), but where an epoch is one step (n <= batch_size) the
+# learning rate would decay by lr_decay at every step. The steps read only the noisy embedding: no ε. An explicit
+# epochs keeps DP-MERF's schedule (seeded fits reproduce), and warns below MIN_GENERATOR_STEPS.
+AUTO_EPOCHS = 5
 MIN_GENERATOR_STEPS = 100
 
 
@@ -155,7 +162,13 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism, Auditab
     code_dim: int = param(5, "generator: latent code size", minimum=1)
     width: int = param(200, "generator: hidden width of the first layer", minimum=1)
     channels: int = param(16, "generator (conv): feature maps before upsampling", minimum=2)
-    epochs: int = param(5, "training: epochs of ceil(n / batch_size) generator steps", minimum=1)
+    epochs: int = param(
+        0,
+        "training: epochs of ceil(n / batch_size) generator steps, the learning rate times lr_decay after each; 0: "
+        f"{AUTO_EPOCHS} epochs of at least ceil(n / batch_size) and {-(-MIN_GENERATOR_STEPS // AUTO_EPOCHS)} steps, "
+        f"so at least {MIN_GENERATOR_STEPS} steps whatever n (the training reads only the noisy embedding: no ε)",
+        minimum=0,
+    )
     batch_size: int = param(500, "training: generated images per step (balanced over the K classes)", minimum=1)
     lr: float = param(0.01, "training: Adam learning rate", minimum=1e-12)
     lr_decay: float = param(0.9, "training: learning-rate factor after each epoch", minimum=1e-6)
@@ -400,29 +413,37 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism, Auditab
         gen = embed_net.build_generator(meta, seed)
         if public is not None:
             meta.update(self._pretrain(gen, public, featurize, width, n, seed + 2))
-        meta["history"] = self._train_generator(gen, featurize, means, probs, n, self.epochs, seed + 1)
-        return gen
-
-    def _train_generator(self, gen, featurize: Callable, means: np.ndarray, probs: np.ndarray, n: int, epochs: int,
-                         seed: int) -> dict:  # fmt: skip
-        """``epochs`` of ceil(n / batch_size) steps matching ``gen`` to the class-wise ``means`` (its history); a
-        :class:`ShortTrainingWarning` when that is too few steps to learn images from."""
-        from privpix.mechanisms.synthesis import embed_net
-
-        per_epoch = math.ceil(n / self.batch_size)
-        if epochs * per_epoch < MIN_GENERATOR_STEPS:
+        epochs, per_epoch = self._generator_schedule(n)
+        if self.epochs and epochs * per_epoch < MIN_GENERATOR_STEPS:
             warnings.warn(
                 f"{self.name}: the generator trains for {epochs * per_epoch} steps ({epochs} epochs of "
                 f"ceil({n} / batch_size {self.batch_size}) = {per_epoch}), too few to learn images from (at least "
-                f"{MIN_GENERATOR_STEPS}); raise epochs (e.g. epochs={math.ceil(MIN_GENERATOR_STEPS / per_epoch)}) or "
-                "lower batch_size: more steps cost no ε",
+                f"{MIN_GENERATOR_STEPS}); leave epochs at 0 (at least {MIN_GENERATOR_STEPS} steps), raise it (e.g. "
+                f"epochs={math.ceil(MIN_GENERATOR_STEPS / per_epoch)}) or lower batch_size: more steps cost no ε",
                 ShortTrainingWarning,
                 stacklevel=2,
             )
+        meta.update(generator_epochs=epochs, generator_steps=epochs * per_epoch)
+        meta["history"] = self._train_generator(gen, featurize, means, probs, epochs, per_epoch, seed + 1)
+        return gen
 
-        return embed_net.train_generator(gen, featurize, means, probs, steps_per_epoch=math.ceil(n / self.batch_size),
-                                         epochs=epochs, batch_size=self.batch_size, lr=self.lr,
-                                         lr_decay=self.lr_decay, seed=seed, reduce=self.reduce)  # fmt: skip
+    def _generator_schedule(self, n: int) -> tuple[int, int]:
+        """(epochs, steps per epoch) of the generator's training after a fit on ``n`` private images: ``epochs`` of
+        ceil(n / batch_size) steps, or with ``epochs=0`` :data:`AUTO_EPOCHS` epochs of at least that many and at
+        least :data:`MIN_GENERATOR_STEPS` steps in all. Post-processing: it changes no noise."""
+        per_epoch = math.ceil(n / self.batch_size)
+        if self.epochs:
+            return self.epochs, per_epoch
+        return AUTO_EPOCHS, max(per_epoch, -(-MIN_GENERATOR_STEPS // AUTO_EPOCHS))
+
+    def _train_generator(self, gen, featurize: Callable, means: np.ndarray, probs: np.ndarray, epochs: int,
+                         per_epoch: int, seed: int) -> dict:  # fmt: skip
+        """``epochs`` of ``per_epoch`` steps matching ``gen`` to the class-wise ``means`` (its history)."""
+        from privpix.mechanisms.synthesis import embed_net
+
+        return embed_net.train_generator(gen, featurize, means, probs, steps_per_epoch=per_epoch, epochs=epochs,
+                                         batch_size=self.batch_size, lr=self.lr, lr_decay=self.lr_decay, seed=seed,
+                                         reduce=self.reduce)  # fmt: skip
 
     def _public_means(self, public: ImageSet, featurize: Callable, width: int) -> tuple[np.ndarray, np.ndarray]:
         from privpix.mechanisms.synthesis import embed_net
@@ -437,7 +458,8 @@ class MeanEmbeddingSynthesizer(CalibratedModel, SyntheticImageMechanism, Auditab
         from privpix.mechanisms.synthesis.public import fingerprint
 
         means, probs = self._public_means(public, featurize, width)
-        history = self._train_generator(gen, featurize, means, probs, n, self.public_epochs, seed)
+        per_epoch = self._generator_schedule(n)[1]
+        history = self._train_generator(gen, featurize, means, probs, self.public_epochs, per_epoch, seed)
         return {
             "public_source": public.source,
             "public_n": len(public),
