@@ -30,10 +30,9 @@ def domain_of(params: dict[str, Any], domain: str = "") -> str:
     """``domain`` when given, else the declared domain of the public set ``params`` name (``public=``), else ""."""
     if domain or not params.get("public"):
         return domain
-    from privpix.data.loaders import DATASETS
+    from privpix.data.loaders import dataset_domain
 
-    info = DATASETS.get(str(params["public"]).partition(":")[0].strip().lower())
-    return info.domain if info is not None else ""
+    return dataset_domain(str(params["public"]))
 
 
 ENTRY_POINT_GROUP = "privpix.mechanisms"
