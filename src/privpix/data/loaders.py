@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from privpix.data import face_cache
 from privpix.data.files import (
     read_idx,
     read_image,
@@ -173,7 +174,8 @@ _resized_lock = threading.Lock()
 def read_resized(path: Path, size: tuple[int, int], box: tuple[int, int, int, int] | None = None) -> np.ndarray:
     """``resize(read_image(path, "RGB")[top:bottom, left:right], size, work=np.float64)`` (``box`` = (top, bottom,
     left, right) in pixels, or the whole image), read-only, from the process's cache when the file is unchanged since
-    it was last read at ``size`` and ``box``."""
+    it was last read at ``size`` and ``box``, or from the cache on disk when one is set
+    (:mod:`privpix.data.face_cache`)."""
     global _resized_bytes
 
     def read() -> np.ndarray:
@@ -192,7 +194,10 @@ def read_resized(path: Path, size: tuple[int, int], box: tuple[int, int, int, in
         if hit is not None:
             _resized.move_to_end(key)
             return hit
-    img = read()
+    img = face_cache.load(key, (int(size[0]), int(size[1]), 3))
+    if img is None:
+        img = read()
+        face_cache.store(key, img)
     img.setflags(write=False)
     if img.nbytes <= RESIZED_CACHE_BYTES:
         with _resized_lock:
