@@ -248,8 +248,10 @@ def _run_shard(task: ShardTask) -> dict[str, Any]:
         del out
     stage = Path(task.stage)
     if os.environ.get(DELAY_ENV):  # test hook: slow shards down so a test's SIGKILL lands mid-release
-        # Said on stderr, so a test signals once the workers are inside their shards, not after a guessed delay.
-        print(f"{DELAY_ENV}: shard {task.index} sleeps {os.environ[DELAY_ENV]} s", file=sys.stderr, flush=True)
+        # Said on stderr, so a test signals once the workers are inside their shards, not after a guessed delay; in
+        # one write (print writes the line and its end apart), so two workers' lines never run into one.
+        sys.stderr.write(f"{DELAY_ENV}: shard {task.index} sleeps {os.environ[DELAY_ENV]} s\n")
+        sys.stderr.flush()
         time.sleep(float(os.environ[DELAY_ENV]))
     where = _attempt_folder(stage, task.attempt)
     written = write_shard(task.fmt, where, task.index, task.n_shards, items, compress_level=task.compress_level,
