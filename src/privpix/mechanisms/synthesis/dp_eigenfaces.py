@@ -192,6 +192,8 @@ class DPEigenfaces(
     def _feature_width(cls, meta: dict) -> int:
         return feature_width(int(meta["components"]))
 
+    _labelled_public: ClassVar[bool] = False
+
     def _public_images(self, shape: tuple[int, int, int], private: ImageSet | None = None) -> ImageSet:
         if not self.public:
             raise ParameterError(
@@ -200,7 +202,12 @@ class DPEigenfaces(
             )
         from privpix.mechanisms.synthesis.public import check_distinct, load_public
 
-        public = load_public(self.public, shape, max(self.n_classes, 1), labelled=False)
+        # Labelled (mapped to the private set's classes) only for a subclass that releases the public images
+        # themselves and only when fitting; the basis reads the pixels, which are the same either way.
+        labelled = self._labelled_public and private is not None
+        public = load_public(self.public, shape, max(self.n_classes, 1),
+                             private.class_names if labelled and private is not None else None,
+                             labelled=labelled)  # fmt: skip
         if private is not None:
             check_distinct(public, private, repr(self.public))
         return public

@@ -35,7 +35,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privpix.data.imageset import ImageSet
 from privpix.data.overlap import CHECK_CAVEAT
 from privpix.errors import ParameterError
 from privpix.mechanisms.params import param
@@ -181,16 +180,7 @@ class DPTransport(DPEigenfaces):
     conformance_tiny: ClassVar[dict[str, Any]] = {"components": 6, "public": "digits", "flip": False}
     # Drawing: a copy of a stored image, about 0.01 ms for a 32×32 face on one core (a shard-planning hint).
     _seconds_per_value = 3e-9
-
-    def _public_set(self, data: ImageSet) -> ImageSet:
-        if not self.public:
-            return self._public_images(data.shape, data)  # its error names the parameter
-        from privpix.mechanisms.synthesis.public import check_distinct, load_public
-
-        public = load_public(self.public, data.shape, max(self.n_classes, 1), data.class_names)
-        check_distinct(public, data, repr(self.public))
-        self._set_basis(public)
-        return public
+    _labelled_public = True  # the public images are released, each with its class
 
     def _generator_from(self, meta, means, probs, featurize, width, n, public, seed):
         from privpix.mechanisms.synthesis import embed_net
@@ -232,9 +222,8 @@ class DPTransport(DPEigenfaces):
                 targets[cls] = (*own, *shrink_towards(*own, first, second, off / share))
         moved = transport_images(x, groups, centre, basis, scale, targets)
         meta.update(generator="transport", public_source=public.source or self.public, public_n=len(public),
-                    public_sha256=fingerprint(public), public_counts=[int(c) for c in counts], scale=scale,
-                    basis_source=public.source or self.public, basis_n=len(public),
-                    basis_sha256=fingerprint(public))  # fmt: skip
+                    public_sha256=fingerprint(public), public_counts=[int(c) for c in counts],
+                    scale=scale)  # fmt: skip
         gen = embed_net.build_generator(meta, seed)
         with torch.no_grad():
             gen.images.copy_(torch.from_numpy(np.rint(moved * 255.0).astype(np.uint8)))
