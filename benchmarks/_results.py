@@ -1,5 +1,5 @@
-"""The benchmarks' one results writer (issue 30, item 6): a run's results as strict JSON, and the markdown table of
-them rendered from that JSON alone.
+"""The benchmarks' one results writer: a run's results as strict JSON, and the markdown table of them rendered
+from that JSON alone.
 
 A benchmark splits into *run → results dict* and *render(results) → markdown*. :func:`write` renders the results as
 they read back from their JSON file, then writes both files atomically, so the markdown of a run and the markdown

@@ -1,4 +1,4 @@
-"""Paper 003 reproduction: the adjustable-privacy autoencoder obfuscator on UCI Adult and on CelebA.
+"""Jamshidi et al. 2023 reproduction: the adjustable-privacy autoencoder obfuscator on UCI Adult and on CelebA.
 
 For each case an obfuscator is trained (Algorithm 1, early stopping), then every release setting (σ² of g, K
 of f, with or without f, and the Gaussian-noise baseline) is measured with the paper's protocol
@@ -194,7 +194,7 @@ def sample_grid(net, test: AttributeData, part: str, K0: float) -> str:
 
 def render(data: dict) -> str:
     lines = [
-        "# Paper 003 reproduction: adjustable-privacy autoencoder obfuscator",
+        "# Jamshidi et al. 2023 reproduction: adjustable-privacy autoencoder obfuscator",
         "",
         "Privacy is the accuracy of an adversary inferring the private attribute (gender) from released data "
         "(lower is better; guessing the majority class scores 0.674 on Adult's test file, 67.4 % male, and 0.570 on "

@@ -1,4 +1,4 @@
-"""Audit power and calibration (issue 20, items 1, 5 and 6): certified ε against true ε for mechanisms whose ε is
+"""Audit power and calibration: certified ε against true ε for mechanisms whose ε is
 known exactly, raw and curve bounds side by side.
 
 Mechanisms (one scalar release per trial, neighbours x₀ = 0 and x₁ = 1, sensitivity 1):

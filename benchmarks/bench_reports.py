@@ -1,9 +1,9 @@
 """`privpix bench` on ORL and on MNIST: every image mechanism's utility, attacks and audited ε side by side.
 
-For MNIST the bench trains the paper-004 generators (PPSGAN, PPAPNet, ACGAN) itself, at CPU scale, on its
+For MNIST the bench trains Kim & Yang's (2020) generators (PPSGAN, PPAPNet, ACGAN) itself, at CPU scale, on its
 own training split: their fit on the private set, declared by the mechanisms. The autoencoder obfuscator of
-paper 003 is built for 64×64 RGB CelebA images and does not apply to either set; the LDP encoders of paper
-000 release report vectors, and their image form is ``ldp-pixel``.
+Jamshidi et al. (2023) is built for 64×64 RGB CelebA images and does not apply to either set; the LDP encoders of
+Wang & Chang (2020) release report vectors, and their image form is ``ldp-pixel``.
 
 Run: ``.venv/bin/python benchmarks/bench_reports.py [--datasets orl,mnist] [--workers 2]`` (about an hour on 2 cores)
 → ``benchmarks/results/bench_<dataset>/{results.csv,results.json,audits.md,screenshot.png}``; the full

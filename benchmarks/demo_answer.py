@@ -1,8 +1,8 @@
-"""The demo's first answer, "per-image ε ≤ 1", measured over seeds (issue 29, item 7).
+"""The demo's first answer, "per-image ε ≤ 1", measured over seeds.
 
 The demo reports one seed. This measures the synthesizer that answers it over five, in the demo's own setting:
 ``builtin-mnist`` (offline), the demo's 1,000 scored test images (seed 0), 1,000 synthetic images training the
-demo's utility classifier (paper 001's PCA + SVM), δ = 1e-5. Rows: the previous demo (fitted on the 2,500
+demo's utility classifier (Zhang, Fu & Meng's PCA + SVM), δ = 1e-5. Rows: the previous demo (fitted on the 2,500
 training images, ε = 0.5, the grid's smallest then) and today's (fitted on the 4,000 images the demo does not score,
 ε = 1), with the feature count that separates them.
 

@@ -1,4 +1,4 @@
-"""Tuning dp-hp (issue 18, item 2) on a validation split carved from the training set, then one test run.
+"""Tuning dp-hp on a validation split carved from the training set, then one test run.
 
 The synthesizer fits on the first 55,000 training images (seed 0, one torch thread); 10,000 synthetic images
 (``synthesize``, seed 1) train scikit-learn's ``MLPClassifier`` with its defaults (``random_state=0``, the "MLP" of
@@ -136,7 +136,7 @@ def render(res: dict) -> str:
          f"{r['fit_cpu_seconds']:.0f}"]
         for r in res["runs"]
     ]  # fmt: skip
-    return document("dp-hp tuning (issue 18, item 2)", chosen, table(cols, body), preamble=preamble)
+    return document("dp-hp tuning", chosen, table(cols, body), preamble=preamble)
 
 
 RESULT = Output(OUT, render)

@@ -1,4 +1,4 @@
-"""What a public set buys a mean-embedding synthesizer (issue 18, item 3): ``public=…`` against none, paired by seed.
+"""What a public set buys a mean-embedding synthesizer: ``public=…`` against none, paired by seed.
 
 A small private set is where public data should matter (the noise per embedding value is σ = z·2/n): the private
 set is ``--n`` images drawn (``--split-seed``) from ``--private``; the public set is ``--public``, a different
@@ -93,7 +93,7 @@ def render(res: dict) -> str:
             ])  # fmt: skip
     cols = ["method", "ε", "seeds", "no public", "public", "paired difference", "fit CPU-s (none / public)"]
     return document(
-        "Public pretraining of the generator (issue 18, item 3)",
+        "Public pretraining of the generator",
         table(cols, body),
         preamble=preamble,
         notes=f"Machine: {res['machine']}, 2 shared cores, one torch thread.",

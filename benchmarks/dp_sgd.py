@@ -1,4 +1,4 @@
-"""The DP-SGD reference on MNIST (issue 18, item 4): a classifier trained directly on the private images with DP-SGD
+"""The DP-SGD reference on MNIST: a classifier trained directly on the private images with DP-SGD
 (``dp-sgd``: Opacus, Tramèr & Boneh's tanh CNN), the choice of publishing no images, under DPImageBench's protocol.
 
 Protocol: MNIST's 60,000 training images are split 55,000 / 5,000 with the fixed seed of
@@ -14,7 +14,7 @@ Run: ``.venv/bin/python benchmarks/dp_sgd.py --epsilons 1,10 --seeds 0,1,2 --thr
 ``benchmarks/results/dp_sgd.{json,md}``. ``--tune --epsilons 1 --seeds 0 --param lr=4 ...`` appends validation
 curves to ``benchmarks/results/dp_sgd/tuning.jsonl``.
 
-ScatterNet rows (issue 29, item 3): ``--features scatternet --datasets mnist,fashion-mnist --epsilons 1,3 --seeds
+ScatterNet rows: ``--features scatternet --datasets mnist,fashion-mnist --epsilons 1,3 --seeds
 0,1,2 --threads 2`` → ``dp_sgd/scatternet.jsonl``: ``dp-sgd features=scatternet`` (Tramèr & Boneh's ScatterNet +
 linear, Poisson sampling) on the same 55,000 images, tested at its last epoch (no selection on private data, so
 the whole result is covered by ε). Settings are fixed a priori (``SCATTER_SETTINGS``), not tuned.
@@ -58,7 +58,7 @@ SCATTER_SETTINGS: dict[float, dict[str, Any]] = {
     3.0: {"features": "scatternet", "epochs": 30, "batch_size": 4096, "lr": 4.0, "lr_decay": 1.0, "momentum": 0.9,
           "max_grad_norm": 0.1},
 }  # fmt: skip
-# Issue 29's targets: MNIST >= 97.5 at ε = 1 and >= 98.5 at ε = 3; Fashion-MNIST >= 89 at ε = 3.
+# The targets: MNIST >= 97.5 at ε = 1 and >= 98.5 at ε = 3; Fashion-MNIST >= 89 at ε = 3.
 SCATTER_TARGETS = {("mnist", 1.0): 0.975, ("mnist", 3.0): 0.985, ("fashion-mnist", 3.0): 0.89}
 NOTES = [
     "Reading the table. At ε = 10 the target is met by the mean over seeds and no more: 0.9600 with the epoch "
@@ -176,7 +176,7 @@ def scatter_section(rows: list[dict]) -> list[str]:
         return []
     lines = [
         "",
-        "## ScatterNet + linear (issue 29, item 3)",
+        "## ScatterNet + linear",
         "",
         "`python benchmarks/dp_sgd.py --features scatternet --datasets mnist,fashion-mnist --epsilons 1,3 --seeds "
         "0,1,2 --threads 2`. `dp-sgd features=scatternet`: Tramèr & Boneh's (2021) ScatterNet (kymatio, J = 2, "
@@ -267,7 +267,7 @@ def summarize(rows: list[dict], command: str, threads: int) -> dict[str, Any]:
             }
         )
     return {
-        "benchmark": "DP-SGD reference classifier on MNIST, DPImageBench's protocol (issue 18 item 4)",
+        "benchmark": "DP-SGD reference classifier on MNIST, DPImageBench's protocol",
         "command": command,
         "machine": f"{platform.machine()}, {platform.python_version()}, torch threads {threads}",
         "accountant": rows[0]["accountant"] if rows else "",
@@ -281,7 +281,7 @@ def render(summary: dict[str, Any]) -> str:
     """dp_sgd.md from dp_sgd.json: the CNN's runs, the tuning runs, and the ScatterNet rows when there are any."""
     tuning, scatter = summary.get("tuning", []), summary.get("scatternet", [])
     lines = [
-        "# DP-SGD reference on MNIST (issue 18, item 4)",
+        "# DP-SGD reference on MNIST",
         "",
         f"`{summary['command']}` ({summary['machine']}). `dp-sgd`: Tramèr & Boneh's tanh CNN trained with DP-SGD "
         "(Opacus: Poisson sampling, per-example clipping, Gaussian noise); it releases the model, no images. "

@@ -1,4 +1,4 @@
-"""The recommended synthesizer, as a user runs it (issue 29, "must hold"): ``privpix release --method dp-synth
+"""The recommended synthesizer, as a user runs it: ``privpix release --method dp-synth
 --dataset mnist:train --epsilon 1 --delta 1e-5 --param n=10000`` from the command line, then an independent small CNN
 trained on the published folder alone (its PNG files and the labels in its manifest, read here without privpix)
 and tested on the real MNIST test set. The CNN is scored at its last epoch: nothing is chosen on private data.
@@ -79,7 +79,7 @@ def render(result: dict) -> str:
         result["release_seconds"], f"**{acc:.4f}**", f"≥ {target} ({'met' if acc >= target else 'missed'})",
     ]  # fmt: skip
     return document(
-        "`dp-synth` as a user runs it (issue 29, must hold)",
+        "`dp-synth` as a user runs it",
         table(["mechanism", "images", "guarantee", "release seconds", "test accuracy", "target"], [row]),
         preamble=preamble,
         notes=f"Label counts: {result['label_counts']}. Test accuracy per epoch: {result['test_curve']}. Machine: "

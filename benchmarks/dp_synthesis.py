@@ -1,4 +1,4 @@
-"""DP synthetic images under DPImageBench's evaluation protocol (issue 18, items 5 and 8).
+"""DP synthetic images under DPImageBench's evaluation protocol.
 
 Per dataset the private training split is divided 11:1 with one fixed split seed (MNIST and Fashion-MNIST:
 55,000 to fit the synthesizer / 5,000 sensitive validation images it never sees; the CelebA subset's smaller
@@ -22,7 +22,7 @@ Run: ``.venv/bin/python benchmarks/dp_synthesis.py --dataset mnist --methods dp-
 --seeds 0,1,2 --threads 1`` → ``benchmarks/results/dp_synthesis_protocol/runs.jsonl``, per-class sample grids
 ``<dataset>_<method>_eps<ε>.png`` beside it, and ``benchmarks/results/dp_synthesis_protocol.{json,md}``.
 
-The item-1 results (``benchmarks/results/dp_synthesis.{json,md,png}``: dp-merf fitted on all 60,000 MNIST
+The first results (``benchmarks/results/dp_synthesis.{json,md,png}``: dp-merf fitted on all 60,000 MNIST
 training images, 10,000 synthetic images, logreg and MLP, one seed) came from the earlier version of this script
 (``--epsilons 1,10 --synthetic 10000 --threads 1``); that mode is not kept here, its JSON is left as it is and
 ``--render-only`` renders its markdown (:func:`render_item1`).
@@ -53,18 +53,18 @@ from privpix.mechanisms import fit_as_declared, get_mechanism, mechanism_class, 
 
 OUT = Path(__file__).parent / "results"
 DATA = os.environ.get("PRIVPIX_DATA", "/work/shared/datasets")
-SPLIT_SEED = 18_05  # issue 18 item 5: one split for every method and seed
+SPLIT_SEED = 18_05  # one split for every method and seed
 VAL_RATIO = 12  # 1 of every 12 training images is validation: 60,000 → 55,000 / 5,000
 SYNTH_VAL_FRACTION = 0.1
 CELEBA_SIZE = 32
 
-TARGETS = {  # DPImageBench's DP-MERF numbers (issue 18): test accuracy at least this
+TARGETS = {  # DPImageBench's DP-MERF numbers: test accuracy at least this
     ("mnist", 1.0): 0.80,
     ("mnist", 10.0): 0.81,
     ("fashion-mnist", 1.0): 0.62,
     ("fashion-mnist", 10.0): 0.62,
 }
-# Issue 29's state-of-the-art targets (CNN on synthetic images; DP-Kernel / PrivImage / DP-FETA territory).
+# The state-of-the-art targets (CNN on synthetic images; DP-Kernel / PrivImage / DP-FETA territory).
 SOTA_TARGETS = {
     ("mnist", 1.0): 0.94,
     ("mnist", 10.0): 0.97,
@@ -441,7 +441,7 @@ def timings(rows: list[dict]) -> list[dict]:
 
 def write_results(rows: list[dict], out: Path, machine: str) -> None:
     result = {
-        "benchmark": "DP synthetic images, DPImageBench's protocol (issue 18 items 5, 8)",
+        "benchmark": "DP synthetic images, DPImageBench's protocol",
         "protocol": {
             "split": f"training split divided 11:1 with seed {SPLIT_SEED} (MNIST/Fashion-MNIST 55,000 / 5,000); "
             "the synthesizer fits on the 11 parts only",
@@ -477,8 +477,8 @@ def _fmt(mean: float, std: float | None) -> str:
 
 
 def _sota(cell: dict) -> str:
-    """Issue 29's target and, for the CNN with the epoch chosen on synthetic images (no private data read), met or
-    missed by how much."""
+    """The state-of-the-art target and, for the CNN with the epoch chosen on synthetic images (no private data
+    read), met or missed by how much."""
     first = next(iter(cell.values()))
     target = first.get("sota_target")
     if target is None:
@@ -490,7 +490,7 @@ def _sota(cell: dict) -> str:
     return f"≥ {100 * target:.0f} ({'met' if gap >= 0 else f'missed by {-100 * gap:.1f}'})"
 
 
-# Why issue 29's targets are missed where they are: printed under the tables for each data set with a miss.
+# Why the state-of-the-art targets are missed where they are: printed under the tables for each data set with a miss.
 WHY_MISSED = {
     "mnist": "MNIST at ε = 10 (dp-teacher 95.9, target 97): its images are DP-MERF's generator samples, drawn from "
     "a noisy mean embedding of fixed random features. More ε sharpens the embedding and the teacher's labels "
@@ -522,8 +522,8 @@ def markdown(r: dict, stem: str) -> str:
     )
     blocks = [
         "\n".join(f"- {line}" for line in r["settings"]),
-        "Targets: issue 18's (DPImageBench's DP-MERF) and issue 29's (the state of the art: DP-Kernel, PrivImage, "
-        "DP-FETA), both for the CNN.",
+        "Two targets, both for the CNN: **target**, DPImageBench's DP-MERF; **state-of-the-art target**, DP-Kernel, "
+        "PrivImage and DP-FETA.",
     ]
     cells: dict[tuple, dict] = {}
     for s in r["summary"]:
@@ -543,11 +543,12 @@ def markdown(r: dict, stem: str) -> str:
             "–" if target is None else f"≥ {100 * target:.0f}", _sota(c), ",".join(map(str, first["seeds"])),
         ])  # fmt: skip
     blocks.append(table(["dataset", "method", "ε", "trained on", "CNN val-selected", "CNN synthetic-selected",
-                         "CNN last", "MLP", "logreg", "target", "issue 29 target", "seeds"], accuracy))  # fmt: skip
+                         "CNN last", "MLP", "logreg", "target", "state-of-the-art target", "seeds"],
+                        accuracy))  # fmt: skip
     missed = sorted({key[0] for key, c in cells.items() if "missed" in _sota(c)})
     if missed:
         blocks += [
-            "Why the issue 29 targets are missed:",
+            "Why the state-of-the-art targets are missed:",
             "\n".join(f"- {WHY_MISSED[ds]}" for ds in missed if ds in WHY_MISSED),
         ]
     blocks.append(
@@ -586,13 +587,11 @@ def markdown(r: dict, stem: str) -> str:
             "principal components of LFW (University of Massachusetts, Amherst; research use). No dataset image "
             "is shown."
         )
-    return document(
-        "DP synthetic images under DPImageBench's protocol (issue 18, items 5 and 8)", *blocks, preamble=preamble
-    )
+    return document("DP synthetic images under DPImageBench's protocol", *blocks, preamble=preamble)
 
 
 def render_item1(r: dict) -> str:
-    """The item-1 results (one seed, logreg and MLP; written by this script's earlier version, whose run mode is
+    """The first results (one seed, logreg and MLP; written by this script's earlier version, whose run mode is
     not kept): rendered from their JSON so the table and the JSON stay one."""
     cols = ["ε (δ = 1e-5)", "n private", "σ per value", "logreg", "MLP", "fit s (embed + train)", "generate s"]
     body = [
@@ -604,7 +603,7 @@ def render_item1(r: dict) -> str:
     real = r["reference_real"]
     targets = ", ".join(f"≥ {TARGETS['mnist', x['epsilon']]:.2f} at ε = {x['epsilon']:g}" for x in r["rows"])
     return document(
-        "dp-merf on MNIST (issue 18, item 1)",
+        "dp-merf on MNIST",
         table(cols, body),
         f"Non-private reference, the same classifiers on {real['n_real']} real training images: logreg "
         f"{real['accuracy']['logreg']:.4f}, MLP {real['accuracy']['mlp']:.4f}.",
@@ -648,7 +647,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data-dir", default=DATA)
     ap.add_argument("--out", default=str(OUT / "dp_synthesis_protocol"), help="results stem (.json, .md, folder)")
     ap.add_argument("--aggregate-only", action="store_true", help="rewrite the JSON and tables from the JSONL")
-    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP + " (the default --out's and item 1's)")
+    ap.add_argument(RENDER_ONLY, action="store_true", help=RENDER_HELP + " (the default --out's and the first run's)")
     args = ap.parse_args(argv)
     if args.render_only:
         return rerender(*OUTPUTS)

@@ -1,9 +1,9 @@
-"""When not to pick ``dp-synth``: a small private set (issue 29, item 5's "when to pick which").
+"""When not to pick ``dp-synth``: a small private set.
 
 The demo's setting: ``builtin-mnist`` (the 2,500 training images privpix ships, offline), ε = 0.5 and 8, δ = 1e-5;
-1,000 synthetic images train the demo's utility classifier (paper 001's PCA + SVM), tested on the demo's 1,000 real
-test images. ``dp-merf`` with the demo's settings against ``dp-teacher`` with the same generator and a teacher
-batch that fits 2,500 images (1,000, 30 epochs: Tramèr & Boneh's recipe scaled down, fixed before measuring).
+1,000 synthetic images train the demo's utility classifier (Zhang, Fu & Meng's PCA + SVM), tested on the demo's
+1,000 real test images. ``dp-merf`` with the demo's settings against ``dp-teacher`` with the same generator and a
+teacher batch that fits 2,500 images (1,000, 30 epochs: Tramèr & Boneh's recipe scaled down, fixed before measuring).
 
 Run: ``.venv/bin/python benchmarks/dp_teacher_small.py`` → ``benchmarks/results/dp_teacher_small.{json,md}``;
 ``--render-only`` rewrites the markdown from the JSON.

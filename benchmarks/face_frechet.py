@@ -1,5 +1,4 @@
-"""Synthetic faces against real ones: the Fréchet distance in the scattering feature space, and sample grids (issue
-29, item 2).
+"""Synthetic faces against real ones: the Fréchet distance in the scattering feature space, and sample grids.
 
 The private set is the CelebA subset's fit split of ``dp_synthesis.py`` (3,357 faces, Male as the label; the
 other 305 training faces are never read), the held-out real faces are CelebA's test split (897 faces of other
@@ -157,7 +156,7 @@ def markdown(res: dict, stem: str) -> str:
         for r in res["rows"]
     ]  # fmt: skip
     return document(
-        "Synthetic faces against real ones: Fréchet distance (issue 29, item 2)",
+        "Synthetic faces against real ones: Fréchet distance",
         table(["size", "images", "ε", "Fréchet d²", "fit s"], body),
         preamble=preamble,
         notes=f"Grids in `{stem}/` (ten per class, rows female then male). {CAPTION}",

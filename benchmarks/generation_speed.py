@@ -1,5 +1,4 @@
-"""How long the recommended synthesizer takes to publish 60,000 images (issue 29, item 4: "generating 60k images:
-≤ 1 min").
+"""How long the recommended synthesizer takes to publish 60,000 images (the target: ≤ 1 minute).
 
 Generating costs the same whatever the fit (the generator and the teacher have fixed sizes), so the model here is a
 quick fit (3,000 MNIST digits, one epoch each; its accuracy is not the point). Measured:
@@ -123,7 +122,7 @@ def render(result: dict) -> str:
         steps.append([f"{command} (the whole command: start, model load, files, manifest)", f"{r['seconds']:.1f}",
                       f"≤ {TARGET:.0f} ({verdict})"])  # fmt: skip
     return document(
-        "Publishing 60,000 synthetic images with `dp-synth` (issue 29, item 4)",
+        "Publishing 60,000 synthetic images with `dp-synth`",
         table(["step", "seconds for 60,000 images", "target"], steps),
         "The teacher labels each synthetic image from its scattering coefficients (J = 2, L = 8), most of the cost. "
         "privpix applies kymatio's filter bank in batched passes of 16 images (`privpix.mechanisms.scattering`); "

@@ -1,4 +1,4 @@
-"""Paper 000 reproduction: Tables 1 and 2, the encoder comparison (Fig. 4) and DCAConv vs BNN (Fig. 6).
+"""Wang & Chang 2020 reproduction: Tables 1 and 2, the encoder comparison (Fig. 4) and DCAConv vs BNN (Fig. 6).
 
 Protocol (as the paper): the encoder is fitted on the training split; every training image is encoded and
 perturbed with GRR at ε per feature; Naive Bayes, the nearest-centroid classifier and KNN learn from the
@@ -167,7 +167,7 @@ def run_config(name, config, repeats, knn_repeats, knn_test, log, previous=()):
 
 
 def speed(log) -> dict:
-    """The issue's speed targets, measured on MNIST."""
+    """The speed targets, measured on MNIST."""
     train, test = load_dataset("mnist:train"), load_dataset("mnist:test")
     enc = make_encoder("dcaconv")
     t0 = time.perf_counter()
@@ -234,7 +234,7 @@ def _accuracies(data: dict):
 def render(data: dict) -> str:
     eps_keys, acc, rows = _accuracies(data)
 
-    lines = ["# Paper 000 reproduction: local-DP image classification (GRR on image encodings)", ""]
+    lines = ["# Wang & Chang 2020 reproduction: local-DP image classification (GRR on image encodings)", ""]
     lines += [
         "Accuracy % (mean ± std over repeats) of classifiers trained on GRR-perturbed training reports and scored "
         "on clean test images. ε is **per feature**; the per-image ε (m·ε, sequential composition) is in the last "

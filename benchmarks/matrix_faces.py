@@ -1,4 +1,4 @@
-"""Paper 001 reproduction on the face sets we have (ORL, Yale): LAP, LRA, SRA, ESRA.
+"""Zhang, Fu & Meng 2020 reproduction on the face sets we have (ORL, Yale): LAP, LRA, SRA, ESRA.
 
 Protocol (as the paper): per subject the first half of the images train and the second half test; PCA + SVM;
 accuracy, macro recall and macro F1, both "train on released, test on original" and "everything released";
@@ -103,7 +103,7 @@ def _mean(rows, ds, method, eps, key):
 def render(data: dict) -> str:
     rows = data["rows"]
     lines = [
-        "# Paper 001 reproduction: matrix-decomposition face release (LAP, LRA, SRA, ESRA)",
+        "# Zhang, Fu & Meng 2020 reproduction: matrix-decomposition face release (LAP, LRA, SRA, ESRA)",
         "",
         "PCA + SVM (per subject: first half train, second half test). Mean ± std over repeats "
         f"({data['repeats']} for LAP/SRA/ESRA, {data['lra_repeats']} for LRA). None of these four is DP as "

@@ -283,7 +283,7 @@ def render(result: dict) -> str:
         verdicts.append(
             f"{name} >= {goal:g} M/s: slowest scale {worst:.1f} M/s, {'met' if worst >= goal else 'NOT MET'}"
         )
-    lines += ["", "Targets (issue 19, item 6; one core): " + "; ".join(verdicts) + "."]
+    lines += ["", "Targets (one core): " + "; ".join(verdicts) + "."]
     lines += ["", "Other rows (reference points):", ""]
     for r in result["rows"]:
         if r["implementation"] in ("privpix reproducible (seeded)", "NumPy seeded (not exact)"):

@@ -1,4 +1,4 @@
-"""One-run audits (issue 20, item 3; issue 18, item 7) of the dataset-level mechanisms: dp-merf on its released
+"""One-run audits of the dataset-level mechanisms: dp-merf on its released
 embedding, dp-sgd on its released model, each fitted once on MNIST training images with canary slots.
 
 Rows: the mechanisms as built at ε = 1 and 10, and dp-merf with its noise calibrated for a sensitivity 10× and

@@ -1,4 +1,4 @@
-"""Utility of the pixel and singular-value mechanisms on ORL at ε = 0.1, 1, 10 (paper 001 protocol).
+"""Utility of the pixel and singular-value mechanisms on ORL at ε = 0.1, 1, 10 (Zhang, Fu & Meng's 2020 protocol).
 
 Equivalent CLI: ``privpix evaluate --dataset orl --method <each method below> --epsilon 0.1,1,10 --repeats 3``.
 Run: ``.venv/bin/python benchmarks/orl_evaluate.py`` → ``benchmarks/results/orl_evaluate.{json,md}``;
@@ -16,12 +16,12 @@ from privpix.evaluation import evaluate
 from privpix.report.summaries import summary_rows
 
 METHODS = [
-    "pixel-laplace",  # paper 001's LAP: data-derived column sensitivity (not DP)
+    "pixel-laplace",  # Zhang, Fu & Meng's LAP: data-derived column sensitivity (not DP)
     "pixel-laplace[sensitivity=bound,unit=column]",
     "pixel-laplace[sensitivity=bound,unit=pixel]",
     "dp-pix[b=4,m=1]",
-    "sra",  # paper 001, r = 100 capped at rank (not DP: singular vectors in clear)
-    "esra",  # paper 001, ε split half/half (not DP)
+    "sra",  # Zhang, Fu & Meng, r = 100 capped at rank (not DP: singular vectors in clear)
+    "esra",  # Zhang, Fu & Meng, ε split half/half (not DP)
 ]
 EPSILONS = [0.1, 1.0, 10.0]
 REPEATS = 3

@@ -1,4 +1,4 @@
-"""Paper 002 reproduction: PCA-inverse privatization of MNIST and of LFW gender faces, and the sound variants.
+"""Zhang et al. 2022 reproduction: PCA-inverse privatization of MNIST and of LFW gender faces, and the sound variants.
 
 Protocol (as the paper): a CNN is trained on raw training images and tested on privatized test images;
 privatization runs in batches (100 MNIST images, 300 faces), each with its own PCA. The paper's ε is per
@@ -163,7 +163,7 @@ def face_pictures(data: dict, test=None) -> None:
 
 
 def celeba(data: dict) -> None:
-    """The issue's second face set: CelebA subset, attribute Male, 80×80 grey centre crops, split by identity."""
+    """The second face set: CelebA subset, attribute Male, 80×80 grey centre crops, split by identity."""
     from privpix.data import celeba_64
 
     def load(split):
@@ -227,7 +227,7 @@ def _sound_table(res: dict, ds, variants) -> str:
 
 
 def render(data: dict) -> str:
-    lines = ["# Paper 002 reproduction: PCA-inverse image database privatization", ""]
+    lines = ["# Zhang et al. 2022 reproduction: PCA-inverse image database privatization", ""]
     if "mnist_grid" in data:
         g = data["mnist_grid"]
         lines += [

@@ -1,4 +1,5 @@
-"""Paper 004 reproduction on a CPU: PPSGAN, PPAPNet, ACGAN and the conventional baselines on MNIST / Fashion-MNIST.
+"""Kim & Yang 2020 reproduction on a CPU: PPSGAN, PPAPNet, ACGAN and the conventional baselines on MNIST and
+Fashion-MNIST.
 
 Utility (Table 2): a C_c-shaped classifier trained on the released training set, tested on the real test set.
 Privacy (measured; the paper only shows pictures): re-identification rate of released training images against
@@ -330,7 +331,7 @@ def tsne_picture(name: str, g, x, y) -> str:
 
 def render(data: dict) -> str:
     lines = [
-        "# Paper 004 reproduction on a CPU: PPSGAN, PPAPNet, ACGAN and conventional baselines",
+        "# Kim & Yang 2020 reproduction on a CPU: PPSGAN, PPAPNet, ACGAN and conventional baselines",
         "",
         "Utility: accuracy % of a C_c-shaped classifier trained on the released training set and tested on the "
         "real test set (Table 2). Privacy, measured: re-identification rate of released training images among "

@@ -1,4 +1,4 @@
-"""Can the bench refute every claim up to ε = 10? (issue 20's target)
+"""Can the bench refute every claim up to ε = 10?
 
 For each mechanism the bench and the demo run on images, at claimed ε ∈ {0.5, 1, 2, 4, 8, 10}: the claim the audit
 tests (``Claim.epsilon`` of ``Mechanism.privacy``, e.g. d·ε for the paper's PCA inverse), the trials per side the

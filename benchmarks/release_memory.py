@@ -1,15 +1,15 @@
-"""Peak memory of a release of one big photo, for every per-image mechanism (issue 16: memory bounded by pixels, not
-by copies; issue 31, item 3: at most 8× the decoded size).
+"""Peak memory of a release of one big photo, for every per-image mechanism (memory bounded by pixels, not by
+copies; the target: at most 8× the decoded size).
 
 Makes a 12000×12000 RGB JPEG (432 MB decoded; not committed) and releases it through the CLI, once per registered
 mechanism that releases images one by one at any size (asked from each mechanism's declared capabilities: images
 out, nothing fitted, no batch, no fixed shape), each in its own child process whose peak RSS (``os.wait4``) is
 recorded to benchmarks/results/release_memory.json and .md.
 
-The matrix mechanisms (lra, sra, esra) take an exact SVD of every whole channel (paper 001's method): at 12000×12000
-that is three 12000² float64 factor matrices per channel and about half an hour of LAPACK per channel on one core.
-They are measured on a smaller photo (``--matrix-side``, default 1000: lra's SGD passes over every entry take
-minutes there) and reported beside the others.
+The matrix mechanisms (lra, sra, esra) take an exact SVD of every whole channel (Zhang, Fu & Meng's method): at
+12000×12000 that is three 12000² float64 factor matrices per channel and about half an hour of LAPACK per channel on
+one core. They are measured on a smaller photo (``--matrix-side``, default 1000: lra's SGD passes over every entry
+take minutes there) and reported beside the others.
 
     python benchmarks/release_memory.py --side 12000
 
@@ -157,7 +157,7 @@ def render(result: dict) -> str:
             f"{r['fixed_rss_bytes'] / 1e9:.2f} GB", f"{r['above_fixed_over_decoded']:.2f}×", f"{r['seconds']:.0f}",
         ])  # fmt: skip
     return document(
-        "Peak memory of a release of one big photo (issue 31, item 3)",
+        "Peak memory of a release of one big photo",
         table(cols, body),
         preamble=preamble,
         notes="Filters (blur, median, box), DP-Pix, ldp-pixel and the pixel noises run in blocks of rows (a halo of "

@@ -250,13 +250,13 @@ def main() -> None:
             print("million", row, flush=True)
             results["million"] = {"format": "webdataset", "image_size": "64x64 RGB, generated on the fly", **row}
         if "millionfolder" in parts:
-            # Issue 31, item 1: the format whose index lists every image (metadata.jsonl), a file per image.
+            # The format whose index lists every image (metadata.jsonl), a file per image.
             row = _in_child(million, "imagefolder", 2, tmp / "millionfolder", side=16)
             print("million as imagefolder", row, flush=True)
             results["millionfolder"] = {"format": "imagefolder", "image_size": "16x16 RGB, generated on the fly",
                                         **row}  # fmt: skip
         if "tenmillion" in parts:
-            # Issue 31, item 6: ten million images small enough (8×8) for the run to end within 30 minutes here.
+            # Ten million images small enough (8×8) for the run to end within 30 minutes here.
             row = _in_child(ten, "webdataset", 2, tmp / "ten", side=8)
             print("ten million", row, flush=True)
             results["tenmillion"] = {"format": "webdataset", "image_size": "8x8 RGB, generated on the fly", **row}

@@ -1,5 +1,5 @@
-"""Two workers against one on many small JPEGs (issue 31, item 1: "≥ 1.7× for 2 workers over 1 on 1,500 small
-JPEGs, measured with 1 and 2 workers alternating in one run, median of 3 pairs").
+"""Two workers against one on many small JPEGs (the target: ≥ 1.7× for 2 workers over 1 on 1,500 small
+JPEGs, measured with 1 and 2 workers alternating in one run, median of 3 pairs).
 
 Makes 1,500 generated 160×160 RGB JPEGs (a smooth gradient with noise; not committed), then runs the whole command
 ``privpix release --input DIR --method pixel-laplace --param sensitivity=bound --param unit=pixel --epsilon 1
@@ -178,9 +178,7 @@ def render(result: dict) -> str:
             f"after {two['first_shard']:.2f} s, worker start included). With perfectly parallel shards the whole "
             f"command could reach {bound:.2f}× (Amdahl's bound from these phases)."
         )
-    return document(
-        "Two workers against one on small JPEGs (issue 31, item 1)", *blocks, preamble=preamble, notes=notes
-    )
+    return document("Two workers against one on small JPEGs", *blocks, preamble=preamble, notes=notes)
 
 
 RESULT = Output(OUT, render)
