@@ -24,16 +24,17 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 TINY = {"n_features": 200, "epochs": 1, "batch_size": 20, "width": 8, "channels": 4}
 MERF = {"epsilon": 1.0, "delta": 1e-5}
 
-# A fit through the API in a process of its own (argv: model file, ledger, epochs), telling stderr what it waits for.
+# A fit at (1, 1e-5) through the API in a process of its own (argv: model file, ledger, the method and its parameters
+# as JSON), telling stderr what it waits for.
 API_FIT = """
+import json
 import sys
 import privpix
 from privpix.mechanisms import get_mechanism
 
-out, ledger, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+out, ledger, params = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 data = privpix.load_dataset("builtin-mnist").subset(slice(60))
-mech = get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, n_features=200, epochs=epochs, batch_size=20, width=8,
-                     channels=4)
+mech = get_mechanism(params.pop("method"), epsilon=1.0, delta=1e-5, **params)
 try:
     privpix.fit(mech, data, out, ledger=ledger, seed=0, note=lambda m: print(m, file=sys.stderr, flush=True))
 except privpix.BudgetExceededError as e:
@@ -124,10 +125,19 @@ def test_a_fit_that_is_not_a_dp_release_is_refused_under_a_ledger_before_trainin
 @pytest.mark.slow
 def test_racing_api_fits_never_overspend_the_ledger(tmp_path):
     """Two API fits at (1, 1e-5), started while the test holds the ledger's lock, so both wait on it at once.
-    Budget (1, 1e-4): one spends ε = 1, two 2 (basic composition): one fits, one is refused."""
+    Budget (1, 1e-4): one spends ε = 1, two 2 (basic composition): one fits, one is refused. dp-eigenfaces' fits
+    on a folder of 12 public noise images: no optimizer, whose first step imports torch's compiler (a process of
+    3.5 CPU-s, not dp-merf's 5.3)."""
+    from PIL import Image
+
+    public = tmp_path / "public"
+    public.mkdir()
+    for i, image in enumerate(np.random.default_rng(0).integers(0, 256, (12, 28, 28), dtype=np.uint8)):
+        Image.fromarray(image).save(public / f"{i}.png")
     ledger = tmp_path / "ledger.json"
     PrivacyLedger(1.0, 1e-4).save(ledger)
-    cmds = [[tmp_path / f"f{i}.pt", ledger, 1] for i in range(2)]
+    eigenfaces = json.dumps({"method": "dp-eigenfaces", "components": 6, "public": str(public)})
+    cmds = [[tmp_path / f"f{i}.pt", ledger, eigenfaces] for i in range(2)]
     procs, errs = start_all_waiting_on_the_ledger(ledger, cmds, program=("-c", API_FIT))
     codes = [p.wait(timeout=300) for p in procs]
     time.sleep(0.2)
@@ -145,5 +155,6 @@ def test_racing_api_fits_never_overspend_the_ledger(tmp_path):
 def test_an_api_fit_killed_mid_training_keeps_its_reservation(tmp_path):
     ledger, out = tmp_path / "ledger.json", tmp_path / "m.pt"
     PrivacyLedger(4.0, 1e-4).save(ledger)
-    kill_a_fit_once_reserved(["-c", API_FIT, out, ledger, 100000], ledger, out)
+    kill_a_fit_once_reserved(["-c", API_FIT, out, ledger, json.dumps({"method": "dp-merf", **TINY, "epochs": 100000})],
+                             ledger, out)  # fmt: skip
     assert PrivacyLedger.load(ledger).spent_epsilon == 1.0
