@@ -1,4 +1,4 @@
-"""Issue 28: the ledger charges the DP event where the private data is touched (a fit), once; releases from a fitted
+"""The ledger charges the DP event where the private data is touched (a fit), once; releases from a fitted
 model are post-processing; a charge is admitted by a rule that holds when each ε is chosen after seeing earlier
 releases (basic composition, or Gaussian DP for Gaussian noise only), with dp-accounting's PLD composition shown
 beside it; model files cannot claim more than their noise earns. Every figure is checked against dp-accounting

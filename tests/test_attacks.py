@@ -66,7 +66,7 @@ def test_membership_distance_and_subspace(split):
     assert full["mia_dcr_auc"] == pytest.approx(1.0)
     noise = A.membership_inference(members, _noise_like(members, 3), non_members)
     assert abs(noise["mia_dcr_auc"] - 0.5) < 0.1
-    # Paper 002's private basis leaves its members nearer the release's principal subspace.
+    # Zhang et al. 2022's private basis leaves its members nearer the release's principal subspace.
     rel = get_mechanism("pca-inverse[batch=300,d=20]", epsilon=100.0).release(members, 0).images
     assert A.membership_inference(members, rel, non_members)["mia_subspace_auc"] > 0.6
 

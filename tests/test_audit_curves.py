@@ -1,4 +1,4 @@
-"""Audits read through trade-off curves (issue 20): the curves' algebra, the pooled-error bound's level, calibration
+"""Audits read through trade-off curves: the curves' algebra, the pooled-error bound's level, calibration
 (coverage of the lower bound for mechanisms whose ε is known exactly), power up to ε = 10, and adaptive rounds.
 
 Every statistical check here runs on fixed seeds, so its outcome is fixed; the rates it asserts are the ones
@@ -111,7 +111,7 @@ def test_pooled_bound_keeps_its_level_for_two_different_rates():
 @pytest.mark.parametrize("kind", ["laplace", "gaussian", "randomized-response"])
 @pytest.mark.parametrize("eps", [1.0, 4.0, 8.0])
 def test_lower_bounds_cover_the_true_epsilon(kind, eps):
-    """Issue 20, item 5: for a mechanism with a known exact ε the bound is ≤ ε in at least 95 % of seeds (here
+    """For a mechanism with a known exact ε the bound is ≤ ε in at least 95 % of seeds (here
     60 fixed seeds at 1,000 trials per side; the benchmark measures 100 seeds per setting)."""
     raw, curve = [], []
     for seed in range(60):
@@ -131,7 +131,7 @@ def test_lower_bounds_cover_the_true_epsilon(kind, eps):
      ("gaussian", 1.0, 2000, 0.3), ("laplace", 1.0, 2000, 0.75)],
 )  # fmt: skip
 def test_curve_bounds_reach_high_epsilon(kind, eps, n, at_least):
-    # Issue 20's targets: Laplace ε = 8 → ≥ 7 at 2,000 per side (the median over 100 seeds is 7.3, this seed's
+    # The targets: Laplace ε = 8 → ≥ 7 at 2,000 per side (the median over 100 seeds is 7.3, this seed's
     # threshold is a little lower to stay robust), ε = 10 → ≥ 8.5 at 10,000; far above the raw bound's ceiling.
     b = bounds_from_samples(*_samples(kind, eps, n, 123), _delta(kind), kind)
     assert at_least <= b.curve_epsilon_lower <= eps

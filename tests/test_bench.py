@@ -42,7 +42,7 @@ def test_bench_writes_tidy_results(bench_dir):
     for col in ("accuracy", "ssim", "reid_best", "attr_strong", "mia_dcr_auc", "mia_loss_auc", "recon_ridge_psnr",
                 "recon_cnn_psnr", "guarantee_sound", "cell_seconds"):  # fmt: skip
         assert col in df.columns and df[col].notna().all(), col
-    # Strict JSON (issue 30): the audits hold NaN bounds (no curve for dp-pix, no claim for the blur), written null.
+    # Strict JSON: the audits hold NaN bounds (no curve for dp-pix, no claim for the blur), written null.
     res = strict_loads((out / "results.json").read_text())
     assert any(a["curve_epsilon_lower"] is None for a in res["audits"])
     for name in ("cells.jsonl", "audits.jsonl"):
@@ -140,7 +140,7 @@ def test_a_larger_fitting_set_must_match_the_config(data, tmp_path):
 
 
 def test_the_demo_fits_on_every_unscored_image_and_on_no_scored_one():
-    # Issue 29, item 7: the demo's synthesizer learns from all the images it has, except those it is scored on.
+    # The demo's synthesizer learns from all the images it has, except those it is scored on.
     from privpix.data import load_pair
     from privpix.evaluation.bench import demo_fit_set
 

@@ -1,4 +1,4 @@
-"""The benchmarks' results writer (benchmarks/_results.py, issue 30 item 6): every committed markdown table is its
+"""The benchmarks' results writer (benchmarks/_results.py): every committed markdown table is its
 committed JSON rendered, byte for byte, so the two never drift apart; and the writer's own rules (strict JSON,
 column formats, atomic writes)."""
 

@@ -1,4 +1,4 @@
-"""Issue 31, item 3: every per-image mechanism that takes any image size releases a large image block by block, in
+"""Every per-image mechanism that takes any image size releases a large image block by block, in
 memory bounded by a few copies of its decoded size, with the output of the whole-image computation bit for bit."""
 
 from __future__ import annotations

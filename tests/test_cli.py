@@ -194,7 +194,7 @@ def test_demo_runs_offline(run, tmp_path, monkeypatch):
     page = (tmp_path / "d" / "report.html").read_text()
     assert page.index("What should I use at my per-image budget?") < page.index("<h2>Guarantees</h2>")
     assert any(c["output"] == "synthetic-images" and c["guarantee"]["sound"] for c in res["cells"])
-    # The synthesizer learns from every image the demo does not score (issue 29, item 7): 2,500 training images
+    # The synthesizer learns from every image the demo does not score: 2,500 training images
     # and the 2,300 test images beside the 200 scored, not the cells' 200.
     assert res["config"]["fit_images"] == 4800 and res["config"]["limit"] == 200
     assert "fitted on 4800 images, none of them scored as a test image" in page

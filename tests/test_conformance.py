@@ -135,7 +135,7 @@ def test_a_broken_plugin_is_skipped_with_a_warning(tmp_path):
 
 
 def test_the_suite_writes_through_the_path_privpix_release_takes(tmp_path, monkeypatch):
-    """issue 30, item 2: the conformance suite's release folder is the sharded writer's (the command line's), so a
+    """The conformance suite's release folder is the sharded writer's (the command line's), so a
     fault there is a conformance failure: a manifest whose parameters are not the mechanism's is reported."""
     from privpix.publishing import shards
     from privpix.testing.conformance import check_mechanism

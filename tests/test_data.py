@@ -257,7 +257,7 @@ def _counting(map_unordered, handed: list[int]):
 
 @pytest.mark.integration
 def test_the_scans_first_pass_runs_on_the_workers_and_finds_what_a_serial_scan_finds(tmp_path, monkeypatch):
-    """Issue 31, item 1: headers and the digests of same-size files are read by the command's workers, in tasks
+    """Headers and the digests of same-size files are read by the command's workers, in tasks
     of PROBE_CHUNK files; the coordinator merges them in input order, whatever order the tasks finish in. The
     images, the copies skipped (the later of each pair, in input order) and the first error in input order are
     fixed below, for real worker processes and for results that arrive last-task-first."""

@@ -1,5 +1,5 @@
-"""Faithful decoding (docs/decoding.md), one record per image in a folder, and bounded resources (issue #16,
-items 3 and 5). Every image is a few pixels written in tmp_path with known values; nothing huge is decoded."""
+"""Faithful decoding (docs/decoding.md), one record per image in a folder, and bounded resources. Every image is
+a few pixels written in tmp_path with known values; nothing huge is decoded."""
 
 import struct
 import subprocess

@@ -1,4 +1,4 @@
-"""dp-hp (issue 18, item 2): Hermite features of the Mehler kernel (the kernel they claim, their norm bound for
+"""dp-hp: Hermite features of the Mehler kernel (the kernel they claim, their norm bound for
 any pixels), the embedding's sensitivity, the calibration and the noise added (float and secure modes), the
 guarantee, seeds, the model file, ``n``, and an end-to-end fit on 500 digits."""
 

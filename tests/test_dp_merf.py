@@ -1,4 +1,4 @@
-"""dp-merf (issue 18, item 1): unit-norm features, the accountant's calibration, the noise actually added, seeds,
+"""dp-merf: unit-norm features, the accountant's calibration, the noise actually added, seeds,
 labels from the DP label distribution, the guarantee, the model file, and an end-to-end fit on 500 digits."""
 
 from __future__ import annotations

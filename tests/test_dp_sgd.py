@@ -1,4 +1,4 @@
-"""dp-sgd (issue 18, item 4): the accountant's calibration, the guarantee, seeded and isolated training, a model file,
+"""dp-sgd: the accountant's calibration, the guarantee, seeded and isolated training, a model file,
 an end-to-end fit on built-in digits, and the generic paths for a mechanism that releases a model (grid row, audit,
 report, release CLI)."""
 
@@ -312,7 +312,7 @@ def test_fit_cli_writes_a_model_file(run, data_dir, sixty, tmp_path):
     assert m.meta_["n"] == 60 and m.meta_["seed"] == 3 and m.predict(sixty).shape == (60,)
 
 
-# ------------------------------------------------------------------------------------------ ScatterNet (issue 29)
+# ------------------------------------------------------------------------------------------ ScatterNet
 
 
 @pytest.fixture(scope="module")

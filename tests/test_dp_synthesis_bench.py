@@ -1,4 +1,4 @@
-"""benchmarks/dp_synthesis.py's protocol (issue 18 item 5) on tiny settings: the 11:1 split, that the synthesizer
+"""benchmarks/dp_synthesis.py's protocol on tiny settings: the 11:1 split, that the synthesizer
 sees only the fit part, that epoch selection never reads the test set, resume, and the aggregation."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""dp-teacher (issue 29, items 1 and 5): the two releases composed to the claim, the images dp-merf's, the labels
+"""dp-teacher: the two releases composed to the claim, the images dp-merf's, the labels
 the teacher's, the model file, the refusals, and the ``dp-synth`` alias."""
 
 from __future__ import annotations

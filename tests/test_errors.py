@@ -1,4 +1,4 @@
-"""Issue #16, item 6: every bad input or environment fault is one line on stderr naming the parameter or file,
+"""Every bad input or environment fault is one line on stderr naming the parameter or file,
 never a traceback; ``--debug`` (or PRIVPIX_DEBUG=1) shows the traceback. Exit codes: 2 for what the user or
 the environment can fix, 1 for an internal error.
 

@@ -317,8 +317,8 @@ if __name__ == "__main__":
 
 @pytest.mark.integration
 def test_local_workers_start_with_the_preloaded_modules_found_where_the_coordinator_finds_them(tmp_path):
-    """The release's workers fork from a server that imported what a shard needs once (issue 31's speed-up: each
-    worker imported it in its first shard before). The server finds modules as the coordinator does: a
+    """The release's workers fork from a server that imported what a shard needs once (each worker imported it in
+    its first shard before). The server finds modules as the coordinator does: a
     ``colorsys.py`` in the current folder (which ``python -c``, the server, would have looked in first) is not
     taken. Run in a fresh interpreter: the fork server is per process."""
     import colorsys

@@ -1,4 +1,4 @@
-"""Issue 29, item 6: the synthesizer path works for face sets as a new user tries it. Each test failed on the code
+"""The synthesizer path works for face sets as a new user tries it. Each test failed on the code
 before: the class list came from a default of 10 instead of the data set's names, a flat folder was refused,
 `privpix fit` took no folder and no size, class names were lost in the model file (folders 0/ and 1/, string
 labels in Parquet), a release from a model file silently ignored its --dataset, and a fit of 5 generator steps

@@ -1,4 +1,4 @@
-"""Paper 000: GRR, the estimators, the learners, the encoders and the report format."""
+"""Wang & Chang 2020: GRR, the estimators, the learners, the encoders and the report format."""
 
 import math
 from dataclasses import replace
@@ -471,7 +471,7 @@ def test_grr_with_a_huge_epsilon_keeps_every_value():
 
 @pytest.mark.slow
 def test_privpix_release_publishes_ldp_reports_as_ldp_perturb_does(run, tmp_path):
-    """issue 30, item 2: `privpix release` with a feature mechanism writes the report folder `ldp perturb`
+    """`privpix release` with a feature mechanism writes the report folder `ldp perturb`
     writes (same seed, same values and labels; both through the one release writer), charges a ledger the
     per-image ε, and `ldp train` reads it. The encoder is fitted on 300 built-in training digits, disjoint from the
     built-in test digits reported (checked by their digests: the guarantee is sound). (MNIST's own training split

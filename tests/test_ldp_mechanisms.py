@@ -1,4 +1,4 @@
-"""Paper 000's encoders + randomized response as registered mechanisms that release features (issue 17, item 6):
+"""Wang & Chang 2020's encoders + randomized response as registered mechanisms that release features:
 releases, guarantees per unit, fitting, the one encoder registry, the per-feature neighbour relation and the
 audit of both units, on real built-in MNIST digits."""
 

@@ -1,4 +1,5 @@
-"""Paper 003: the autoencoder obfuscator's networks, training, f and g, the model file and the mechanism."""
+"""Jamshidi et al. 2023: the autoencoder obfuscator's networks, training, f and g, the model file and the
+mechanism."""
 
 import json
 import re
@@ -283,7 +284,7 @@ def test_cli_train_and_release_adult_records(run, data_dir, tmp_path):
 
 
 def test_audit_of_a_records_release(run, data_dir, tmp_path):
-    """Issue 20, item 4: records are audited like images, per record (replace-one). The obfuscator claims no ε, so
+    """Records are audited like images, per record (replace-one). The obfuscator claims no ε, so
     the verdict is no-claim, but the bound says what its noise knob does: without noise (σ² = 0) the release is a
     deterministic function of the record, a perfect distinguisher; with σ² = 50 the bound is far lower."""
     from privpix.evaluation.audit import RECORD_UNIT, audit, record_pairs

@@ -1,4 +1,4 @@
-"""One-run audit (issue 20, item 3): the p-value and bound of Steinke, Nasr & Jagielski (2023), their calibration on a
+"""One-run audit: the p-value and bound of Steinke, Nasr & Jagielski (2023), their calibration on a
 mechanism whose ε is known (randomized response on the canary slots), the canary design, and real audits of a DP
 synthesizer (consistent as built, refuted with its noise cut 100×) through the library and the CLI."""
 

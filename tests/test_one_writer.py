@@ -1,4 +1,4 @@
-"""issue 30, item 2: one release writer. The API's ``privpix.release``, ``privpix release`` and ``privpix ldp
+"""One release writer. The API's ``privpix.release``, ``privpix release`` and ``privpix ldp
 perturb`` all write through the sharded writer: the same seed gives the same output whichever path a user takes."""
 
 from __future__ import annotations

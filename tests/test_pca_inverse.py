@@ -1,4 +1,4 @@
-"""Paper 002: PCA-inverse privatization, its closed-form inverse, noise scales and honest guarantees."""
+"""Zhang et al. 2022: PCA-inverse privatization, its closed-form inverse, noise scales and honest guarantees."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Paper 004: PPSGAN networks, noise amplifier, training, model file and the three mechanisms."""
+"""Kim & Yang 2020: PPSGAN networks, noise amplifier, training, model file and the three mechanisms."""
 
 import json
 import math

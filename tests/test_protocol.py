@@ -1,4 +1,4 @@
-"""The mechanism protocol (issue 17): parameters are real attributes, capabilities are declared, fitting is one
+"""The mechanism protocol: parameters are real attributes, capabilities are declared, fitting is one
 step that every path shares, and generic code never names a mechanism (that one is pyproject.toml's import-linter
 contract on generic code, run by tests/test_layout.py::test_the_layers_hold)."""
 

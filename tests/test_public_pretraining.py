@@ -1,4 +1,4 @@
-"""The public-data option of the mean-embedding synthesizers (issue 18, item 3): loading and label mapping of the
+"""The public-data option of the mean-embedding synthesizers: loading and label mapping of the
 public set, its refusals, and that it never enters the private release (same seed, same noisy embedding)."""
 
 import numpy as np

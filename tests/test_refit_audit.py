@@ -1,4 +1,4 @@
-"""The audit of mechanisms fitted on the private set (issue 18, item 7): every trial refits on one side of a
+"""The audit of mechanisms fitted on the private set: every trial refits on one side of a
 dataset-level pair; the DP statistic is tested with the Gaussian likelihood-ratio statistic, the synthetic output
 with the usual fitted statistics. A toy synthesizer whose noise is calibrated right is consistent; one that adds a
 tenth of the noise it should is refuted."""

@@ -1,4 +1,4 @@
-"""Issue 31, item 4: faults found by a sweep of hostile inputs and by trying privpix as a new user would. Each test
+"""Faults found by a sweep of hostile inputs and by trying privpix as a new user would. Each test
 failed on the code before (an internal error and a staging folder left behind, a silently ignored option, a path in
 the manifest, a resume hint that cannot work, options named wrongly, a size hint in Python words)."""
 

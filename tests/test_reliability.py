@@ -1,4 +1,4 @@
-"""Issue 16's promises, each checked against real processes: no budget overspent, no user file lost, nothing
+"""The reliability promises, each checked against real processes: no budget overspent, no user file lost, nothing
 half-published when a run is killed, names that do not identify. Every test here failed on the code before."""
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def _published(out: Path) -> bool:
 def test_concurrent_releases_never_overspend_the_ledger(tmp_path):
     """Three releases of ε = 1 on a budget of 2.5, started while the test holds the ledger's lock, so all three wait
     on it at once (each says so) and then race for it: exactly two publish and both are charged. Without the lock
-    none of them waits and the test fails every time (issue 30: before, nothing forced the overlap and a missing
+    none of them waits and the test fails every time (before, nothing forced the overlap and a missing
     lock was caught in about 40 % of runs)."""
     import time
 

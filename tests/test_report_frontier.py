@@ -1,4 +1,4 @@
-"""The report's first section (issue 18, item 6): utility against the ε that protects one whole image, every sound
+"""The report's first section: utility against the ε that protects one whole image, every sound
 release at its true per-image ε, everything without a per-image guarantee drawn and listed apart with its reason,
 and the best sound release per budget; all read from the cell rows, never from mechanism names."""
 
@@ -241,7 +241,7 @@ def test_bench_marks_a_refit_only_mechanism_not_audited_without_refitting():
 
 
 def test_every_value_from_a_run_reaches_the_page_escaped():
-    """The page is a template with autoescaping (issue 30, item 5): a method name, a caveat, a dataset name, a
+    """The page is a template with autoescaping: a method name, a caveat, a dataset name, a
     note, an environment string and a sample caption holding markup all appear as text, in every table."""
     evil = "<script>alert(1)</script>"
     g = Guarantee(model="central-dp", epsilon=1.0, delta=0.0, unit=evil, per_image_epsilon=1.0, sound=True,

@@ -102,7 +102,7 @@ def test_same_seed_same_pixels_whatever_the_workers_backend_or_shards(tmp_path):
 @pytest.mark.integration
 @pytest.mark.slow
 def test_a_release_runs_on_a_tls_secured_cluster_and_a_client_without_certificates_is_told(tmp_path):
-    """issue 31, item 5: a LocalCluster whose scheduler and workers speak only TLS (distributed.security.Security,
+    """A LocalCluster whose scheduler and workers speak only TLS (distributed.security.Security,
     self-signed certificates), reached by `privpix release --engine dask --scheduler tls://...` with the
     certificates given through Dask's own configuration variables, as docs/scale.md shows. The pixels are those of
     a local run with the same seed; a client without the certificates gets one line naming what to set."""
@@ -220,7 +220,7 @@ def _shard_positions(source_map: Path) -> dict[str, set[int]]:
 
 
 def test_a_shard_tells_nothing_of_input_positions(tmp_path, run):
-    """Issue 31, item 2: shards hold blocks drawn by a keyed permutation, not contiguous input ranges; each block
+    """Shards hold blocks drawn by a keyed permutation, not contiguous input ranges; each block
     (here two consecutive images) stays whole; another run draws another permutation. 24 blocks in 6 shards of 4:
     a contiguous layout, or two equal layouts, by chance has probability 6!·4!⁶/24! ≈ 2e-13 (the key is random)."""
     images = np.random.default_rng(6).integers(0, 256, size=(48, 6, 6, 3), dtype=np.uint8)
@@ -372,7 +372,7 @@ def test_a_killed_release_resumes_redoing_only_unfinished_shards(tmp_path, run):
     kept = set()
     for path in (stage / SHARDS).glob("*.json"):
         rec = json.loads(path.read_text())
-        # Each run writes into a folder of its own (issue 31, item 5): a late worker never touches another's files.
+        # Each run writes into a folder of its own: a late worker never touches another's files.
         kept |= {(stage / ATTEMPTS / rec["attempt"] / name).stat().st_ino for name, _ in rec["files"]}
     r = run(*charged, "--resume")
     assert r.exit_code == 0, r.output
@@ -516,7 +516,7 @@ def test_every_block_draws_its_own_noise(tmp_path, run):
 
 
 def test_a_late_worker_of_an_interrupted_run_never_changes_what_a_later_run_publishes(tmp_path, monkeypatch):
-    """issue 31, item 5: a worker of an earlier run that is still running (a Dask task cannot be stopped; a killed
+    """A worker of an earlier run that is still running (a Dask task cannot be stopped; a killed
     coordinator's pool finishes its shard) writes its shard again while a resumed run commits. With secure noise its
     bytes differ from the recorded ones. It writes into its own run's folder, so the published files are the ones
     recorded and the folder verifies (before, it overwrote them after their record: `privpix verify` failed)."""
@@ -574,7 +574,7 @@ def test_every_released_file_has_one_modification_time(tmp_path):
 
 def test_a_record_naming_a_file_outside_its_run_is_refused_before_anything_moves(tmp_path):
     """A shard record is read back from disk: a name in it that leaves its run's folder (``../``) is never hashed
-    at a resume nor moved at the commit (the review of issue 31, item 5)."""
+    at a resume nor moved at the commit (a review's finding)."""
     from privpix.errors import DataError
     from privpix.publishing.shard_worker import _write_record, read_record
     from privpix.publishing.shards import _adopt
@@ -596,7 +596,7 @@ def test_a_record_naming_a_file_outside_its_run_is_refused_before_anything_moves
 
 def test_shards_are_handed_out_largest_first(tmp_path, monkeypatch):
     """The shard with the last, partial block goes out last, so two workers finish together instead of one
-    waiting on a full shard handed out last (issue 31's speed-up). The plan's key here puts that block first in
+    waiting on a full shard handed out last. The plan's key here puts that block first in
     the keyed block order, so shard 0 holds it: handed out in shard order, it would go first."""
     src = GeneratedSource(700, (16, 16, 3), seed=1)  # blocks of 256, 256 and 188 images, one a shard
     key = next(f"{k:032x}" for k in range(100) if block_order(f"{k:032x}", 3)[0] == 2)

@@ -1,4 +1,4 @@
-"""Releases of millions of images list their files and images without holding the lists (issue 31, item 1): the
+"""Releases of millions of images list their files and images without holding the lists: the
 sorted spill, the streamed manifest, the commit journal that points to a staged list, and memory that stays flat."""
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def _planted(out, head, entries, manifest_text=None):
     ],
 )
 def test_a_planted_journal_with_matching_digests_moves_nothing_it_does_not_check(tmp_path, case, match):
-    """The review of issue 31: the journal's digests are the planter's own, so the roll-forward checks the whole
+    """A review's finding: the journal's digests are the planter's own, so the roll-forward checks the whole
     list before the first move, and that the staged manifest is the privpix manifest rebuilt from it."""
     out = tmp_path / "dl"
     victim = tmp_path / "victim"

@@ -1,4 +1,4 @@
-"""The suite's own promises (issue 30): derandomized property tests, marked data tests, and a loud failure when
+"""The suite's own promises: derandomized property tests, marked data tests, and a loud failure when
 the data sets are missing."""
 
 import json
@@ -138,7 +138,7 @@ def test_the_package_exports_the_user_api_and_imports_light():
 @pytest.mark.integration
 def test_loading_every_mechanism_imports_no_heavy_module_a_release_worker_does_not_need():
     """Every command and every release worker imports privpix.mechanisms (the registry loads every mechanism
-    module) before its first shard: serial time of every parallel release (issue 31, item 1). The libraries a few
+    module) before its first shard: serial time of every parallel release. The libraries a few
     mechanisms need (scipy.optimize for SRA/ESRA, scipy.ndimage for the filters, scipy.linalg for DCA, torch for the
     networks, pandas and pyarrow for records and Parquet) are imported when they are used, not here."""
     late = ("scipy.optimize", "scipy.ndimage", "scipy.linalg", "torch", "sklearn", "pandas", "pyarrow")

@@ -1,4 +1,4 @@
-"""Publishing a synthesizer's output (issue 18, item 1): `privpix release` fits or loads the model, draws the number
+"""Publishing a synthesizer's output: `privpix release` fits or loads the model, draws the number
 of images the mechanism says, writes the DP labels into the manifest, and refuses what makes no sense."""
 
 from __future__ import annotations
