@@ -351,7 +351,7 @@ def test_a_killed_fit_keeps_its_reservation(tmp_path):
 
 
 @pytest.mark.integration
-@pytest.mark.slow
+@pytest.mark.slow(seconds=8)
 def test_concurrent_fits_and_releases_never_overspend_the_ledger(tmp_path):
     """Two fits (ε = 1, δ = 1e-5) and two releases (ε = 1 per 8x8 image, Laplace per value), started while the test
     holds the ledger's lock, so all four wait on it at once (each says so). Budget (2.5, 1e-4), basic composition:

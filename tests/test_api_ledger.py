@@ -122,7 +122,7 @@ def test_a_fit_that_is_not_a_dp_release_is_refused_under_a_ledger_before_trainin
 
 
 @pytest.mark.integration
-@pytest.mark.slow
+@pytest.mark.slow(seconds=7)
 def test_racing_api_fits_never_overspend_the_ledger(tmp_path):
     """Two API fits at (1, 1e-5), started while the test holds the ledger's lock, so both wait on it at once.
     Budget (1, 1e-4): one spends ε = 1, two 2 (basic composition): one fits, one is refused. dp-eigenfaces' fits

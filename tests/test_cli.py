@@ -164,7 +164,7 @@ def test_evaluate_json(run, data_dir, tmp_path):
     assert "Guarantees" in html and "data:image/png;base64" in html and "AT&amp;T" in html
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=11)
 def test_demo_runs_offline(run, tmp_path, monkeypatch):
     from privpix.evaluation import bench
     from privpix.mechanisms import get_mechanism

@@ -35,7 +35,7 @@ def test_yale(data_dir):
     assert len(tr) == 15 * 6
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=6)
 def test_celeba_split_by_identity(data_dir):
     tr = load_dataset("celeba:train", data_dir, size=(32, 32))
     te = load_dataset("celeba:test", data_dir, size=(32, 32))

@@ -177,7 +177,7 @@ def test_the_cropped_lfw_set_is_framed_and_credited():
     assert dataset_domain("mnist") == "digits" and dataset_domain("some/folder") == ""
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=10)
 def test_dp_synth_on_celeba_from_the_command_line_publishes_moved_public_faces(run, data_dir, tmp_path):
     """``privpix release --dataset celeba:… --method dp-synth``: dp-synth sees a data set of faces and publishes
     dp-transport's faces, the manifest naming the real method and the public set; at ε = 10 the released faces'

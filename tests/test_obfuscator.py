@@ -127,7 +127,7 @@ def test_each_obfuscator_releases_one_kind_and_refuses_the_others_data_and_files
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=7)
 def test_cli_train_and_release_on_celeba(run, data_dir, tmp_path):
     model = tmp_path / "obf.pt"
     r = run(

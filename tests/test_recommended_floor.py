@@ -92,7 +92,7 @@ def test_every_recommended_image_method_names_the_shipped_data_it_is_recommended
         assert {k for k, _ in about.recommended_params} <= known, name
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=15)
 @pytest.mark.parametrize(("name", "dataset"), _recommended())
 def test_a_recommended_method_at_its_defaults_gives_images_a_cnn_learns_from(name, dataset, request):
     data_dir = request.getfixturevalue("data_dir") if DATASETS[dataset].folder is not None else None

@@ -69,7 +69,7 @@ def _published(out: Path) -> bool:
 
 
 @pytest.mark.integration
-@pytest.mark.slow
+@pytest.mark.slow(seconds=6)
 def test_concurrent_releases_never_overspend_the_ledger(tmp_path):
     """Three releases of ε = 1 on a budget of 2.5, started while the test holds the ledger's lock, so all three wait
     on it at once (each says so) and then race for it: exactly two publish and both are charged. Without the lock

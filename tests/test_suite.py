@@ -72,7 +72,7 @@ def test_the_readme_is_a_short_product_page_whose_quick_start_is_what_ci_runs():
     assert text.index("## Which method for my data") < text.index("## Publish a folder of faces")
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=12)
 @pytest.mark.integration
 def test_the_readme_command_line_flow_runs_as_written(data_dir, tmp_path):
     """The README's face-folder flow, as written, on a folder of 120 real faces (CelebA test split, one

@@ -161,7 +161,7 @@ def test_epsilon_is_annotated_float_only_where_it_is_required(name: str) -> None
         assert cls.about.uses_epsilon, f"{cls.__qualname__} annotates epsilon as float but takes none"
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=15)
 @pytest.mark.integration
 def test_mypy_finds_no_error_in_the_package(tmp_path) -> None:
     """The hints privpix ships (py.typed) hold: mypy, as [tool.mypy] configures it, checks src/privpix, and with it
