@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from privpix.fileio import write_bytes_atomic
 
 CACHE_ENV = "PRIVPIX_CACHE"
 
@@ -70,16 +72,9 @@ def store(key: tuple, img: np.ndarray) -> None:
     folder = cache_dir()
     if folder is None:
         return
-    path = _entry(folder, key)
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(img), allow_pickle=False)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.save(fh, np.ascontiguousarray(img), allow_pickle=False)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_bytes_atomic(_entry(folder, key), buf.getvalue(), durable=False)
     except OSError:
         return
