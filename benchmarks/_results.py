@@ -134,6 +134,17 @@ def rerender(*outputs: Output) -> None:
         print(f"wrote {out.md_path}", file=sys.stderr)
 
 
+def face_grid(images: Any, labels: Any, path: Path) -> None:
+    """A PNG of released faces (uint8, (m, h, w, c)): two rows of ten, one per class (0, then 1) when ``labels`` is
+    given, else the first twenty."""
+    import numpy as np
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [images[:10], images[10:20]] if labels is None else [images[labels == c][:10] for c in (0, 1)]
+    Image.fromarray(np.concatenate([np.concatenate(list(r), axis=1) for r in rows], axis=0)).save(path)
+
+
 def render_only(argv: Sequence[str] | None, *outputs: Output) -> bool:
     """For scripts without a parser: if ``--render-only`` is among ``argv`` (``sys.argv[1:]`` when ``None``),
     re-render ``outputs`` and return True."""

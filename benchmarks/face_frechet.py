@@ -31,11 +31,10 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).parent))
 import dp_synthesis as protocol
-from _results import RENDER_HELP, RENDER_ONLY, Output, document, rerender, table, write
+from _results import RENDER_HELP, RENDER_ONLY, Output, document, face_grid, rerender, table, write
 from privpix.data import ImageSet, load_dataset
 from privpix.evaluation.frechet import frechet_distance
 from privpix.mechanisms import fit_as_declared, get_mechanism
@@ -91,15 +90,6 @@ def draw(spec: str, eps: float, private: ImageSet, n: int, seed: int, cache: str
     return drawn, fit_s
 
 
-def grid(images: ImageSet, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if images.labels is None:
-        rows = [images.as_uint8()[:10], images.as_uint8()[10:20]]
-    else:
-        rows = [images.as_uint8()[images.labels == c][:10] for c in (0, 1)]
-    Image.fromarray(np.concatenate([np.concatenate(list(r), axis=1) for r in rows], axis=0)).save(path)
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--epsilons", default="1,10")
@@ -128,14 +118,15 @@ def main(argv: list[str] | None = None) -> None:
         for name, images in refs.items():
             rows.append({"size": size, "what": name, "epsilon": None, "fid": frechet_distance(images, held_out)})
             print(json.dumps(rows[-1]), flush=True)
-        grid(refs["public alone (LFW Gaussian, no private step)"], out / f"public-alone_{size}.png")
+        alone = refs["public alone (LFW Gaussian, no private step)"]
+        face_grid(alone.as_uint8(), alone.labels, out / f"public-alone_{size}.png")
         for spec in METHODS[size]:
             for eps in (float(e) for e in args.epsilons.split(",")):
                 drawn, fit_s = draw(spec, eps, private, n, args.seed, args.cache)
                 rows.append({"size": size, "what": spec, "epsilon": eps, "fid": frechet_distance(drawn, held_out),
                              "fit_seconds": round(fit_s, 1)})  # fmt: skip
                 print(json.dumps(rows[-1]), flush=True)
-                grid(drawn, out / f"{protocol.slug(spec)}_eps{eps:g}_{size}.png")
+                face_grid(drawn.as_uint8(), drawn.labels, out / f"{protocol.slug(spec)}_eps{eps:g}_{size}.png")
     machine = f"{platform.machine()}, {os.cpu_count()} shared cores"
     write(output(out), {"machine": machine, "seed": args.seed, "rows": rows})
     print(f"wrote {out.with_suffix('.md')}")

@@ -32,10 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _results import RENDER_HELP, RENDER_ONLY, Output, document, rerender, table, write
+from _results import RENDER_HELP, RENDER_ONLY, Output, document, face_grid, rerender, table, write
 
 OUT = Path(__file__).parent / "results"
 DATA = os.environ.get("PRIVPIX_DATA", "/work/shared/datasets")
@@ -132,12 +131,6 @@ def release(spec: str, eps: float, private, seed: int) -> tuple[np.ndarray, np.n
     return drawn.as_uint8(), np.asarray(drawn.labels), time.perf_counter() - t0
 
 
-def grid(images: np.ndarray, labels: np.ndarray, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [images[labels == c][:10] for c in (0, 1)]
-    Image.fromarray(np.concatenate([np.concatenate(list(r), axis=1) for r in rows], axis=0)).save(path)
-
-
 def run_row(key: str, what: str, eps: float | None, side: int, seeds: list[int], data_dir: str,
             out: Path) -> dict[str, Any]:  # fmt: skip
     from privpix.data import ImageSet, load_dataset
@@ -162,7 +155,7 @@ def run_row(key: str, what: str, eps: float | None, side: int, seeds: list[int],
         if s == seeds[0]:
             row["frechet"] = round(frechet_distance(ImageSet(x[: len(tx)]), test), 1)
             if not key.startswith("real"):
-                grid(x, y, out / f"{key}_eps{eps:g}_{side}.png" if eps else out / f"{key}_{side}.png")
+                face_grid(x, y, out / f"{key}_eps{eps:g}_{side}.png" if eps else out / f"{key}_{side}.png")
         t0 = time.perf_counter()
         acc.append(round(cnn_accuracy(x, y, tx, ty, s), 4))
         row["cnn_seconds"] = round(time.perf_counter() - t0, 1)
