@@ -38,6 +38,25 @@ def test_every_image_contributes_at_most_norm_one():
     assert np.isclose(np.linalg.norm(f[6:]), np.linalg.norm(f[:6]) ** 2, rtol=1e-4)
 
 
+def test_a_public_basis_is_computed_once_per_rows_and_read_only():
+    """The same public rows give the same basis without a second eigendecomposition (its arrays read-only, so no
+    caller can change another's); other rows, another k or quantile, or the rows in another dtype give their own,
+    equal to a fresh computation."""
+    rng = np.random.default_rng(3)
+    public = rng.random((50, 30)).astype(np.float32)
+    first = eig.public_basis(public, 5, 0.5)
+    assert eig.public_basis(public.copy(), 5, 0.5)[1] is first[1]
+    with pytest.raises(ValueError, match="read-only"):
+        first[1][0, 0] = 0.0
+    for other, k, q in [(public[:-1], 5, 0.5), (public, 4, 0.5), (public, 5, 0.9), (public.astype(np.float64), 5, 0.5)]:
+        got = eig.public_basis(other, k, q)
+        assert got[1] is not first[1]
+        fresh = eig._public_basis(other, k, q)
+        assert np.array_equal(got[0], fresh[0]) and np.array_equal(got[1], fresh[1]) and got[2] == fresh[2]
+    public[0, 0] += 0.5  # the same array, changed in place: new bytes, a new basis
+    assert not np.array_equal(eig.public_basis(public, 5, 0.5)[0], first[0])
+
+
 def test_without_noise_the_class_gaussians_are_the_clipped_coefficients_moments():
     """Post-processing reads back each class's mean and covariance of its clipped coefficients (noise-free
     embedding, exact proportions)."""

@@ -126,3 +126,21 @@ def test_the_kept_zero_image_leaves_no_trace_of_the_last_resize():
     for t in threads:
         t.join()
     assert sum(np.array_equal(g, want) for g in got) == 2
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float64])
+def test_an_image_set_resizes_as_scikit_image_resizes_its_float_images(dtype):
+    """ImageSet.resized, which converts one image at a time: scikit-image's resize of each image as float32 in
+    [0, 1] (uint8 over 255; a float set as it holds them), the result as float32."""
+    from privpix.data.imageset import ImageSet
+
+    rng = np.random.default_rng(7)
+    pixels = rng.integers(0, 256, (5, 37, 29, 3)).astype(np.uint8)
+    images = pixels if dtype == np.uint8 else (pixels / 255.0).astype(dtype)
+    data = ImageSet(images=images, labels=np.arange(5) % 2)
+    x = images.astype(np.float32) / np.float32(255.0) if dtype == np.uint8 else data.images
+    for size in [(8, 8), (40, 11)]:
+        got = data.resized(*size).images
+        want = np.stack([sk_resize(im, size, anti_aliasing=True, preserve_range=True) for im in x]).astype(np.float32)
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, want)

@@ -252,9 +252,15 @@ class ImageSet:
 
         if (height, width) == self.shape[:2]:
             return self
-        x = self.as_float()
-        out = np.stack([resize(im, (height, width)) for im in x])
-        return self.with_images(out.astype(np.float32))
+        # One image at a time, as float32 in [0, 1] (as_float's division, value for value): a float copy of the
+        # whole set first (1.9 GB for 4,096 CelebA faces) took 5 of the 6 s that shrinking them did.
+        out = np.empty((len(self), height, width, self.shape[2]), np.float32)
+        for i, im in enumerate(self.images):
+            if im.dtype == np.uint8:
+                im = im.astype(np.float32)
+                np.divide(im, 255.0, out=im)
+            out[i] = resize(im, (height, width)).reshape(height, width, -1)
+        return self.with_images(out)
 
     def group_key(self) -> np.ndarray:
         """What a per-group split groups by: subjects if known, else labels."""
