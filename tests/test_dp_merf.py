@@ -25,6 +25,27 @@ TINY = {"n_features": 2000, "epochs": 1, "batch_size": 20, "width": 16, "channel
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
+def test_the_features_gradient_is_autograds_bit_for_bit():
+    """φ keeps the cosines and sines of its forward pass for its gradient; the values and the gradient are what
+    autograd computes from [cos(xΩ), sin(xΩ)] · scale, bit for bit, so seeded generator trainings are unchanged."""
+    import torch
+
+    rng = np.random.default_rng(4)
+    omega = torch.from_numpy(rng.normal(size=(64, 300)).astype(np.float32))
+    for _ in range(3):
+        x = torch.from_numpy(rng.random((50, 64)).astype(np.float32))
+        weight = torch.from_numpy(rng.normal(size=(50, 600)).astype(np.float32))
+        got_x, want_x = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+        got = merf_net.features(got_x, omega)
+        proj = want_x @ omega
+        want = torch.cat([torch.cos(proj), torch.sin(proj)], dim=1) * math.sqrt(1.0 / 300)
+        (got * weight).sum().backward()
+        (want * weight).sum().backward()
+        assert torch.equal(got, want) and torch.equal(got_x.grad, want_x.grad)
+    with torch.no_grad():  # featurizing private images: no gradient kept
+        assert torch.equal(merf_net.features(x, omega), want.detach())
+
+
 @pytest.fixture(scope="module")
 def fitted(sixty):
     return get_mechanism("dp-merf", epsilon=1.0, delta=1e-5, **TINY).fit(sixty, seed=0)
