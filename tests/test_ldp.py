@@ -215,6 +215,22 @@ def test_convolve_is_zero_padded_correlation():
         np.testing.assert_allclose(out[:, j], ref, atol=1e-5)
 
 
+def test_convolve_gives_the_same_bits_in_blocks_of_any_size(monkeypatch):
+    """A forward pass works on blocks of maps sized to stay in the cache; the codes an encoder released before (and
+    the committed results) must not depend on that size: each output is one column's product, in any block."""
+    from privpix.mechanisms.ldp import dcaconv
+
+    rng = np.random.default_rng(1)
+    for shape, k, stride in (((300, 28, 28), 7, 1), ((70, 13, 10), 3, 2)):
+        x = rng.random(shape).astype(np.float32)
+        f = rng.standard_normal((4, k * k)).astype(np.float32)
+        monkeypatch.setattr(dcaconv, "_CONVOLVE_BYTES", 1 << 60)  # every block of 256 maps, as a fit's
+        whole = convolve(x, f, stride)
+        for budget in (1, 4 << 20, 100_000):  # 1 map a block, the default, and a size that leaves a short last block
+            monkeypatch.setattr(dcaconv, "_CONVOLVE_BYTES", budget)
+            assert np.array_equal(convolve(x, f, stride), whole)
+
+
 @pytest.fixture(scope="module")
 def mnist_small(data_dir):
     from privpix.data import load_dataset
