@@ -231,6 +231,26 @@ def test_convolve_gives_the_same_bits_in_blocks_of_any_size(monkeypatch):
             assert np.array_equal(convolve(x, f, stride), whole)
 
 
+def test_hog_of_many_images_is_scikit_images_hog_bit_for_bit():
+    """HOG-BoVW's descriptors of all images at once are ``skimage.feature.hog``'s of each image, the same bits,
+    for square and uneven sizes, blocks of 1 to 3 cells, float32 and float64, and images with flat areas."""
+    from importlib import metadata
+
+    from privpix.mechanisms.ldp import hog
+
+    assert hog._fast_path_available() == (metadata.version("scikit-image") == hog.VERIFIED_SKIMAGE)
+    rng = np.random.default_rng(0)
+    for n, h, w, orientations, cell, block, dtype in [
+        (40, 28, 28, 9, 4, 1, np.float32), (20, 28, 28, 9, 4, 2, np.float32), (10, 32, 29, 8, 4, 3, np.float64),
+        (10, 30, 30, 9, 6, 1, np.float32), (10, 29, 31, 12, 3, 2, np.float32),
+    ]:  # fmt: skip
+        x = rng.random((n, h, w)).astype(dtype)
+        x[: n // 2] = np.round(x[: n // 2] * 4) / 4
+        got = hog.hog_l2hys(x, orientations, cell, block)
+        want = hog._one_at_a_time(x, orientations, cell, block)
+        assert got.dtype == want.dtype and np.array_equal(got, want), (h, w, cell, block)
+
+
 @pytest.fixture(scope="module")
 def mnist_small(data_dir):
     from privpix.data import load_dataset
