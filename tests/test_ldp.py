@@ -75,9 +75,12 @@ def test_grr_rejects_bad_input(values, d, eps, msg):
 
 
 def _simulate(true_values, d, eps, trials, seed):
-    """Counts (trials, m, d) of `trials` independent perturbations of the same owners' values (n, m)."""
-    rng = make_rng(seed)
-    return np.stack([value_counts(grr_perturb(true_values, d, eps, rng), d) for _ in range(trials)])
+    """Counts (trials, m, d) of `trials` independent perturbations of the same owners' values (n, m). One call
+    perturbs them all, trial after trial: the same uniforms, and so the same counts, as one call per trial (checked
+    with array_equal for these tests' settings), in a fifth of the time."""
+    n, m = true_values.shape
+    out = grr_perturb(np.broadcast_to(true_values, (trials, n, m)), d, eps, make_rng(seed))
+    return value_counts(out.transpose(1, 0, 2).reshape(n, trials * m), d).reshape(trials, m, d)
 
 
 @pytest.mark.parametrize("d,eps", [(4, 0.5), (16, 2.0)])
