@@ -192,23 +192,13 @@ class HogBovwEncoder(Encoder):
     )
 
     def _descriptors(self, x: np.ndarray) -> np.ndarray:
-        from skimage.feature import hog
+        from privpix.mechanisms.ldp.hog import hog_l2hys
 
         c = self.config
-        out = []
-        for img in x:
-            h = hog(
-                img,
-                orientations=c["orientations"],
-                pixels_per_cell=(c["cell"], c["cell"]),
-                cells_per_block=(c["block"], c["block"]),
-                block_norm="L2-Hys",
-                feature_vector=False,
-            )
-            out.append(h.reshape(h.shape[0] * h.shape[1], -1))
-        if not out or out[0].shape[0] == 0:
+        desc = hog_l2hys(x, c["orientations"], c["cell"], c["block"])
+        if len(desc) == 0 or desc.shape[1] == 0:
             raise ParameterError(f"images of {x.shape[1]}x{x.shape[2]} are too small for HOG cells of {c['cell']}")
-        return np.stack(out).astype(np.float32)  # (n, blocks, dims)
+        return desc.astype(np.float32)  # (n, blocks, dims)
 
     def _fit(self, x, labels, *, seed, progress):
         from sklearn.cluster import MiniBatchKMeans
