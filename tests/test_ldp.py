@@ -562,3 +562,15 @@ def test_a_vocabulary_larger_than_its_descriptors_is_refused_in_one_line():
     x = np.random.default_rng(0).random((3, 8, 8)).astype(np.float32)
     with pytest.raises(ParameterError, match=r"words=50 .* give 12"):
         make_encoder("hog-bovw").fit(x)
+
+
+@pytest.mark.parametrize(("shape", "params"), [((3, 3), {}), ((8, 7), {"cell": 4, "block": 2}), ((5, 9), {"cell": 6})])
+def test_images_smaller_than_one_hog_block_are_refused_naming_cell_and_block(shape, params):
+    """scikit-image's own error for an image smaller than one block named none of privpix's parameters."""
+    from privpix.mechanisms.ldp import make_encoder
+
+    x = np.random.default_rng(1).random((20, *shape)).astype(np.float32)
+    with pytest.raises(
+        ParameterError, match=rf"images of {shape[0]}x{shape[1]} are too small .* cell=.* cell or block"
+    ):
+        make_encoder("hog-bovw", words=2, **params).fit(x)

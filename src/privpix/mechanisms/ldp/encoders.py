@@ -195,6 +195,13 @@ class HogBovwEncoder(Encoder):
         from privpix.mechanisms.ldp.hog import hog_l2hys
 
         c = self.config
+        need = c["cell"] * c["block"]  # one block of block x block cells of cell x cell pixels
+        if x.shape[1] < need or x.shape[2] < need:
+            raise ParameterError(
+                f"encoder {self.name}: images of {x.shape[1]}x{x.shape[2]} are too small for one HOG block of "
+                f"block={c['block']} cells of cell={c['cell']} pixels ({need}x{need}); use larger images or lower "
+                "cell or block"
+            )
         desc = hog_l2hys(x, c["orientations"], c["cell"], c["block"])
         if len(desc) == 0 or desc.shape[1] == 0:
             raise ParameterError(f"images of {x.shape[1]}x{x.shape[2]} are too small for HOG cells of {c['cell']}")
