@@ -101,7 +101,7 @@ def test_same_seed_same_pixels_whatever_the_workers_backend_or_shards(tmp_path):
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_a_release_runs_on_a_tls_secured_cluster_and_a_client_without_certificates_is_told(tmp_path):
+def test_a_release_runs_on_a_tls_secured_cluster_and_a_client_without_certificates_is_told(tmp_path, run):
     """A LocalCluster whose scheduler and workers speak only TLS (distributed.security.Security,
     self-signed certificates), reached by `privpix release --engine dask --scheduler tls://...` with the
     certificates given through Dask's own configuration variables, as docs/scale.md shows. The pixels are those of
@@ -122,10 +122,12 @@ def test_a_release_runs_on_a_tls_secured_cluster_and_a_client_without_certificat
         env[f"DASK_DISTRIBUTED__COMM__TLS__{key}"] = str(path)
     env["DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION"] = "True"
     release = [sys.executable, "-m", "privpix", "release", "--input", str(tmp_path / "in"), *PIXEL, "--seed", "5"]
-    local = subprocess.run([*release, "--output", str(tmp_path / "local"), "--workers", "1", "-q"],
-                           capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert local.returncode == 0, local.stderr[-2000:]
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tls://", security=sec,
+    # The local run is only the reference pixels: in this process (the commands below are the processes under test).
+    local = run(*release[3:], "--output", tmp_path / "local", "--workers", 1, "-q")
+    assert local.exit_code == 0, local.output
+    # One worker: TLS between client, scheduler and worker is the subject; many workers give the same pixels
+    # (test_same_seed_same_pixels_whatever_the_workers_backend_or_shards).
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, protocol="tls://", security=sec,
                       dashboard_address=None, silence_logs=40) as cluster:  # fmt: skip
         address = cluster.scheduler_address
         assert address.startswith("tls://")
