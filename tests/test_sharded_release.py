@@ -101,7 +101,7 @@ def test_same_seed_same_pixels_whatever_the_workers_backend_or_shards(tmp_path):
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_a_release_runs_on_a_tls_secured_cluster_and_a_client_without_certificates_is_told(tmp_path):
+def test_a_release_runs_on_a_tls_secured_cluster_and_a_client_without_certificates_is_told(tmp_path, run):
     """A LocalCluster whose scheduler and workers speak only TLS (distributed.security.Security,
     self-signed certificates), reached by `privpix release --engine dask --scheduler tls://...` with the
     certificates given through Dask's own configuration variables, as docs/scale.md shows. The pixels are those of
@@ -122,10 +122,12 @@ def test_a_release_runs_on_a_tls_secured_cluster_and_a_client_without_certificat
         env[f"DASK_DISTRIBUTED__COMM__TLS__{key}"] = str(path)
     env["DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION"] = "True"
     release = [sys.executable, "-m", "privpix", "release", "--input", str(tmp_path / "in"), *PIXEL, "--seed", "5"]
-    local = subprocess.run([*release, "--output", str(tmp_path / "local"), "--workers", "1", "-q"],
-                           capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert local.returncode == 0, local.stderr[-2000:]
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tls://", security=sec,
+    # The local run is only the reference pixels: in this process (the commands below are the processes under test).
+    local = run(*release[3:], "--output", tmp_path / "local", "--workers", 1, "-q")
+    assert local.exit_code == 0, local.output
+    # One worker: TLS between client, scheduler and worker is the subject; many workers give the same pixels
+    # (test_same_seed_same_pixels_whatever_the_workers_backend_or_shards).
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, protocol="tls://", security=sec,
                       dashboard_address=None, silence_logs=40) as cluster:  # fmt: skip
         address = cluster.scheduler_address
         assert address.startswith("tls://")
@@ -322,8 +324,10 @@ def test_verify_repair_releases_the_reservation_of_a_killed_run_that_published_n
     images = np.random.default_rng(12).integers(0, 256, size=(64, 16, 16, 3), dtype=np.uint8)
     _write_pngs(tmp_path / "in", images)
     out, ledger = tmp_path / "out", tmp_path / "ledger.json"
-    args = ["release", "--input", tmp_path / "in", *WHOLE_IMAGE, "--shard-size", "8", "--block-size", "8",
-            "--workers", "1", "--ledger", ledger]  # fmt: skip
+    # Seeded, as the killed command's subject is its reservation, not its sampler (the exact one's compiled kernels
+    # are 0.5 of its CPU-s).
+    args = ["release", "--input", tmp_path / "in", *WHOLE_IMAGE, "--seed", "3", "--shard-size", "8", "--block-size",
+            "8", "--workers", "1", "--ledger", ledger]  # fmt: skip
     assert run(*args, "--output", tmp_path / "done", "--budget", "3").exit_code == 0
     _kill_mid_release([*args, "--output", out], out, shards=1, delay=0.3)
     assert [e.status for e in PrivacyLedger.load(ledger).entries] == ["charged", "reserved"]
@@ -419,8 +423,8 @@ def test_a_fresh_run_drops_the_killed_runs_reservation(tmp_path, run):
     images = np.random.default_rng(8).integers(0, 256, size=(120, 16, 16, 3), dtype=np.uint8)
     _write_pngs(tmp_path / "in", images)
     out, ledger = tmp_path / "out", tmp_path / "ledger.json"
-    args = ["release", "--input", tmp_path / "in", *WHOLE_IMAGE, "--shard-size", "8", "--block-size", "8",
-            "--workers", "1", "--output", out, "--ledger", ledger]  # fmt: skip
+    args = ["release", "--input", tmp_path / "in", *WHOLE_IMAGE, "--seed", "3", "--shard-size", "8", "--block-size",
+            "8", "--workers", "1", "--output", out, "--ledger", ledger]  # fmt: skip
     _kill_mid_release([*args, "--budget", "3"], out, shards=1, delay=0.3)
     assert [e.status for e in PrivacyLedger.load(ledger).entries] == ["reserved"]
     r = run(*args)

