@@ -83,3 +83,14 @@ def test_cases_left_to_dp_accounting_are_its_own_and_another_release_gets_its_bu
     assert gaussian_pld(0.5, value_discretization_interval=1e-3) == "theirs"
     assert calls == [((0.5,), calls[0][1])] and calls[0][1]["value_discretization_interval"] == 1e-3
     assert module.VERIFIED_DP_ACCOUNTING == __import__("importlib.metadata").metadata.version("dp-accounting")
+
+
+def test_a_fast_path_is_taken_only_on_the_release_it_was_verified_against():
+    """privpix.version.installed_is: exactly the installed release, and never a missing distribution."""
+    from importlib import metadata
+
+    from privpix.version import installed_is
+
+    assert installed_is("dp-accounting", metadata.version("dp-accounting"))
+    assert not installed_is("dp-accounting", metadata.version("dp-accounting") + ".post1")
+    assert not installed_is("privpix-no-such-distribution", "1.0")

@@ -25,22 +25,19 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from importlib import metadata
 from typing import Any
 
 import numpy as np
+
+from privpix.version import installed_is
 
 # The dp-accounting release whose construction this module reproduces (constraints.txt pins it). Another release
 # may change the formulas or the helpers: it gets dp-accounting's own from_gaussian_mechanism.
 VERIFIED_DP_ACCOUNTING = "0.6.0"
 
 
-@functools.cache
 def _fast_path_available() -> bool:
-    try:
-        return metadata.version("dp-accounting") == VERIFIED_DP_ACCOUNTING
-    except metadata.PackageNotFoundError:  # pragma: no cover - dp-accounting is a core dependency
-        return False
+    return installed_is("dp-accounting", VERIFIED_DP_ACCOUNTING)
 
 
 @functools.cache

@@ -12,23 +12,19 @@ bit.
 
 from __future__ import annotations
 
-import functools
 import importlib
-from importlib import metadata
 
 import numpy as np
+
+from privpix.version import installed_is
 
 # The scikit-image release whose hog this module reproduces (its histogram routine is private and may change).
 VERIFIED_SKIMAGE = "0.26.0"
 _EPS = 1e-5  # hog's _hog_normalize_block default
 
 
-@functools.cache
 def _fast_path_available() -> bool:
-    try:
-        return metadata.version("scikit-image") == VERIFIED_SKIMAGE
-    except metadata.PackageNotFoundError:  # pragma: no cover - scikit-image is a core dependency
-        return False
+    return installed_is("scikit-image", VERIFIED_SKIMAGE)
 
 
 def hog_l2hys(x: np.ndarray, orientations: int, cell: int, block: int) -> np.ndarray:
