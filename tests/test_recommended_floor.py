@@ -20,9 +20,12 @@ decoded from JPEG; a case takes 11-25 CPU-s. The defaults are what this test is 
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
+from conftest import once_per_run
 from privpix.data import load_dataset
 from privpix.data.loaders import DATASETS
 from privpix.evaluation.cnn import CNNClassifier
@@ -61,12 +64,13 @@ def _part(dataset: str, split: str, n: int, seed: int, data_dir):
 
 
 def floor_run(name: str, dataset: str, seed: int, data_dir, shuffled: bool = False,
-              params: dict | None = None) -> tuple[float, float]:  # fmt: skip
+              params: dict | None = None, part=_part) -> tuple[float, float]:  # fmt: skip
     """(the CNN's test accuracy, the test split's majority-class rate) of ``name`` at its defaults on ``dataset``,
     every draw from ``seed``. For measurements of the floor: ``shuffled``, the CNN learns the released images under
-    permuted labels (a control that carries no label information); ``params``, set beside the recommendation's."""
-    train = _part(dataset, "train", N_FIT, seed, data_dir)
-    test = _part(dataset, "test", N_TEST, 1, data_dir)
+    permuted labels (a control that carries no label information); ``params``, set beside the recommendation's.
+    ``part``: how the images are read (:func:`_part`'s arguments and result)."""
+    train = part(dataset, "train", N_FIT, seed, data_dir)
+    test = part(dataset, "test", N_TEST, 1, data_dir)
     about = MECHANISMS[name].about
     given = {**dict(about.recommended_params), **(params or {})}
     mech = get_mechanism(name, EPSILON, DELTA if about.uses_delta else None, **given)
@@ -92,9 +96,25 @@ def test_every_recommended_image_method_names_the_shipped_data_it_is_recommended
         assert {k for k, _ in about.recommended_params} <= known, name
 
 
+@pytest.fixture
+def shared_part(tmp_path_factory):
+    """:func:`_part`, each set read once per run: the cases recommended on one data set (dp-eigenfaces' and
+    dp-transport's CelebA) fit the same images, and decoding and shrinking 5,096 CelebA faces is 4-5 CPU-s. The
+    first case to ask reads them; a case on another worker waits for it and loads the same set."""
+
+    def part(dataset: str, split: str, n: int, seed: int, data_dir):
+        def make(folder):
+            (folder / "set.pkl").write_bytes(pickle.dumps(_part(dataset, split, n, seed, data_dir)))
+
+        folder = once_per_run(tmp_path_factory, f"floor-{dataset}-{split}-{n}-{seed}", make)
+        return pickle.loads((folder / "set.pkl").read_bytes())
+
+    return part
+
+
 @pytest.mark.slow(seconds=15)
 @pytest.mark.parametrize(("name", "dataset"), _recommended())
-def test_a_recommended_method_at_its_defaults_gives_images_a_cnn_learns_from(name, dataset, request):
+def test_a_recommended_method_at_its_defaults_gives_images_a_cnn_learns_from(name, dataset, request, shared_part):
     data_dir = request.getfixturevalue("data_dir") if DATASETS[dataset].folder is not None else None
-    accuracy, majority = floor_run(name, dataset, 0, data_dir)
+    accuracy, majority = floor_run(name, dataset, 0, data_dir, part=shared_part)
     assert accuracy >= majority + MARGIN, f"{name} on {dataset}: CNN {accuracy:.3f}, majority class {majority:.3f}"
