@@ -275,8 +275,20 @@ def late(self, cause):
 process._ExecutorManagerThread.terminate_broken = late
 signal.signal(signal.SIGINT, signal.default_int_handler)  # a background harness may pass SIGINT down ignored
 ex = LocalExecutor(2)
-# Ctrl-C, once the two workers sleep in their tasks (a real signal: it wakes the main thread's wait)
-threading.Timer(4.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+def interrupt_once_both_work():
+    # Ctrl-C (a real signal: it wakes the main thread's wait) once the pool's two workers are up, and a second for
+    # them to take their tasks; not a fixed 4 s, which the test spent waiting with its core idle.
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        workers = getattr(getattr(ex, "_pool", None), "_processes", None) or {}
+        if len(workers) == 2 and all(p.is_alive() for p in workers.values()):
+            break
+        time.sleep(0.05)
+    time.sleep(1.0)
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Thread(target=interrupt_once_both_work, daemon=True).start()
 t0 = time.time()
 try:
     for _ in ex.map_unordered(time.sleep, [60.0] * 4):
