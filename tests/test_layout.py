@@ -195,6 +195,7 @@ def test_the_layers_are_packages_and_the_root_holds_only_infrastructure():
         "errors",
         "executor",
         "fileio",
+        "lazy",
         "spill",
         "strict_json",
         "threads",

@@ -12,9 +12,10 @@ fitted and its model file written, the fit charged to a ledger when it is a DP r
 ``import privpix`` stays light (no torch, no scikit-learn).
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from privpix.errors import BudgetExceededError, DataError, ParameterError, PrivpixError
+from privpix.lazy import lazy_exports
 from privpix.privacy.guarantees import Guarantee
 from privpix.version import __version__
 
@@ -54,16 +55,4 @@ if TYPE_CHECKING:  # type checkers and IDEs see the real objects
     from privpix.publishing.release import release_to_dir as release
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        module, attr = _LAZY[name]
-        value = getattr(importlib.import_module(module), attr)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'privpix' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)

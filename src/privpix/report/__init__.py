@@ -7,26 +7,23 @@ paid again by every release process and worker.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from privpix.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from privpix.report.html import render_report, write_report
     from privpix.report.plots import sample_grid_png
     from privpix.report.summaries import verdict_text
 
-_WHERE = {
-    "render_report": "privpix.report.html",
-    "write_report": "privpix.report.html",
-    "sample_grid_png": "privpix.report.plots",
-    "verdict_text": "privpix.report.summaries",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'privpix.report' has no attribute {name!r}")
-
+__getattr__, __dir__ = lazy_exports(
+    globals(),
+    {
+        "render_report": ("privpix.report.html", "render_report"),
+        "write_report": ("privpix.report.html", "write_report"),
+        "sample_grid_png": ("privpix.report.plots", "sample_grid_png"),
+        "verdict_text": ("privpix.report.summaries", "verdict_text"),
+    },
+)
 
 __all__ = ["render_report", "sample_grid_png", "verdict_text", "write_report"]
