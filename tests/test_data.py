@@ -338,3 +338,24 @@ def test_the_commands_inputs_are_library_calls_that_name_python_arguments():
     assert source == "digits:test (seeded subset of 5)" and data.shape == (4, 4, 1)
     np.testing.assert_array_equal(data.labels, full.labels[pick(len(full))])
     assert load_input("digits:test", None, pick=pick).images.shape == (5, 8, 8, 1)
+
+
+def test_a_result_is_kept_per_array_contents_and_arguments():
+    """content_memo.by_content: the same bytes, shape, dtype and arguments give the kept result without a second
+    call; anything else is computed; the least recently used is dropped beyond ``kept``."""
+    from privpix.data.content_memo import by_content
+
+    calls: list[tuple] = []
+
+    @by_content(kept=2)
+    def total(x: np.ndarray, scale: float = 1.0) -> float:
+        calls.append((x.shape, x.dtype.str, scale))
+        return float(x.sum()) * scale
+
+    a = np.arange(6, dtype=np.int64)
+    assert total(a) == total(a.copy()) == 15.0 and len(calls) == 1
+    total(a.reshape(2, 3))  # same bytes, another shape
+    total(a.astype(np.int32))  # another dtype (the first entry, least recently used, is dropped)
+    assert total(a, scale=2.0) == 30.0 and len(calls) == 4
+    total(a)  # dropped: computed again
+    assert len(calls) == 5

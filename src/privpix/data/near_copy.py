@@ -32,13 +32,11 @@ benchmarks/results/public_overlap.md. The time grows as the product of the two s
 from __future__ import annotations
 
 import functools
-import hashlib
 import itertools
-import threading
-from collections import OrderedDict
 
 import numpy as np
 
+from privpix.data.content_memo import by_content
 from privpix.threads import one_thread
 
 # Side of the grey thumbnail every image is first reduced to: 6,000 of them take 24 MB, and a 16×16 crop of it is
@@ -82,8 +80,6 @@ ALIKE_LIMIT = 0.01
 CALIBRATION = 500
 
 _LUMA = np.array([0.299, 0.587, 0.114], np.float32)
-_BARS: OrderedDict[bytes, float | None] = OrderedDict()
-_BARS_LOCK = threading.Lock()
 
 
 def thumbnails(images: np.ndarray, chunk: int = 16) -> np.ndarray:
@@ -106,25 +102,18 @@ def thumbnails(images: np.ndarray, chunk: int = 16) -> np.ndarray:
     return out
 
 
+@by_content(kept=8)
 def bar(public: np.ndarray) -> float | None:
     """The score from which a private image is a near copy of one of the ``public`` thumbnails: ``BAR``, or
     ``None`` when the public images are too alike to tell a near copy from a different image (see the module's
     docstring). Kept per public set for the process (a fit, the refits of its audit and a conformance run compare
     with the same set)."""
-    key = hashlib.sha256(np.ascontiguousarray(public).tobytes()).digest()
-    with _BARS_LOCK:
-        if key in _BARS:
-            return _BARS[key]
     result: float | None = BAR
     if len(public) > 1:
         sample = np.unique(np.linspace(0, len(public) - 1, min(len(public), CALIBRATION)).astype(np.int64))
         score, _ = best_matches(public, public[sample], exclude=sample, stop=ALIKE)
         if np.mean(score >= ALIKE) > ALIKE_LIMIT:
             result = None
-    with _BARS_LOCK:
-        _BARS[key] = result
-        while len(_BARS) > 8:
-            _BARS.popitem(last=False)
     return result
 
 

@@ -33,15 +33,13 @@ classes and the public set are public). The audit tests the released embedding a
 
 from __future__ import annotations
 
-import collections
-import hashlib
 import math
-import threading
 from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
 
+from privpix.data.content_memo import by_content
 from privpix.data.imageset import ImageSet
 from privpix.data.overlap import CHECK_CAVEAT
 from privpix.errors import ParameterError
@@ -60,30 +58,15 @@ def feature_width(k: int) -> int:
 
 # The same public set gives the same basis to every fit in a process: a bench's fits at each ε, an audit's refits,
 # a model's fit and its evaluation. Computing it (a Gram matrix and its eigenvectors) takes 0.2 s for 2,000 faces of
-# 16×16 and seconds at 32×32, against 10 ms to hash the rows; a few bases are kept, keyed by the rows' bytes.
-_BASES: collections.OrderedDict[tuple, tuple[np.ndarray, np.ndarray, float]] = collections.OrderedDict()
-_BASES_KEPT = 4
-_bases_lock = threading.Lock()
-
-
+# 16×16 and seconds at 32×32, against 10 ms to hash the rows.
+@by_content(kept=4)
 def public_basis(x: np.ndarray, k: int, quantile: float) -> tuple[np.ndarray, np.ndarray, float]:
     """(centre (d,), basis (k, d), scale C) from public rows ``x`` (m, d) in [0, 1]: their mean, first k principal
     directions and the ``quantile`` of their coefficient norms. Reads public images only. The arrays are read-only
     (the same rows give the same arrays, computed once per process)."""
-    x = np.ascontiguousarray(x)
-    key = (hashlib.sha256(x.tobytes()).digest(), x.shape, x.dtype.str, int(k), float(quantile))
-    with _bases_lock:
-        hit = _BASES.get(key)
-        if hit is not None:
-            _BASES.move_to_end(key)
-            return hit
     centre, basis, scale = _public_basis(x, k, quantile)
     centre.setflags(write=False)
     basis.setflags(write=False)
-    with _bases_lock:
-        _BASES[key] = (centre, basis, scale)
-        while len(_BASES) > _BASES_KEPT:
-            _BASES.popitem(last=False)
     return centre, basis, scale
 
 
