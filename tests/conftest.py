@@ -148,6 +148,17 @@ def strict_loads(text: str):
     return json.loads(text, parse_constant=refuse)
 
 
+def noise_folder(folder, n: int, shape: tuple[int, ...], seed: int = 0):
+    """``folder`` holding ``n`` PNGs of seeded uniform noise of ``shape`` ((h, w) grey or (h, w, c)), ``0.png`` on:
+    a public set no real image is a copy of, or an input whose only property is its size."""
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, image in enumerate(np.random.default_rng(seed).integers(0, 256, (n, *shape), dtype=np.uint8)):
+        Image.fromarray(image).save(folder / f"{i}.png")
+    return folder
+
+
 def start_all_waiting_on_the_ledger(ledger, commands, timeout: float = 120.0, program=("-m", "privpix")):
     """Start every ``privpix`` command (argument lists; with ``program=("-c", CODE)``, the arguments of a Python
     script) while holding ``ledger``'s lock, and return once each has said it waits for that lock (then the lock is

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import kill_a_fit_once_reserved, start_all_waiting_on_the_ledger
+from conftest import kill_a_fit_once_reserved, noise_folder, start_all_waiting_on_the_ledger
 from privpix.cli.fit import fit_to_file
 from privpix.errors import BudgetExceededError, DataError, ParameterError
 from privpix.mechanisms import get_mechanism
@@ -360,14 +360,10 @@ def test_concurrent_fits_and_releases_never_overspend_the_ledger(tmp_path):
     optimizer, whose first step imports torch's compiler (a process of 3.5 CPU-s, not 5.3)."""
     from PIL import Image
 
-    src, public = tmp_path / "in", tmp_path / "public"
+    src, public = tmp_path / "in", noise_folder(tmp_path / "public", 12, (28, 28))
     src.mkdir()
-    public.mkdir()
     for i in range(4):
         Image.fromarray(np.full((8, 8), 40 * i, np.uint8)).save(src / f"{i}.png")
-    noise = np.random.default_rng(0).integers(0, 256, (12, 28, 28), dtype=np.uint8)
-    for i, image in enumerate(noise):
-        Image.fromarray(image).save(public / f"{i}.png")
     ledger = tmp_path / "ledger.json"
     PrivacyLedger(2.5, 1e-4).save(ledger)
     fit = ["fit", "--method", "dp-eigenfaces", "--dataset", "builtin-mnist", "--limit", "60", "--epsilon", "1",

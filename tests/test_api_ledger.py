@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import privpix
-from conftest import kill_a_fit_once_reserved, start_all_waiting_on_the_ledger
+from conftest import kill_a_fit_once_reserved, noise_folder, start_all_waiting_on_the_ledger
 from privpix.data import ImageSet
 from privpix.errors import BudgetExceededError, DataError, ParameterError
 from privpix.mechanisms import get_mechanism
@@ -128,12 +128,7 @@ def test_racing_api_fits_never_overspend_the_ledger(tmp_path):
     Budget (1, 1e-4): one spends ε = 1, two 2 (basic composition): one fits, one is refused. dp-eigenfaces' fits
     on a folder of 12 public noise images: no optimizer, whose first step imports torch's compiler (a process of
     3.5 CPU-s, not dp-merf's 5.3)."""
-    from PIL import Image
-
-    public = tmp_path / "public"
-    public.mkdir()
-    for i, image in enumerate(np.random.default_rng(0).integers(0, 256, (12, 28, 28), dtype=np.uint8)):
-        Image.fromarray(image).save(public / f"{i}.png")
+    public = noise_folder(tmp_path / "public", 12, (28, 28))
     ledger = tmp_path / "ledger.json"
     PrivacyLedger(1.0, 1e-4).save(ledger)
     eigenfaces = json.dumps({"method": "dp-eigenfaces", "components": 6, "public": str(public)})

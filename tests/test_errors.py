@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
-from conftest import needs_unshare
+from conftest import needs_unshare, noise_folder
 from privpix.cli import main
 from privpix.data import ImageSet
 from privpix.errors import DataError, ParameterError
@@ -180,14 +180,12 @@ def test_subprocess_debug_shows_the_traceback():
 def test_read_only_and_full_file_systems(tmp_path, encoder_file):
     """Real EROFS and ENOSPC: a read-only bind mount and a 4 KiB tmpfs in a private mount namespace (root
     ignores permission bits, so a read-only file system is the way to be refused a write)."""
-    ro, tiny, owners = tmp_path / "ro", tmp_path / "tiny", tmp_path / "owners"
+    ro, tiny = tmp_path / "ro", tmp_path / "tiny"
     ro.mkdir()
     tiny.mkdir()
     # 300 images of 8x8 whose reports (11 KB) cannot fit in 4 KiB; seeded. Not --dataset digits, whose loader imports
     # scikit-learn's data sets, nor the exact sampler's compiled kernels: 2.8 CPU-s for this command, now 0.6.
-    owners.mkdir()
-    for i, image in enumerate(np.random.default_rng(0).integers(0, 256, (300, 8, 8), dtype=np.uint8)):
-        Image.fromarray(image).save(owners / f"{i:03d}.png")
+    owners = noise_folder(tmp_path / "owners", 300, (8, 8))
     mounts = f"mount --bind {ro} {ro} && mount -o remount,bind,ro {ro} && mount -t tmpfs -o size=4k tmpfs {tiny}"
     script = (
         f"{mounts} || exit 99\n"
