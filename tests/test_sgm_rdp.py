@@ -8,12 +8,27 @@ import itertools
 
 import numpy as np
 import pytest
-from opacus.accountants import RDPAccountant
-from opacus.accountants import utils as opacus_utils
-from opacus.accountants.analysis import rdp as opacus_rdp
 
 from privpix.mechanisms.neural.dp_sgd import ALPHAS
 from privpix.privacy import sgm_rdp
+
+
+@pytest.fixture
+def opacus_rdp():
+    """Opacus's RDP functions, imported by the tests that compare with them, not when the suite is collected: Opacus
+    imports torch.distributed and sympy (0.9 s, and in a fresh clone hundreds of modules that every test worker
+    would compile at once)."""
+    from opacus.accountants.analysis import rdp
+
+    return rdp
+
+
+@pytest.fixture
+def opacus_utils():
+    from opacus.accountants import utils
+
+    return utils
+
 
 # Sampling rates from DP-SGD's (0.0047: batch 256 of 55,000) to large ones, whose fractional-order series run to
 # hundreds of terms; noise multipliers below and above 1, an integer one (Opacus's bisection starts at the integers
@@ -24,13 +39,13 @@ CURVES = [(q, z, (1, 155)[k % 2]) for k, (q, z) in enumerate(PAIRS)]
 
 
 @pytest.mark.parametrize(("q", "z", "steps"), CURVES)
-def test_every_rdp_value_is_opacus_bit_for_bit(q, z, steps):
+def test_every_rdp_value_is_opacus_bit_for_bit(q, z, steps, opacus_rdp):
     ours = sgm_rdp.compute_rdp(q=q, noise_multiplier=z, steps=steps, orders=ALPHAS)
     theirs = opacus_rdp.compute_rdp(q=q, noise_multiplier=z, steps=steps, orders=ALPHAS)
     assert ours.dtype == theirs.dtype and ours.tobytes() == theirs.tobytes()
 
 
-def test_the_edge_cases_are_opacus_own():
+def test_the_edge_cases_are_opacus_own(opacus_rdp):
     """q = 0, q = 1, z = 0 and an infinite order, each in the same array as ordinary orders; and one order given
     as a float, not a list."""
     orders = [1.5, 2, 7.25, 64, float("inf")]
@@ -44,6 +59,8 @@ def test_the_edge_cases_are_opacus_own():
 
 
 def test_epsilon_is_the_accountants():
+    from opacus.accountants import RDPAccountant
+
     for z, q, steps, delta in [(1.1, 0.0047, 4300, 1e-5), (0.8, 0.3, 9, 1e-6), (3.0, 0.02, 1, 1e-5)]:
         acc = RDPAccountant()
         acc.history = [(z, q, steps)]
@@ -56,7 +73,8 @@ SEARCHES = [(1.0, 1e-5, 0.004654545454545455, 4300), (10.0, 1e-5, 0.032, 155), (
 
 
 @pytest.mark.parametrize(("eps", "delta", "q", "steps"), SEARCHES)
-def test_the_calibrated_noise_multiplier_is_opacus_bit_for_bit(eps, delta, q, steps, monkeypatch):
+def test_the_calibrated_noise_multiplier_is_opacus_bit_for_bit(eps, delta, q, steps, monkeypatch, opacus_rdp,
+                                                               opacus_utils):  # fmt: skip
     kw = {"target_epsilon": eps, "target_delta": delta, "sample_rate": q, "steps": steps,
           "epsilon_tolerance": 1e-3 * eps, "alphas": ALPHAS}  # fmt: skip
     theirs = opacus_utils.get_noise_multiplier(accountant="rdp", **kw)
@@ -74,7 +92,7 @@ def test_a_target_no_noise_reaches_is_opacus_error():
 
 
 @pytest.mark.filterwarnings("ignore:Optimal order is the largest alpha")
-def test_another_opacus_release_gets_opacus_own_code(monkeypatch):
+def test_another_opacus_release_gets_opacus_own_code(monkeypatch, opacus_rdp, opacus_utils):
     """Only the verified release takes the fast path; any other runs Opacus's functions themselves."""
     monkeypatch.setattr(sgm_rdp, "fast_path_available", lambda: False)
     calls = []
