@@ -64,7 +64,7 @@ def test_bad_settings_name_the_option(kwargs, match):
 @pytest.mark.slow
 def test_unreachable_scheduler_is_a_clear_error(monkeypatch):
     pytest.importorskip("distributed")
-    monkeypatch.setattr("privpix.executor.CONNECT_TIMEOUT", "2s")
+    monkeypatch.setattr("privpix.executor.CONNECT_TIMEOUT", "0.5s")
     with pytest.raises(ParameterError, match=r"--scheduler tcp://127\.0\.0\.1:9"):
         make_executor("dask", scheduler="tcp://127.0.0.1:9")
 
