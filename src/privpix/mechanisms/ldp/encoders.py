@@ -202,10 +202,8 @@ class HogBovwEncoder(Encoder):
                 f"block={c['block']} cells of cell={c['cell']} pixels ({need}x{need}); use larger images or lower "
                 "cell or block"
             )
-        desc = hog_l2hys(x, c["orientations"], c["cell"], c["block"])
-        if len(desc) == 0 or desc.shape[1] == 0:
-            raise ParameterError(f"images of {x.shape[1]}x{x.shape[2]} are too small for HOG cells of {c['cell']}")
-        return desc.astype(np.float32)  # (n, blocks, dims)
+        # At least one block per image (checked above; an empty set is refused before any encoder runs).
+        return hog_l2hys(x, c["orientations"], c["cell"], c["block"]).astype(np.float32)  # (n, blocks, dims)
 
     def _fit(self, x, labels, *, seed, progress):
         from sklearn.cluster import MiniBatchKMeans
