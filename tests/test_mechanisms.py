@@ -147,3 +147,22 @@ def test_ldp_pixel_is_grr_on_quantised_pixels():
     assert abs(keep - p) < 4 * math.sqrt(p * (1 - p) / out.size)
     g = rel.guarantee
     assert g.model == "local-dp" and g.sound and g.per_feature_epsilon == 1.0 and g.per_image_epsilon == 100.0
+
+
+def test_ldp_pixel_claims_for_a_colour_pixel_the_epsilon_of_its_channels():
+    """A pixel (the unit, all its channels) of an RGB image is three randomized responses: the most its three
+    reported levels can shift between two inputs is the product of three ε-ratios, e^(3ε), which is what the claim
+    must state (exact output probabilities of GRR, eq. 3, not a sample)."""
+    import math
+
+    from privpix.privacy.composition import PureDP
+    from privpix.privacy.grr import grr_probabilities
+
+    mech = get_mechanism("ldp-pixel[levels=4]", epsilon=1.0)
+    p, q = grr_probabilities(4, 1.0)
+    worst = 3 * math.log(p / q)  # every channel reported as its old level: kept under one input, replaced under the other
+    for shape, channels in (((8, 8, 3), 3), ((8, 8, 1), 1)):
+        claim = mech.privacy(shape)
+        assert claim.epsilon == pytest.approx(worst * channels / 3)
+        assert claim.unit_events == (PureDP(1.0, count=channels),)
+        assert claim.guarantee.per_feature_epsilon == 1.0 and claim.guarantee.per_image_epsilon == 64 * channels

@@ -23,7 +23,8 @@ class LDPPixel(ImageMechanism):
     and perturbs every pixel value with generalised randomized response at ε; the release shows each
     reported level at its bin centre.
 
-    Sound ε-LDP per pixel value; one whole image of h·w·c values costs h·w·c·ε by sequential composition.
+    Sound ε-LDP per pixel value; a pixel of c channels is c values and costs c·ε, and one whole image of h·w·c
+    values costs h·w·c·ε, by sequential composition.
     """
 
     name = "ldp-pixel"
@@ -31,7 +32,7 @@ class LDPPixel(ImageMechanism):
     about = About(
         paper="Wang & Chang 2020 (pixel baseline)",
         guarantee_model="local-dp",
-        soundness="sound ε-LDP per pixel value; h·w·c·ε per image",
+        soundness="sound ε-LDP per pixel value; c·ε per pixel of c channels, h·w·c·ε per image",
         use="local",
     )
     levels: int = param(16, "domain size d of each pixel value", minimum=2)
@@ -39,16 +40,18 @@ class LDPPixel(ImageMechanism):
     epsilon: float
 
     def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
-        """Charged as the bare per-image ε; one pixel value is one randomized response of ε, on the curve every
-        ε-DP mechanism is on (randomized response meets it exactly)."""
-        return Claim.of(self._guarantee(shape_of(data)), self.neighbours(), (PureDP(self.epsilon),))
+        """Charged as the bare per-image ε. The unit, one pixel with all its channels, is c randomized responses of
+        ε each (one per channel value): the audit reads their composed curve (one response meets the curve of ε-DP
+        exactly)."""
+        shape = shape_of(data)
+        return Claim.of(self._guarantee(shape), self.neighbours(), (PureDP(self.epsilon, count=shape[2]),))
 
     def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
         h, w, c = shape
         per_image = self.epsilon * h * w * c
         return Guarantee(
             model="local-dp",
-            epsilon=self.epsilon,
+            epsilon=self.epsilon * c,
             unit=self.neighbours().wording(),
             per_feature_epsilon=self.epsilon,
             per_image_epsilon=per_image,
