@@ -109,6 +109,36 @@ def test_same_seed_same_release_and_secure_mode_works():
     assert out.shape == imgs.images.shape and np.all((out >= 0) & (out <= 1))
 
 
+@pytest.mark.parametrize("b", [4, 8, 16, 64])
+def test_secure_dp_pix_counts_the_snapping_of_its_cell_means_to_the_lattice(b, monkeypatch):
+    """In secure mode a cell mean is snapped to the lattice before its exact noise, so what the noise must cover is
+    the distance between two neighbours' snapped means. Every 8-bit cell of b×b pixels against the same cell with
+    one pixel moved by the whole range (exhaustive over the cell's sums): the largest such distance is within the
+    sensitivity the secure noise is calibrated to. For b = 16 and 64 the snapping adds a step (64 steps against the
+    63.75 of the mean's own move at b = 16); the continuous-noise calibration, without it, does not cover them."""
+    from privpix.privacy.noise import PIXEL_GRID
+
+    mech = get_mechanism("dp-pix", epsilon=1.0, b=b)
+    k = b * b
+    sums = np.arange(0, 255 * k - 255 + 1)  # the cell's sum of 8-bit levels, leaving room for one pixel's +255
+    before, after = np.round(sums / (255 * k) / PIXEL_GRID), np.round((sums + 255) / (255 * k) / PIXEL_GRID)
+    moved = float(np.max(np.abs(after - before))) * PIXEL_GRID
+    assert moved <= mech._scale(1, 1, k, secure=True) * mech.epsilon
+    assert (moved <= mech._scale(1, 1, k, secure=False) * mech.epsilon) == (64 % k == 0)
+    # A secure release draws its noise at that scale (three channels: three means move), a seeded one at Δ/ε.
+    from privpix.mechanisms import pixel
+    from privpix.privacy.noise import make_rng
+
+    imgs = ImageSet(np.random.default_rng(0).integers(0, 256, (2, b, b, 3), dtype=np.uint8))
+    scales = []
+    real = pixel.add_laplace
+    monkeypatch.setattr(pixel, "add_laplace", lambda v, s, rng: scales.append(s) or real(v, s, rng))
+    assert mech.release(imgs, make_rng(secure=True)).images.images.shape == imgs.images.shape
+    mech.release(imgs, 0)
+    assert scales == [mech._scale(3, 1, k, secure=True), 3 / k]
+    assert mech.privacy(imgs.shape, secure=True).unit_events[0].kind == "pure"
+
+
 @pytest.mark.parametrize(
     "kwargs,match",
     [
@@ -160,7 +190,8 @@ def test_ldp_pixel_claims_for_a_colour_pixel_the_epsilon_of_its_channels():
 
     mech = get_mechanism("ldp-pixel[levels=4]", epsilon=1.0)
     p, q = grr_probabilities(4, 1.0)
-    worst = 3 * math.log(p / q)  # every channel reported as its old level: kept under one input, replaced under the other
+    # Every channel reported as its old level: kept under one input, replaced under the other.
+    worst = 3 * math.log(p / q)
     for shape, channels in (((8, 8, 3), 3), ((8, 8, 1), 1)):
         claim = mech.privacy(shape)
         assert claim.epsilon == pytest.approx(worst * channels / 3)

@@ -17,7 +17,7 @@ from privpix.mechanisms.registry import register
 from privpix.privacy.composition import LaplaceNoise, PureDP
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, OneImage, PixelColumn, Pixels
-from privpix.privacy.noise import RNG, add_gaussian, add_laplace
+from privpix.privacy.noise import PIXEL_GRID, RNG, add_gaussian, add_laplace, is_secure
 
 _CLIP = param(True, "clip released values to the pixel range [0, 1] (post-processing)")
 _RANGE = param(1.0, "declared range of one pixel value (images are in [0, 1])", minimum=1e-12)
@@ -259,8 +259,10 @@ class DPPix(ImageMechanism):
 
     def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
         """Charged as the bare per-image ε (the default); one unit (m pixels, cell means of L1 sensitivity Δ) is
-        one Laplace release of ε, the curve an audit of the unit reads."""
-        return Claim.of(self._guarantee(shape_of(data)), self.neighbours(), (LaplaceNoise(self.epsilon),))
+        one Laplace release of ε, the curve an audit of the unit reads; with ``secure``, a release of ε on the
+        lattice, declared as no more than ε-DP (its noise is not the continuous Laplace's)."""
+        unit = PureDP(self.epsilon) if secure else LaplaceNoise(self.epsilon)
+        return Claim.of(self._guarantee(shape_of(data)), self.neighbours(), (unit,))
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         return self._cell_rows(x, rng, x.shape[1])
@@ -287,10 +289,19 @@ class DPPix(ImageMechanism):
         counts = ones.reshape(gh, self.b, gw, self.b).sum(axis=(1, 3))[None, :, :, None]
         means = sums / counts
         m = min(self.m, h_image * w)  # the whole image's: a block of rows holds fewer pixels than m may count
-        scale = c * m * self.pixel_range / kmin / self.epsilon
-        noisy = add_laplace(means, scale, rng)
+        noisy = add_laplace(means, self._scale(c, m, kmin, is_secure(rng)), rng)
         up = np.repeat(np.repeat(noisy, self.b, axis=1), self.b, axis=2)[:, :h, :w, :]
         return np.clip(up, 0.0, 1.0) if self.clip else up
+
+    def _scale(self, c: int, m: int, kmin: int, secure: bool) -> float:
+        """The Laplace scale of a cell mean, Δ/ε with Δ = c·m·pixel_range/k_min. In secure mode the exact lattice
+        sampler is private only for values on its lattice (:data:`~privpix.privacy.noise.PIXEL_GRID`), and a cell
+        mean is a multiple of 1/(255·k), on it only when k divides 64 (8-bit pixels): snapping can take two
+        neighbours' means one step further apart, so Δ counts one step for each of the c·m means a unit moves."""
+        sensitivity = c * m * self.pixel_range / kmin
+        if secure:
+            sensitivity += c * m * PIXEL_GRID
+        return sensitivity / self.epsilon
 
 
 class _NoGuarantee(ImageMechanism):

@@ -262,7 +262,11 @@ def discrete_gaussian(rng: RNG, sigma: float, size: int | tuple[int, ...] | None
     return _kernels().discrete_gaussian(_word_source(rng), float(sigma), n).reshape(shape)
 
 
-def add_laplace(values: np.ndarray, scale: float | np.ndarray, rng: RNG, *, grid: float = 1 / (255 * 64)):
+# add_laplace's lattice in secure mode: it holds every 8-bit pixel level, and every mean of up to 64 of them.
+PIXEL_GRID = 1 / (255 * 64)
+
+
+def add_laplace(values: np.ndarray, scale: float | np.ndarray, rng: RNG, *, grid: float = PIXEL_GRID):
     """``values + Laplace(scale)``; ``scale`` may be an array broadcast against ``values``.
 
     Secure mode first snaps ``values`` to the lattice ``grid·Z`` (the default grid holds every 8-bit pixel
