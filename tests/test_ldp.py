@@ -71,6 +71,45 @@ def test_grr_rejects_bad_input(values, d, eps, msg):
         grr_perturb(values, d, eps, make_rng(0))
 
 
+def _seeded_counts(d: int, eps: float) -> tuple[int, np.ndarray]:
+    """How many of the 2^24 float32 uniforms the seeded sampler keeps an entry for, and how many pick each of the
+    d − 1 replacements: every uniform put through grr_perturb's arithmetic (in chunks, to bound memory)."""
+    p, _ = grr_probabilities(d, eps)
+    p32, stretch = np.float32(p), np.float32((d - 1) / (1.0 - p))
+    kept, replaced = 0, np.zeros(d - 1, np.int64)
+    for start in range(0, 1 << 24, 1 << 22):
+        u = (np.arange(start, start + (1 << 22), dtype=np.float64) * 2.0**-24).astype(np.float32)
+        out = u >= p32
+        kept += int((~out).sum())
+        off = np.minimum(((u[out] - p32) * stretch).astype(np.int64), d - 2)
+        replaced += np.bincount(off, minlength=d - 1)
+    return kept, replaced
+
+
+@pytest.mark.parametrize("d,eps", [(4, 10.0), (16, 12.0)])
+def test_the_seeded_samplers_true_epsilon_is_counted_exactly(d, eps):
+    """seeded_sampler_epsilon against every one of the 2^24 uniforms: the same worst ratio, and, at these
+    settings, above the stated ε (by rounding) but inside the tolerance grr_perturb allows."""
+    from privpix.privacy.grr import SEEDED_EPSILON_TOLERANCE, seeded_sampler_epsilon
+
+    kept, replaced = _seeded_counts(d, eps)
+    assert kept + replaced.sum() == 1 << 24
+    true_eps = math.log(max(kept, replaced.max()) / replaced.min())
+    assert seeded_sampler_epsilon(d, eps) == pytest.approx(true_eps, rel=1e-12)
+    assert eps < true_eps <= eps * (1 + SEEDED_EPSILON_TOLERANCE)
+
+
+def test_a_seeded_sampler_that_cannot_earn_its_epsilon_is_refused():
+    """At ε = 14 over 16 levels the float32 probabilities are 0.5 % off e^ε; at 40 the true value is always kept
+    (p rounds to 1): refused, with the exact sampler named. The exact sampler serves both."""
+    v = np.arange(16).repeat(4)
+    for eps in (14.0, 40.0):
+        with pytest.raises(ParameterError, match=f"epsilon={eps:g} over a domain of d=16.*make_rng\\(secure=True\\)"):
+            grr_perturb(v, 16, eps, make_rng(0))
+        assert grr_perturb(v, 16, eps, make_rng(secure=True)).shape == v.shape
+    assert grr_perturb(v, 16, 12.0, make_rng(0)).shape == v.shape
+
+
 # ------------------------------------------------------------------------------------------ estimators
 
 
@@ -500,12 +539,17 @@ def test_cli_two_party_workflow_on_mnist(run, data_dir, tmp_path):
     assert r.exit_code == 2 and "exists; pass --force" in r.output
 
 
-def test_grr_with_a_huge_epsilon_keeps_every_value():
-    """Found by the fuzz suite: at ε = 40 the keep probability rounds to 1 and 1 - p divided by zero."""
+def test_grr_with_a_huge_epsilon_is_refused_seeded_and_drawn_exactly_otherwise():
+    """Found by the fuzz suite: at ε = 40 the keep probability rounds to 1 and 1 - p divided by zero. The seeded
+    sampler would then keep every value, which no finite ε covers: a clear refusal, not a crash, and the exact
+    sampler draws it."""
     from privpix.privacy.grr import grr_perturb
 
     v = np.arange(16) % 4
-    np.testing.assert_array_equal(grr_perturb(v, 4, 40.0, np.random.default_rng(0)), v)
+    with pytest.raises(ParameterError, match="would give ε = inf, not 40"):
+        grr_perturb(v, 4, 40.0, np.random.default_rng(0))
+    out = grr_perturb(v, 4, 40.0, make_rng(secure=True))
+    assert out.shape == v.shape and out.max() < 4
 
 
 @pytest.mark.slow

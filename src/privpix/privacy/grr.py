@@ -12,6 +12,7 @@ read the reports with its probabilities.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -49,6 +50,41 @@ def grr_probabilities(d: int, epsilon: float) -> tuple[float, float]:
     return p, q
 
 
+# How far the seeded sampler's ε (:func:`seeded_sampler_epsilon`) may exceed the stated ε, relatively, before
+# grr_perturb refuses it: its probabilities are eq. 3's rounded to multiples of 2^-24, which is within 0.01 % up to
+# ε = 8 (d = 2 to 256) and 0.09 % at ε = 12; at ε = 14 it is 0.5 % for d ≥ 16, and from about 16.6 some outputs
+# cannot occur at all (an infinite ε).
+SEEDED_EPSILON_TOLERANCE = 1e-3
+_UNIFORMS = 1 << 24  # the float32 uniforms rng.random draws: k·2^-24, k = 0 … 2^24 − 1, each equally likely
+
+
+@functools.lru_cache(maxsize=256)
+def seeded_sampler_epsilon(d: int, epsilon: float) -> float:
+    """The ε that :func:`grr_perturb`'s seeded sampler really has for ``d`` and a finite ``epsilon``: the log of
+    the largest ratio between its output probabilities, counted exactly over the 2^24 float32 uniforms that decide
+    an entry (``math.inf`` where some output can never occur). The count of each replacement is found by bisecting
+    on the uniform (the offset it picks grows with it), so this costs d·24 evaluations, not 2^24."""
+    p, _ = grr_probabilities(d, epsilon)
+    p32, stretch = np.float32(p), np.float32((d - 1) / (1.0 - p)) if p < 1 else np.float32(0)
+    kept = min(math.ceil(float(p32) * _UNIFORMS), _UNIFORMS)  # k·2^-24 is exact in float32: below p32 iff k < p32·2^24
+
+    def offset(k: np.ndarray) -> np.ndarray:
+        u = (k.astype(np.float64) * 2.0**-24).astype(np.float32)
+        return np.minimum(((u - p32) * stretch).astype(np.int64), d - 2)
+
+    # The first uniform at or above p32 whose replacement offset reaches j, for every j = 1 … d − 2 at once.
+    targets = np.arange(1, d - 1)
+    lo, hi = np.full(d - 2, kept, np.int64), np.full(d - 2, _UNIFORMS, np.int64)
+    while np.any(lo < hi):
+        mid = (lo + hi) // 2
+        reached = offset(mid) >= targets
+        hi = np.where(reached & (lo < hi), mid, hi)
+        lo = np.where(~reached & (lo < hi), mid + 1, lo)
+    replaced = np.diff(np.concatenate([[kept], lo, [_UNIFORMS]]))
+    least = int(replaced.min())
+    return math.inf if least == 0 or kept == 0 else math.log(max(kept, int(replaced.max())) / least)
+
+
 def value_dtype(d: int) -> np.dtype:
     """The smallest unsigned dtype that holds ``[0, d)``."""
     return np.dtype(np.uint8 if d <= 256 else np.uint16 if d <= 65536 else np.uint32)
@@ -62,7 +98,10 @@ def grr_perturb(values: np.ndarray, d: int, epsilon: float, rng: RNG) -> np.ndar
 
     With a NumPy ``Generator`` (reproducible research runs) one float32 uniform decides each entry: it is
     kept when the uniform is below p, and otherwise the same uniform, rescaled, picks the replacement among
-    the d - 1 others. The probabilities are those of eq. 3 up to float32 rounding (< 2**-24). With a
+    the d - 1 others. The probabilities are those of eq. 3 rounded to multiples of 2^-24, so the ratio DP bounds
+    is not exactly e^ε: its true ε (:func:`seeded_sampler_epsilon`) is within 0.1 % of ``epsilon``
+    (:data:`SEEDED_EPSILON_TOLERANCE`), or the call is refused with a :class:`ParameterError` (large ε for the
+    domain, e.g. ε ≥ 14 with d ≥ 16) and the exact sampler is the way to that ε. With a
     :class:`~privpix.privacy.noise.SecureRandom` the exact sampler of :func:`privpix.privacy.noise.randomized_response`
     is used, whose ε is never above the stated one.
     """
@@ -78,6 +117,13 @@ def grr_perturb(values: np.ndarray, d: int, epsilon: float, rng: RNG) -> np.ndar
         return v.astype(dt, copy=True)
     if isinstance(rng, SecureRandom):
         return randomized_response(rng, v, d, epsilon).astype(dt)
+    actual = seeded_sampler_epsilon(d, epsilon)
+    if actual > epsilon * (1.0 + SEEDED_EPSILON_TOLERANCE):
+        raise ParameterError(
+            f"epsilon={epsilon:g} over a domain of d={d}: randomized response from a seeded generator (one float32 "
+            f"uniform per value) would give ε = {actual:.6g}, not {epsilon:g}; use the exact sampler "
+            "(privpix.privacy.noise.make_rng(secure=True); on the command line, no --seed) or a smaller epsilon"
+        )
     p, _ = grr_probabilities(d, epsilon)
     flat = v.astype(dt, copy=False).ravel()
     u = rng.random(flat.size, dtype=np.float32)
