@@ -309,7 +309,7 @@ def test_the_secure_guarantee_states_exact_noise_and_the_rdp_calibration(fitted,
     assert "floating-point" not in exact and "analytic" not in exact
     assert f"{gaussian_release.rdp_noise_multiplier(1.0, 1e-5):.6g}" in exact
     for text in (plain, exact):  # the seed caveat stays in both modes
-        assert "replace-one" in text and "seed 0: whoever knows the seed" in text
+        assert "replace-one" in text and "seed 0, which the model file records: anyone who holds the file" in text
     assert secure.privacy((28, 28, 1)).guarantee.epsilon == 1.0 and secure.privacy((28, 28, 1)).guarantee.sound
 
 

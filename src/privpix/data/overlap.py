@@ -29,7 +29,8 @@ CHECK_CAVEAT = (
     "or near copies of them (resized, re-encoded, brightened or cropped by up to 10 % per side), are refused. "
     "Measured on faces, all 22,000 such copies of LFW faces were found and none of 4,559 different CelebA faces was "
     "flagged. Mirrored, rotated or heavily edited copies are not found, and among public images that look alike, "
-    "such as digits or one studio's portraits, only identical ones are"
+    "such as digits or one studio's portraits, only identical ones are. Whether a fit is refused depends on the "
+    "private images and is not covered by the guarantee: a refusal says that some private image copies a public one"
 )
 
 

@@ -357,7 +357,10 @@ class CalibratedModel(TrainedModel):
                 f"recomputed from the recorded noise through the accountant: ε = {earned:.6g} at δ = {self.delta:g}"
             )
             if meta.get("seed") is not None:
-                caveats.append(f"fitted with seed {meta['seed']}: whoever knows the seed can remove the noise")
+                caveats.append(
+                    f"fitted with seed {meta['seed']}, which the model file records: anyone who holds the file can "
+                    "recompute and remove the noise; a research run, not for publication"
+                )
             if self.delta >= 1.0 / meta["n"]:
                 caveats.append(f"δ = {self.delta:g} is not below 1/n = {1.0 / meta['n']:.3g}: a weak guarantee")
         return Guarantee(
