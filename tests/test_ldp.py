@@ -86,17 +86,20 @@ def _seeded_counts(d: int, eps: float) -> tuple[int, np.ndarray]:
     return kept, replaced
 
 
-@pytest.mark.parametrize("d,eps", [(4, 10.0), (16, 12.0)])
+@pytest.mark.parametrize("d,eps", [(2, 12.0), (4, 10.0), (16, 12.0), (16, 14.0), (256, 0.01), (1024, 0.5)])
 def test_the_seeded_samplers_true_epsilon_is_counted_exactly(d, eps):
-    """seeded_sampler_epsilon against every one of the 2^24 uniforms: the same worst ratio, and, at these
-    settings, above the stated ε (by rounding) but inside the tolerance grr_perturb allows."""
+    """seeded_sampler_epsilon against every one of the 2^24 uniforms, as grr_perturb turns them into outputs: the
+    largest ratio of any two output probabilities (the kept value's included). Large ε, a small ε over many
+    values, and cases on both sides of the tolerance grr_perturb allows."""
     from privpix.privacy.grr import SEEDED_EPSILON_TOLERANCE, seeded_sampler_epsilon
 
     kept, replaced = _seeded_counts(d, eps)
     assert kept + replaced.sum() == 1 << 24
-    true_eps = math.log(max(kept, replaced.max()) / replaced.min())
+    probs = np.append(replaced, kept)
+    true_eps = math.log(probs.max() / probs.min())
     assert seeded_sampler_epsilon(d, eps) == pytest.approx(true_eps, rel=1e-12)
-    assert eps < true_eps <= eps * (1 + SEEDED_EPSILON_TOLERANCE)
+    refused = (d, eps) in {(16, 14.0), (256, 0.01)}
+    assert (true_eps > eps * (1 + SEEDED_EPSILON_TOLERANCE)) == refused
 
 
 def test_a_seeded_sampler_that_cannot_earn_its_epsilon_is_refused():
@@ -108,6 +111,24 @@ def test_a_seeded_sampler_that_cannot_earn_its_epsilon_is_refused():
             grr_perturb(v, 16, eps, make_rng(0))
         assert grr_perturb(v, 16, eps, make_rng(secure=True)).shape == v.shape
     assert grr_perturb(v, 16, 12.0, make_rng(0)).shape == v.shape
+
+
+def test_a_release_refused_for_its_seeded_sampler_publishes_nothing_and_charges_nothing(run, tmp_path):
+    """The refusal comes from the release's workers, after the plan and the ledger's reservation: it leaves no
+    staging, no folder content and no charge, and does not offer --resume, which would run the same command."""
+    from PIL import Image
+
+    from privpix.privacy.accounting import PrivacyLedger
+
+    (tmp_path / "in").mkdir()
+    for i in range(4):
+        Image.fromarray(np.full((6, 6), 60 * i, np.uint8)).save(tmp_path / "in" / f"{i}.png")
+    out, ledger = tmp_path / "out", tmp_path / "ledger.json"
+    r = run("release", "--input", tmp_path / "in", "--method", "ldp-pixel", "--epsilon", 20, "--seed", 1,
+            "--output", out, "--ledger", ledger, "--budget", 1000)  # fmt: skip
+    assert r.exit_code == 2 and "would give ε = inf, not 20" in r.output and "--resume" not in r.output, r.output
+    assert not out.exists() or not any(out.iterdir())
+    assert PrivacyLedger.load(ledger).entries == []
 
 
 # ------------------------------------------------------------------------------------------ estimators

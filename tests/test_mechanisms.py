@@ -136,7 +136,35 @@ def test_secure_dp_pix_counts_the_snapping_of_its_cell_means_to_the_lattice(b, m
     assert mech.release(imgs, make_rng(secure=True)).images.images.shape == imgs.images.shape
     mech.release(imgs, 0)
     assert scales == [mech._scale(3, 1, k, secure=True), 3 / k]
-    assert mech.privacy(imgs.shape, secure=True).unit_events[0].kind == "pure"
+    secure = mech.privacy(imgs.shape, secure=True)
+    assert (
+        secure.unit_events[0].kind == "pure"
+        and "plus 3 step(s) of the exact sampler's lattice" in secure.guarantee.caveats[0]
+    )
+    assert "lattice" not in mech.privacy(imgs.shape).guarantee.caveats[0]
+
+
+def test_secure_dp_pix_covers_float_cells_between_lattice_points(monkeypatch):
+    """Float images put a cell mean anywhere between lattice points. 20,001 grey 4×4 cells whose other 15 pixels
+    hold r from 0 to 1, the first pixel 0 in one image and 1 in its neighbour, through the mechanism's own means:
+    their snapped means move up to one lattice step more than the means (1,021 steps against 1,020 at b = 4, where
+    8-bit images never do), which the secure sensitivity covers and the continuous one does not."""
+    from privpix.mechanisms import pixel
+    from privpix.privacy.noise import PIXEL_GRID, make_rng
+
+    snapped = []
+    monkeypatch.setattr(pixel, "add_laplace", lambda v, s, rng: snapped.append(np.round(v / PIXEL_GRID)) or v)
+    mech = get_mechanism("dp-pix", epsilon=1.0, b=4, clip=False)
+    r = np.linspace(0.0, 1.0, 20_001)
+    x = np.repeat(r, 16).reshape(-1, 4, 4, 1)
+    y = x.copy()
+    x[:, 0, 0, 0], y[:, 0, 0, 0] = 0.0, 1.0
+    mech._privatize(x, make_rng(secure=True))
+    mech._privatize(y, make_rng(secure=True))
+    moved = float(np.abs(snapped[1] - snapped[0]).max()) * PIXEL_GRID
+    assert (
+        mech._scale(1, 1, 16, secure=False) * mech.epsilon < moved <= mech._scale(1, 1, 16, secure=True) * mech.epsilon
+    )
 
 
 @pytest.mark.parametrize(

@@ -236,7 +236,7 @@ class DPPix(ImageMechanism):
         kmin = min(self.b, h - (gh - 1) * self.b) * min(self.b, w - (gw - 1) * self.b)
         return gh, gw, kmin
 
-    def _guarantee(self, shape: tuple[int, int, int]) -> Guarantee:
+    def _guarantee(self, shape: tuple[int, int, int], secure: bool = False) -> Guarantee:
         h, w, c = shape
         gh, gw, kmin = self._cells(h, w)
         m = min(self.m, h * w)
@@ -249,7 +249,12 @@ class DPPix(ImageMechanism):
             per_image_epsilon=self.epsilon * delta_image / delta_unit,
             sound=True,
             caveats=(
-                f"cells of {self.b}x{self.b} pixels; Δ = {delta_unit:.4g} in [0, 1] pixel units",
+                f"cells of {self.b}x{self.b} pixels; Δ = {delta_unit:.4g} in [0, 1] pixel units"
+                + (
+                    f", plus {c * m} step(s) of the exact sampler's lattice of 1/16,320 (its snapping)"
+                    if secure
+                    else ""
+                ),
                 _range_caveat(self.pixel_range),
             ),
         )
@@ -262,7 +267,7 @@ class DPPix(ImageMechanism):
         one Laplace release of ε, the curve an audit of the unit reads; with ``secure``, a release of ε on the
         lattice, declared as no more than ε-DP (its noise is not the continuous Laplace's)."""
         unit = PureDP(self.epsilon) if secure else LaplaceNoise(self.epsilon)
-        return Claim.of(self._guarantee(shape_of(data)), self.neighbours(), (unit,))
+        return Claim.of(self._guarantee(shape_of(data), secure), self.neighbours(), (unit,))
 
     def _privatize(self, x: np.ndarray, rng: RNG) -> np.ndarray:
         return self._cell_rows(x, rng, x.shape[1])

@@ -51,9 +51,10 @@ def grr_probabilities(d: int, epsilon: float) -> tuple[float, float]:
 
 
 # How far the seeded sampler's ε (:func:`seeded_sampler_epsilon`) may exceed the stated ε, relatively, before
-# grr_perturb refuses it: its probabilities are eq. 3's rounded to multiples of 2^-24, which is within 0.01 % up to
-# ε = 8 (d = 2 to 256) and 0.09 % at ε = 12; at ε = 14 it is 0.5 % for d ≥ 16, and from about 16.6 some outputs
-# cannot occur at all (an infinite ε).
+# grr_perturb refuses it. Its probabilities are eq. 3's rounded to multiples of 2^-24, off by up to one count in
+# 2^24: relatively most where a probability is small, at large ε (0.09 % at ε = 12; 0.5 % at ε = 14 for d >= 16;
+# from about ε = 16.6 some outputs cannot occur at all) and at a small ε over many values (0.2 % at ε = 0.01 with
+# d = 256, 1.4 % with d = 1024). Between, it is within 0.01 % (ε from 0.5 to 8 with d up to 256).
 SEEDED_EPSILON_TOLERANCE = 1e-3
 _UNIFORMS = 1 << 24  # the float32 uniforms rng.random draws: k·2^-24, k = 0 … 2^24 − 1, each equally likely
 
@@ -67,6 +68,8 @@ def seeded_sampler_epsilon(d: int, epsilon: float) -> float:
     p, _ = grr_probabilities(d, epsilon)
     p32, stretch = np.float32(p), np.float32((d - 1) / (1.0 - p)) if p < 1 else np.float32(0)
     kept = min(math.ceil(float(p32) * _UNIFORMS), _UNIFORMS)  # k·2^-24 is exact in float32: below p32 iff k < p32·2^24
+    if _UNIFORMS - kept < d - 1:  # fewer uniforms left than replacements: one of them can never be drawn
+        return math.inf
 
     def offset(k: np.ndarray) -> np.ndarray:
         u = (k.astype(np.float64) * 2.0**-24).astype(np.float32)
@@ -100,8 +103,9 @@ def grr_perturb(values: np.ndarray, d: int, epsilon: float, rng: RNG) -> np.ndar
     kept when the uniform is below p, and otherwise the same uniform, rescaled, picks the replacement among
     the d - 1 others. The probabilities are those of eq. 3 rounded to multiples of 2^-24, so the ratio DP bounds
     is not exactly e^ε: its true ε (:func:`seeded_sampler_epsilon`) is within 0.1 % of ``epsilon``
-    (:data:`SEEDED_EPSILON_TOLERANCE`), or the call is refused with a :class:`ParameterError` (large ε for the
-    domain, e.g. ε ≥ 14 with d ≥ 16) and the exact sampler is the way to that ε. With a
+    (:data:`SEEDED_EPSILON_TOLERANCE`), or the call is refused with a :class:`ParameterError` (a large ε, e.g.
+    ε ≥ 14 with d ≥ 16, or a small ε over many values, e.g. ε = 0.01 with d = 256) and the exact sampler is the way
+    to that ε. With a
     :class:`~privpix.privacy.noise.SecureRandom` the exact sampler of :func:`privpix.privacy.noise.randomized_response`
     is used, whose ε is never above the stated one.
     """
@@ -121,8 +125,9 @@ def grr_perturb(values: np.ndarray, d: int, epsilon: float, rng: RNG) -> np.ndar
     if actual > epsilon * (1.0 + SEEDED_EPSILON_TOLERANCE):
         raise ParameterError(
             f"epsilon={epsilon:g} over a domain of d={d}: randomized response from a seeded generator (one float32 "
-            f"uniform per value) would give ε = {actual:.6g}, not {epsilon:g}; use the exact sampler "
-            "(privpix.privacy.noise.make_rng(secure=True); on the command line, no --seed) or a smaller epsilon"
+            f"uniform per value) would give ε = {actual:.6g}, not {epsilon:g}: its probabilities are rounded to "
+            "multiples of 2^-24, too coarse for a large ε or for a small ε over many values; use the exact sampler "
+            "(privpix.privacy.noise.make_rng(secure=True); on the command line, no --seed)"
         )
     p, _ = grr_probabilities(d, epsilon)
     flat = v.astype(dt, copy=False).ravel()

@@ -455,7 +455,9 @@ class ReleaseWriter:
             if not self.committed and self.stage is not None and (self.out / JOURNAL).exists():
                 self.committed = True  # interrupted right after the journal was written: that is a commit
             resumable = self.plan is not None and self.plan.get("resumable", True)
-            if not self.committed and self.stage is not None and resumable and exc_type is not None:
+            # A refusal of the command's parameters would meet --resume (the same command) again: nothing to keep.
+            refused = exc_type is not None and issubclass(exc_type, ParameterError)
+            if not self.committed and self.stage is not None and resumable and exc_type is not None and not refused:
                 # A sharded run stopped by an error or Ctrl-C: its finished shards stay for --resume (nothing of
                 # them is published until a commit).
                 done = len(list((self.stage / SHARDS).glob("*.json")))
@@ -464,7 +466,7 @@ class ReleaseWriter:
             elif not self.committed and self.stage is not None:
                 # Why it cannot be resumed, from its plan ("": a command without --resume, whose error says it all).
                 why = (self.plan or {}).get("why_not_resumable", UNSEEDED_FIT)
-                if self.plan is not None and exc_type is not None and why:
+                if self.plan is not None and exc_type is not None and why and not refused:
                     self.note(f"{self.out}: stopped; nothing was published. {why}")
                 shutil.rmtree(self.stage, ignore_errors=True)
         finally:

@@ -41,8 +41,8 @@ class LDPPixel(ImageMechanism):
 
     def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
         """Charged as the bare per-image ε. The unit, one pixel with all its channels, is c randomized responses of
-        ε each (one per channel value): the audit reads their composed curve (one response meets the curve of ε-DP
-        exactly)."""
+        ε each (one per channel value), declared as c bare ε-DP events: c·ε-DP for the unit, the curve its audit
+        reads (one response meets the curve of ε-DP exactly)."""
         shape = shape_of(data)
         return Claim.of(self._guarantee(shape), self.neighbours(), (PureDP(self.epsilon, count=shape[2]),))
 
