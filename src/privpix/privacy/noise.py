@@ -262,7 +262,7 @@ def discrete_gaussian(rng: RNG, sigma: float, size: int | tuple[int, ...] | None
     return _kernels().discrete_gaussian(_word_source(rng), float(sigma), n).reshape(shape)
 
 
-# add_laplace's lattice in secure mode: it holds every 8-bit pixel level, and every mean of up to 64 of them.
+# add_laplace's lattice in secure mode: it holds every 8-bit pixel level, and the mean of any 1, 2, 4, …, 64 of them.
 PIXEL_GRID = 1 / (255 * 64)
 
 
