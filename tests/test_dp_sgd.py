@@ -68,6 +68,13 @@ def test_guarantee_is_central_dp_per_example_added_or_removed(fitted):
     assert g.model == "central-dp" and g.sound and g.is_dp
     assert (g.epsilon, g.delta, g.per_image_epsilon) == (1.0, 1e-5, 1.0)
     assert "added or removed" in g.unit
+    # n is in the model file, so one example replaced is the relation that holds: the guarantee states its ε, the
+    # replace-one PLD of the same steps (what a ledger's PLD figure charges), above the add/remove ε and below 2ε.
+    from privpix.privacy.composition import compose
+
+    replaced, _ = compose(list(fitted.privacy((28, 28, 1)).events), 1e-5)
+    assert 1.0 < replaced < 2.0
+    assert f"(the model file records it): ε = {replaced:.4g} at δ = 1e-05" in " ".join(g.caveats)
     text = " ".join(g.caveats)
     for words in ("Poisson sampling as implemented by Opacus", "RDP accountant", "group privacy", "seed 0",
                   "not a CSPRNG", "checkpoint selection on private data is not covered"):  # fmt: skip

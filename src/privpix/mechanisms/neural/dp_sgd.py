@@ -46,6 +46,7 @@ import functools
 import math
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -53,13 +54,13 @@ import numpy as np
 
 from privpix.data.imageset import ImageSet, RecordSet
 from privpix.errors import ParameterError
-from privpix.mechanisms.base import About, Auditable, ConformanceCase, WhiteBoxTrials
+from privpix.mechanisms.base import About, Auditable, Claim, ConformanceCase, WhiteBoxTrials
 from privpix.mechanisms.kinds import ModelMechanism
 from privpix.mechanisms.params import param
 from privpix.mechanisms.registry import register
 from privpix.mechanisms.trained import CalibratedModel, sampling
 from privpix.privacy import sgm_rdp
-from privpix.privacy.composition import NoiseEvent, SampledGaussianNoise
+from privpix.privacy.composition import NoiseEvent, SampledGaussianNoise, compose
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import NeighbourPair, Neighbours
 from privpix.privacy.noise import make_rng, torch_seed
@@ -206,6 +207,25 @@ class DPSGD(CalibratedModel, ModelMechanism, Auditable):
             "secure": None,
             "not_secure": "its noise is torch's floating-point Gaussian through Opacus (no exact sampler)",
         }
+
+    def privacy(self, data: tuple[int, int, int] | ImageSet, n: int | None = None, *, secure: bool = False) -> Claim:
+        """The claim at ε for one example added or removed with n public, and, once its noise is known (fitted, or
+        planned on ``n``), a caveat with the ε for one example replaced: the relation that holds while n is known
+        (the model file records it, and q and T follow from it), and the ledger's. That is dp-accounting's
+        replace-one PLD of the same sampled Gaussian steps, what a ledger's PLD composition charges (1.61 for a fit
+        at ε = 1, δ = 1e-5 on n = 60,000 with the defaults); basic composition charges (2ε, (1 + e^ε)δ)."""
+        claim = super().privacy(data, n, secure=secure)
+        if not claim.events:
+            return claim
+        replaced, _ = compose(list(claim.events), self.delta)
+        stated = (
+            f"for one (image, label) replaced by another, the relation that holds when n is known (the model file "
+            f"records it): ε = {replaced:.4g} at δ = {self.delta:g} (dp-accounting's replace-one PLD of the same "
+            f"noise, what a ledger's PLD figure charges; its basic sum charges 2ε = {2 * self.epsilon:g}). "
+            f"ε = {self.epsilon:g} is for one example added or removed with n public (Abadi et al. 2016; Opacus)"
+        )
+        g = claim.guarantee
+        return replace(claim, guarantee=replace(g, caveats=(*g.caveats, stated)))
 
     def _planned_events(self, shape: tuple[int, int, int], n: int | None) -> tuple[NoiseEvent, ...]:
         """T sampled Gaussian steps (add/remove) of a fit on ``n`` examples."""
