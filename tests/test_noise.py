@@ -192,6 +192,22 @@ def test_secure_add_laplace_lands_on_grid():
     assert np.allclose(k, np.round(k), atol=1e-6)
 
 
+def test_secure_add_laplace_output_depends_on_the_noisy_value_only(monkeypatch):
+    """Two values k·g and k'·g whose exact noises land them on the same lattice point give the same float64 bits,
+    whatever k: the low-order bits must not tell which value it was (Mironov 2012). 20,000 random pairs of lattice
+    points of [0, 1] with noise chosen to meet at one point; scaling value and noise apart, fl(k·g) + fl(z·g),
+    fails on many of them."""
+    g = noise.PIXEL_GRID
+    gen = np.random.default_rng(5)
+    k = gen.integers(0, 255 * 64, 20_000)
+    target = gen.integers(-(10**6), 10**6, 20_000)
+    monkeypatch.setattr(noise, "discrete_laplace", lambda rng, s, n: draws.pop(0))
+    draws = [target - k, target - (255 * 64 - 1 - k)]
+    a = noise.add_laplace(k * g, 1.0, noise.SecureRandom())
+    b = noise.add_laplace((255 * 64 - 1 - k) * g, 1.0, noise.SecureRandom())
+    assert np.array_equal(a, b) and np.array_equal(a, target * g)
+
+
 def test_add_laplace_array_scale_is_elementwise():
     rng = noise.make_rng(0)
     x = np.zeros((2, N))
