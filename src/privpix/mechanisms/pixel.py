@@ -17,7 +17,7 @@ from privpix.mechanisms.registry import register
 from privpix.privacy.composition import LaplaceNoise, PureDP
 from privpix.privacy.guarantees import Guarantee
 from privpix.privacy.neighbours import Neighbours, OneImage, PixelColumn, Pixels
-from privpix.privacy.noise import PIXEL_GRID, RNG, add_gaussian, add_laplace, is_secure
+from privpix.privacy.noise import PIXEL_GRID, PIXEL_GRID_STEPS, RNG, add_gaussian, add_laplace, is_secure
 
 _CLIP = param(True, "clip released values to the pixel range [0, 1] (post-processing)")
 _RANGE = param(1.0, "declared range of one pixel value (images are in [0, 1])", minimum=1e-12)
@@ -48,7 +48,7 @@ def _in_range(x: np.ndarray, pixel_range: float) -> np.ndarray:
     rounded down to the secure mode's lattice (add_laplace's grid), so snapping to it cannot pass the range."""
     if pixel_range >= 1:
         return x
-    top = math.floor(pixel_range * 255 * 64) / (255 * 64)
+    top = math.floor(pixel_range * PIXEL_GRID_STEPS) / PIXEL_GRID_STEPS
     return np.minimum(x, top)
 
 
@@ -251,7 +251,7 @@ class DPPix(ImageMechanism):
             caveats=(
                 f"cells of {self.b}x{self.b} pixels; Δ = {delta_unit:.4g} in [0, 1] pixel units"
                 + (
-                    f", plus {c * m} step(s) of the exact sampler's lattice of 1/16,320 (its snapping)"
+                    f", plus {c * m} step(s) of the exact sampler's lattice of 1/{PIXEL_GRID_STEPS:,} (its snapping)"
                     if secure
                     else ""
                 ),

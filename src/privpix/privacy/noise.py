@@ -262,8 +262,10 @@ def discrete_gaussian(rng: RNG, sigma: float, size: int | tuple[int, ...] | None
     return _kernels().discrete_gaussian(_word_source(rng), float(sigma), n).reshape(shape)
 
 
-# add_laplace's lattice in secure mode: it holds every 8-bit pixel level, and the mean of any 1, 2, 4, …, 64 of them.
-PIXEL_GRID = 1 / (255 * 64)
+# add_laplace's lattice in secure mode, PIXEL_GRID_STEPS points per unit: it holds every 8-bit pixel level, and
+# the mean of any 1, 2, 4, …, 64 of them.
+PIXEL_GRID_STEPS = 255 * 64
+PIXEL_GRID = 1 / PIXEL_GRID_STEPS
 
 
 def add_laplace(values: np.ndarray, scale: float | np.ndarray, rng: RNG, *, grid: float = PIXEL_GRID):
