@@ -83,9 +83,10 @@ def seeded_sampler_epsilon(d: int, epsilon: float) -> float:
         reached = offset(mid) >= targets
         hi = np.where(reached & (lo < hi), mid, hi)
         lo = np.where(~reached & (lo < hi), mid + 1, lo)
-    replaced = np.diff(np.concatenate([[kept], lo, [_UNIFORMS]]))
-    least = int(replaced.min())
-    return math.inf if least == 0 or kept == 0 else math.log(max(kept, int(replaced.max())) / least)
+    # Every output's count: the kept value's, then each replacement's (the gaps between consecutive boundaries).
+    counts = np.diff(np.concatenate([[0], [kept], lo, [_UNIFORMS]]))
+    least = int(counts.min())
+    return math.inf if least == 0 else math.log(int(counts.max()) / least)
 
 
 def value_dtype(d: int) -> np.dtype:
