@@ -240,7 +240,7 @@ class DPPix(ImageMechanism):
         h, w, c = shape
         gh, gw, kmin = self._cells(h, w)
         m = min(self.m, h * w)
-        delta_unit = c * m * self.pixel_range / kmin
+        delta_unit = self._sensitivity(c, m, kmin, secure=False)
         delta_image = c * gh * gw * self.pixel_range  # every cell mean may move by the full range
         return Guarantee(
             model="central-dp",
@@ -298,15 +298,19 @@ class DPPix(ImageMechanism):
         up = np.repeat(np.repeat(noisy, self.b, axis=1), self.b, axis=2)[:, :h, :w, :]
         return np.clip(up, 0.0, 1.0) if self.clip else up
 
-    def _scale(self, c: int, m: int, kmin: int, secure: bool) -> float:
-        """The Laplace scale of a cell mean, Δ/ε with Δ = c·m·pixel_range/k_min. In secure mode the exact lattice
-        sampler is private only for values on its lattice (:data:`~privpix.privacy.noise.PIXEL_GRID`), and a cell
-        mean is a multiple of 1/(255·k), on it only when k divides 64 (8-bit pixels): snapping can take two
+    def _sensitivity(self, c: int, m: int, kmin: int, secure: bool) -> float:
+        """The L1 sensitivity Δ of the cell means for one unit: c·m·pixel_range/k_min. In secure mode the exact
+        lattice sampler is private only for values on its lattice (:data:`~privpix.privacy.noise.PIXEL_GRID`), and a
+        cell mean is a multiple of 1/(255·k), on it only when k divides 64 (8-bit pixels): snapping can take two
         neighbours' means one step further apart, so Δ counts one step for each of the c·m means a unit moves."""
         sensitivity = c * m * self.pixel_range / kmin
         if secure:
             sensitivity += c * m * PIXEL_GRID
-        return sensitivity / self.epsilon
+        return sensitivity
+
+    def _scale(self, c: int, m: int, kmin: int, secure: bool) -> float:
+        """The Laplace scale of a cell mean, Δ/ε."""
+        return self._sensitivity(c, m, kmin, secure) / self.epsilon
 
 
 class _NoGuarantee(ImageMechanism):
